@@ -1,0 +1,91 @@
+// Package broker holds the Kafka client settings every service shares: the
+// sarama configuration that the saga's guarantees rely on, topic creation and
+// a readiness probe.
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/IBM/sarama"
+)
+
+// Partitions is the partition count of every topic the services create.
+// Ordering is per key (order id), so any count works; three lets a consumer
+// group spread over up to three instances.
+const Partitions = 3
+
+// Config returns the sarama configuration for clientID:
+//   - producer: acks from all in-sync replicas, idempotent (no duplicates
+//     from the producer's own retries), one request in flight so retries
+//     cannot reorder a partition, hash partitioning on the key;
+//   - consumer: start from the oldest offset when the group has none, and
+//     commit only offsets the handler marked (after its transaction).
+func Config(clientID string) *sarama.Config {
+	c := sarama.NewConfig()
+	c.ClientID = clientID
+	c.Version = sarama.V3_6_0_0
+
+	c.Producer.RequiredAcks = sarama.WaitForAll
+	c.Producer.Idempotent = true
+	c.Net.MaxOpenRequests = 1
+	c.Producer.Retry.Max = 10
+	c.Producer.Retry.Backoff = 200 * time.Millisecond
+	c.Producer.Return.Successes = true
+	c.Producer.Return.Errors = true
+	c.Producer.Partitioner = sarama.NewHashPartitioner
+
+	c.Consumer.Offsets.Initial = sarama.OffsetOldest
+	c.Consumer.Offsets.AutoCommit.Enable = true
+	c.Consumer.Offsets.AutoCommit.Interval = 500 * time.Millisecond
+	c.Consumer.Return.Errors = true
+	c.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{sarama.NewBalanceStrategySticky()}
+
+	c.Metadata.Retry.Max = 10
+	c.Metadata.Retry.Backoff = 500 * time.Millisecond
+	c.Net.DialTimeout = 5 * time.Second
+	return c
+}
+
+// EnsureTopics creates each topic that does not exist yet. It is safe to
+// call from several services at once: "already exists" is success.
+func EnsureTopics(brokers []string, clientID string, topics ...string) error {
+	admin, err := sarama.NewClusterAdmin(brokers, Config(clientID))
+	if err != nil {
+		return fmt.Errorf("broker: connect admin: %w", err)
+	}
+	defer admin.Close()
+	for _, t := range topics {
+		err := admin.CreateTopic(t, &sarama.TopicDetail{NumPartitions: Partitions, ReplicationFactor: 1}, false)
+		if err != nil && !errors.Is(err, sarama.ErrTopicAlreadyExists) {
+			return fmt.Errorf("broker: create topic %s: %w", t, err)
+		}
+	}
+	return nil
+}
+
+// NewSyncProducer returns a producer with Config's guarantees.
+func NewSyncProducer(brokers []string, clientID string) (sarama.SyncProducer, error) {
+	p, err := sarama.NewSyncProducer(brokers, Config(clientID))
+	if err != nil {
+		return nil, fmt.Errorf("broker: producer: %w", err)
+	}
+	return p, nil
+}
+
+// Ping reports whether a broker answers a metadata request within ctx.
+func Ping(ctx context.Context, client sarama.Client) error {
+	done := make(chan error, 1)
+	go func() { done <- client.RefreshMetadata() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			return fmt.Errorf("broker: metadata: %w", err)
+		}
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("broker: metadata: %w", ctx.Err())
+	}
+}

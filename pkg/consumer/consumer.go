@@ -1,0 +1,226 @@
+// Package consumer runs a Kafka consumer group whose handler is trusted with
+// one rule: return nil only after the message's effects are committed.
+//
+// What the package adds around the handler:
+//   - an offset is marked only after the handler returned nil, so a crash
+//     before the handler's commit redelivers the message (and package idem
+//     makes the redelivery harmless);
+//   - a transient error (database or broker down) is retried with
+//     exponential backoff for as long as it takes — a message is never
+//     skipped because a dependency was briefly away;
+//   - an error wrapped with Permanent (undecodable message, unknown type,
+//     invalid payload) is handed to the DeadLetter function with the reason,
+//     then the offset is marked and consumption continues;
+//   - on shutdown the message in hand is finished, its offset marked, and
+//     the group closed, which commits the marked offsets.
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/cenkalti/backoff/v5"
+
+	"github.com/choreo-saga/choreo/pkg/broker"
+)
+
+// Handler processes one message. It returns nil once the message's effects
+// are durable, a Permanent error if the message can never be processed, and
+// any other error to have it retried.
+type Handler interface {
+	Handle(ctx context.Context, m *sarama.ConsumerMessage) error
+}
+
+// HandlerFunc adapts a function to Handler.
+type HandlerFunc func(ctx context.Context, m *sarama.ConsumerMessage) error
+
+// Handle implements Handler.
+func (f HandlerFunc) Handle(ctx context.Context, m *sarama.ConsumerMessage) error { return f(ctx, m) }
+
+// DeadLetterFunc durably records a message that can never be processed,
+// with the reason. It is retried like a handler until it succeeds.
+type DeadLetterFunc func(ctx context.Context, m *sarama.ConsumerMessage, reason error) error
+
+type permanentError struct{ err error }
+
+func (e permanentError) Error() string { return e.err.Error() }
+func (e permanentError) Unwrap() error { return e.err }
+
+// Permanent marks err as one that retrying cannot fix.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return permanentError{err}
+}
+
+// IsPermanent reports whether err was marked with Permanent.
+func IsPermanent(err error) bool {
+	var p permanentError
+	return errors.As(err, &p)
+}
+
+// Config configures a Group.
+type Config struct {
+	Brokers []string
+	// GroupID is the consumer group, one per service.
+	GroupID string
+	Topics  []string
+	Handler Handler
+	// DeadLetter receives messages whose handling failed permanently.
+	DeadLetter DeadLetterFunc
+	Logger     *slog.Logger
+	// MaxBackoff caps the wait between retries of one message. Default 5s.
+	MaxBackoff time.Duration
+	// HandleTimeout bounds one attempt, and how long shutdown waits for the
+	// message in hand. Default 30s.
+	HandleTimeout time.Duration
+}
+
+// Validate reports a missing setting.
+func (c Config) Validate() error {
+	switch {
+	case len(c.Brokers) == 0:
+		return errors.New("consumer: no brokers")
+	case c.GroupID == "":
+		return errors.New("consumer: no group id")
+	case len(c.Topics) == 0:
+		return errors.New("consumer: no topics")
+	case c.Handler == nil:
+		return errors.New("consumer: no handler")
+	case c.DeadLetter == nil:
+		return errors.New("consumer: no dead-letter function")
+	}
+	return nil
+}
+
+// Group consumes Config.Topics as one member of Config.GroupID.
+type Group struct {
+	cfg Config
+	log *slog.Logger
+}
+
+// New returns a Group, or an error if cfg is incomplete.
+func New(cfg Config) (*Group, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.MaxBackoff <= 0 {
+		cfg.MaxBackoff = 5 * time.Second
+	}
+	if cfg.HandleTimeout <= 0 {
+		cfg.HandleTimeout = 30 * time.Second
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Group{cfg: cfg, log: cfg.Logger.With("component", "consumer", "group", cfg.GroupID)}, nil
+}
+
+// Run consumes until ctx ends, rejoining the group after every rebalance and
+// reconnecting after broker outages. It returns nil after a clean shutdown.
+func (g *Group) Run(ctx context.Context) error {
+	cg, err := sarama.NewConsumerGroup(g.cfg.Brokers, g.cfg.GroupID, broker.Config(g.cfg.GroupID))
+	if err != nil {
+		return fmt.Errorf("consumer: join group %s: %w", g.cfg.GroupID, err)
+	}
+	go func() {
+		for err := range cg.Errors() {
+			g.log.Warn("consumer group error", "err", err)
+		}
+	}()
+
+	for ctx.Err() == nil {
+		// Consume returns at every rebalance; loop to rejoin.
+		if err := cg.Consume(ctx, g.cfg.Topics, g); err != nil {
+			if errors.Is(err, sarama.ErrClosedConsumerGroup) {
+				break
+			}
+			g.log.Warn("consume ended; rejoining", "err", err)
+			sleep(ctx, time.Second)
+		}
+	}
+	// Close commits the offsets marked so far.
+	if err := cg.Close(); err != nil {
+		return fmt.Errorf("consumer: close group %s: %w", g.cfg.GroupID, err)
+	}
+	g.log.Info("consumer stopped")
+	return nil
+}
+
+// Setup implements sarama.ConsumerGroupHandler.
+func (g *Group) Setup(s sarama.ConsumerGroupSession) error {
+	g.log.Info("partitions assigned", "claims", s.Claims(), "generation", s.GenerationID())
+	return nil
+}
+
+// Cleanup implements sarama.ConsumerGroupHandler.
+func (g *Group) Cleanup(s sarama.ConsumerGroupSession) error {
+	g.log.Info("partitions revoked", "generation", s.GenerationID())
+	return nil
+}
+
+// ConsumeClaim implements sarama.ConsumerGroupHandler. Messages of one
+// partition are handled one at a time, in order.
+func (g *Group) ConsumeClaim(s sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
+	for {
+		select {
+		case <-s.Context().Done():
+			return nil
+		case m, ok := <-claim.Messages():
+			if !ok {
+				return nil
+			}
+			if err := g.process(s.Context(), m); err != nil {
+				// Only when the session ended while retrying: the message is
+				// left unmarked and the next owner of the partition gets it.
+				return nil
+			}
+			s.MarkMessage(m, "")
+		}
+	}
+}
+
+// process handles m until it succeeds or is dead-lettered. It returns an
+// error only if sessCtx ended first.
+func (g *Group) process(sessCtx context.Context, m *sarama.ConsumerMessage) error {
+	log := g.log.With("topic", m.Topic, "partition", m.Partition, "offset", m.Offset, "order_id", string(m.Key))
+	attempt := func() (struct{}, error) {
+		// An attempt already running is allowed to finish after shutdown
+		// begins, so in-flight work completes and its offset is committed.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(sessCtx), g.cfg.HandleTimeout)
+		defer cancel()
+		err := g.cfg.Handler.Handle(ctx, m)
+		if err == nil {
+			return struct{}{}, nil
+		}
+		if IsPermanent(err) {
+			log.Error("message cannot be processed; dead-lettering", "reason", err)
+			if dlErr := g.cfg.DeadLetter(ctx, m, err); dlErr != nil {
+				log.Error("dead-letter failed; will retry", "err", dlErr)
+				return struct{}{}, dlErr
+			}
+			return struct{}{}, nil
+		}
+		log.Warn("handler failed; will retry", "err", err)
+		return struct{}{}, err
+	}
+	eb := backoff.NewExponentialBackOff()
+	eb.InitialInterval = 100 * time.Millisecond
+	eb.MaxInterval = g.cfg.MaxBackoff
+	_, err := backoff.Retry(sessCtx, attempt, backoff.WithBackOff(eb), backoff.WithMaxElapsedTime(0))
+	return err
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}

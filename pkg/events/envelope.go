@@ -1,0 +1,177 @@
+// Package events defines the messages the saga's services exchange over Kafka:
+// the envelope every message travels in, one payload type per event, the
+// topic each producer writes to, and the decoding and validation a consumer
+// applies before it trusts a message.
+//
+// Every message is keyed by its order id, so all of one order's events land
+// in the same partition and are consumed in the order they were produced.
+package events
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Topics, one per producing service. A service writes only to its own topic.
+const (
+	TopicOrder     = "order.events"
+	TopicPayment   = "payment.events"
+	TopicInventory = "inventory.events"
+	TopicShipping  = "shipping.events"
+)
+
+// DeadLetterTopic returns the topic where a service parks messages it can
+// never process, e.g. "payment.dlq".
+func DeadLetterTopic(service string) string { return service + ".dlq" }
+
+// Kafka header names set on every event message, so tools can route or
+// inspect a message without decoding its value.
+const (
+	HeaderEventID   = "event_id"
+	HeaderEventType = "event_type"
+)
+
+// MaxMessageBytes bounds an encoded envelope. Anything larger is rejected by
+// Decode as poison rather than buffered.
+const MaxMessageBytes = 1 << 20
+
+// Envelope is the wire format of every event: identity and type for
+// routing and de-duplication, and the typed payload as raw JSON.
+type Envelope struct {
+	// ID is unique per event (a UUID). Consumers de-duplicate on it.
+	ID string `json:"id"`
+	// Type names the payload type, e.g. "PaymentCompleted".
+	Type string `json:"type"`
+	// OrderID is the saga's correlation id and the Kafka message key.
+	OrderID string `json:"order_id"`
+	// Source is the service that produced the event.
+	Source string `json:"source"`
+	// OccurredAt is when the producing transaction ran.
+	OccurredAt time.Time `json:"occurred_at"`
+	// Payload is the event-specific body; see the Payload types.
+	Payload json.RawMessage `json:"payload"`
+}
+
+// Payload is implemented by every event body.
+type Payload interface {
+	// EventType is the Envelope.Type under which the payload travels.
+	EventType() string
+	// Validate reports whether the payload is complete and consistent.
+	Validate() error
+}
+
+// Errors returned by Decode and Envelope.Decode. All of them mean the
+// message can never be processed, however often it is retried.
+var (
+	ErrMalformed   = errors.New("malformed event")
+	ErrUnknownType = errors.New("unknown event type")
+	ErrInvalid     = errors.New("invalid event payload")
+)
+
+// New wraps p in an Envelope with a fresh event id.
+func New(source, orderID string, p Payload, now time.Time) (Envelope, error) {
+	if err := p.Validate(); err != nil {
+		return Envelope{}, fmt.Errorf("new %s: %w", p.EventType(), err)
+	}
+	raw, err := json.Marshal(p)
+	if err != nil {
+		return Envelope{}, fmt.Errorf("marshal %s: %w", p.EventType(), err)
+	}
+	return Envelope{
+		ID:         uuid.NewString(),
+		Type:       p.EventType(),
+		OrderID:    orderID,
+		Source:     source,
+		OccurredAt: now.UTC(),
+		Payload:    raw,
+	}, nil
+}
+
+// Encode returns the envelope's wire form.
+func (e Envelope) Encode() ([]byte, error) {
+	b, err := json.Marshal(e)
+	if err != nil {
+		return nil, fmt.Errorf("encode event %s: %w", e.ID, err)
+	}
+	return b, nil
+}
+
+// Decode parses a message value into an Envelope and checks that its type is
+// known and its payload valid. Errors wrap ErrMalformed, ErrUnknownType or
+// ErrInvalid.
+func Decode(value []byte) (Envelope, error) {
+	var e Envelope
+	if len(value) > MaxMessageBytes {
+		return e, fmt.Errorf("%w: %d bytes exceeds %d", ErrMalformed, len(value), MaxMessageBytes)
+	}
+	dec := json.NewDecoder(bytes.NewReader(value))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&e); err != nil {
+		return e, fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	if _, err := uuid.Parse(e.ID); err != nil {
+		return e, fmt.Errorf("%w: id %q is not a UUID", ErrMalformed, e.ID)
+	}
+	if e.OrderID == "" {
+		return e, fmt.Errorf("%w: order_id is empty", ErrMalformed)
+	}
+	p, ok := newPayload(e.Type)
+	if !ok {
+		return e, fmt.Errorf("%w: %q", ErrUnknownType, e.Type)
+	}
+	if err := e.decodeInto(p); err != nil {
+		return e, err
+	}
+	return e, nil
+}
+
+// Decode unmarshals the payload into p, whose EventType must match, and
+// validates it. Errors wrap ErrInvalid.
+func (e Envelope) Decode(p Payload) error {
+	if p.EventType() != e.Type {
+		return fmt.Errorf("%w: event %s is %s, not %s", ErrInvalid, e.ID, e.Type, p.EventType())
+	}
+	return e.decodeInto(p)
+}
+
+func (e Envelope) decodeInto(p Payload) error {
+	dec := json.NewDecoder(bytes.NewReader(e.Payload))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(p); err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrInvalid, e.Type, err)
+	}
+	if err := p.Validate(); err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrInvalid, e.Type, err)
+	}
+	return nil
+}
+
+// newPayload returns an empty payload for a known event type.
+func newPayload(eventType string) (Payload, bool) {
+	switch eventType {
+	case TypeOrderCreated:
+		return new(OrderCreated), true
+	case TypePaymentCompleted:
+		return new(PaymentCompleted), true
+	case TypePaymentDeclined:
+		return new(PaymentDeclined), true
+	case TypePaymentRefunded:
+		return new(PaymentRefunded), true
+	case TypeInventoryReserved:
+		return new(InventoryReserved), true
+	case TypeInventoryRejected:
+		return new(InventoryRejected), true
+	case TypeInventoryReleased:
+		return new(InventoryReleased), true
+	case TypeShipmentScheduled:
+		return new(ShipmentScheduled), true
+	case TypeShipmentFailed:
+		return new(ShipmentFailed), true
+	}
+	return nil, false
+}

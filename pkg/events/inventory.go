@@ -1,0 +1,69 @@
+package events
+
+import "errors"
+
+// Event types published by the inventory service on TopicInventory.
+const (
+	TypeInventoryReserved = "InventoryReserved"
+	TypeInventoryRejected = "InventoryRejected"
+	TypeInventoryReleased = "InventoryReleased"
+)
+
+// InventoryReserved: every item was moved from available to reserved.
+// Shipping reacts by scheduling the shipment.
+type InventoryReserved struct {
+	Items           []Item  `json:"items"`
+	ShippingAddress Address `json:"shipping_address"`
+}
+
+// EventType implements Payload.
+func (InventoryReserved) EventType() string { return TypeInventoryReserved }
+
+// Validate implements Payload.
+func (p InventoryReserved) Validate() error {
+	if err := validateItems(p.Items); err != nil {
+		return err
+	}
+	return validateAddress(p.ShippingAddress)
+}
+
+// Shortage names an item inventory could not reserve.
+type Shortage struct {
+	SKU       string `json:"sku"`
+	Requested int64  `json:"requested"`
+	Available int64  `json:"available"`
+}
+
+// InventoryRejected: at least one item was short, and nothing was reserved.
+// Payment reacts by refunding.
+type InventoryRejected struct {
+	Reason    string     `json:"reason"` // always ReasonOutOfStock
+	Shortages []Shortage `json:"shortages"`
+}
+
+// EventType implements Payload.
+func (InventoryRejected) EventType() string { return TypeInventoryRejected }
+
+// Validate implements Payload.
+func (p InventoryRejected) Validate() error {
+	return validateReason(p.Reason, ReasonOutOfStock)
+}
+
+// InventoryReleased: a compensation. Reserved units went back to available
+// (or there were none, when the release overtook the reservation). Payment
+// reacts by refunding.
+type InventoryReleased struct {
+	Items  []Item `json:"items,omitempty"`
+	Reason string `json:"reason"` // the saga's cancel reason
+}
+
+// EventType implements Payload.
+func (InventoryReleased) EventType() string { return TypeInventoryReleased }
+
+// Validate implements Payload.
+func (p InventoryReleased) Validate() error {
+	if p.Reason == "" {
+		return errors.New("reason is empty")
+	}
+	return validateReason(p.Reason, ReasonShippingUnavailable)
+}

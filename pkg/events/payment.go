@@ -1,0 +1,80 @@
+package events
+
+import "errors"
+
+// Event types published by the payment service on TopicPayment.
+const (
+	TypePaymentCompleted = "PaymentCompleted"
+	TypePaymentDeclined  = "PaymentDeclined"
+	TypePaymentRefunded  = "PaymentRefunded"
+)
+
+// PaymentCompleted: the customer's balance was debited. Inventory reacts by
+// reserving the items.
+type PaymentCompleted struct {
+	CustomerID      string  `json:"customer_id"`
+	Amount          int64   `json:"amount"`
+	Currency        string  `json:"currency"`
+	Items           []Item  `json:"items"`
+	ShippingAddress Address `json:"shipping_address"`
+}
+
+// EventType implements Payload.
+func (PaymentCompleted) EventType() string { return TypePaymentCompleted }
+
+// Validate implements Payload.
+func (p PaymentCompleted) Validate() error {
+	if p.CustomerID == "" {
+		return errors.New("customer_id is empty")
+	}
+	if err := validateAmount(p.Amount); err != nil {
+		return err
+	}
+	if err := validateItems(p.Items); err != nil {
+		return err
+	}
+	return validateAddress(p.ShippingAddress)
+}
+
+// PaymentDeclined: the balance was too low or the customer unknown. Nothing
+// was debited; the order service cancels the order.
+type PaymentDeclined struct {
+	CustomerID string `json:"customer_id"`
+	Amount     int64  `json:"amount"`
+	// Detail says why, e.g. "insufficient_funds" or "unknown_customer".
+	Detail string `json:"detail"`
+}
+
+// EventType implements Payload.
+func (PaymentDeclined) EventType() string { return TypePaymentDeclined }
+
+// Validate implements Payload.
+func (p PaymentDeclined) Validate() error {
+	if p.CustomerID == "" {
+		return errors.New("customer_id is empty")
+	}
+	return validateAmount(p.Amount)
+}
+
+// PaymentRefunded: a compensation. The debit was returned to the balance (or
+// there was none to return, when the refund overtook the payment). It is the
+// last compensation of a failed saga, so the order service cancels the order
+// with Reason.
+type PaymentRefunded struct {
+	CustomerID string `json:"customer_id,omitempty"`
+	Amount     int64  `json:"amount"`
+	// Reason is the saga's cancel reason: ReasonOutOfStock or
+	// ReasonShippingUnavailable.
+	Reason string `json:"reason"`
+}
+
+// EventType implements Payload.
+func (PaymentRefunded) EventType() string { return TypePaymentRefunded }
+
+// Validate implements Payload.
+func (p PaymentRefunded) Validate() error {
+	if err := validateAmount(p.Amount); err != nil {
+		return err
+	}
+	return validateReason(p.Reason, ReasonOutOfStock, ReasonShippingUnavailable)
+}

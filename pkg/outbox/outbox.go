@@ -1,0 +1,90 @@
+// Package outbox implements the transactional outbox: a service writes the
+// events it wants to publish into its own database, in the same transaction
+// as the state change they announce, and a Relay publishes them to Kafka
+// afterwards.
+//
+// Publishing straight to Kafka from a request or consumer handler is a dual
+// write: the database commit and the publish can each fail alone, and one
+// of them is lost — a debit with no PaymentCompleted, or a PaymentCompleted
+// for a debit that rolled back. With the outbox there is one write; the
+// relay turns it into a publish at least once, and consumers de-duplicate
+// on the event id (package idem), so the effect happens exactly once.
+package outbox
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"encoding/json"
+	"fmt"
+
+	"github.com/choreo-saga/choreo/pkg/events"
+)
+
+// Migrations holds the schema of the outbox table as goose migrations. Each
+// service applies them to its own database.
+//
+//go:embed migrations/*.sql
+var Migrations embed.FS
+
+// Channel is the PostgreSQL NOTIFY channel Add signals on commit, so the
+// relay publishes within milliseconds instead of waiting for its next poll.
+const Channel = "outbox"
+
+// Message is one record to publish.
+type Message struct {
+	Topic   string
+	Key     []byte
+	Value   []byte
+	Headers map[string]string
+}
+
+// Execer is the part of *sqlx.Tx that Add needs. Pass the transaction that
+// makes the state change; never a bare *sqlx.DB.
+type Execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// Add stores m in the outbox within tx. Nothing is published until tx
+// commits, and if it rolls back the message vanishes with the change it
+// described.
+func Add(ctx context.Context, tx Execer, m Message) error {
+	if m.Topic == "" {
+		return fmt.Errorf("outbox: message has no topic")
+	}
+	headers, err := json.Marshal(m.Headers)
+	if err != nil {
+		return fmt.Errorf("outbox: headers: %w", err)
+	}
+	if m.Headers == nil {
+		headers = []byte("{}")
+	}
+	if _, err := tx.ExecContext(ctx,
+		`INSERT INTO outbox (topic, key, value, headers) VALUES ($1, $2, $3, $4)`,
+		m.Topic, m.Key, m.Value, headers); err != nil {
+		return fmt.Errorf("outbox: insert into %s: %w", m.Topic, err)
+	}
+	// Delivered only if and when tx commits; several in one tx fold into one.
+	if _, err := tx.ExecContext(ctx, `SELECT pg_notify($1, '')`, Channel); err != nil {
+		return fmt.Errorf("outbox: notify: %w", err)
+	}
+	return nil
+}
+
+// AddEvent stores an event for topic within tx, keyed by its order id so that
+// all of one order's events share a partition and keep their order.
+func AddEvent(ctx context.Context, tx Execer, topic string, e events.Envelope) error {
+	value, err := e.Encode()
+	if err != nil {
+		return err
+	}
+	return Add(ctx, tx, Message{
+		Topic: topic,
+		Key:   []byte(e.OrderID),
+		Value: value,
+		Headers: map[string]string{
+			events.HeaderEventID:   e.ID,
+			events.HeaderEventType: e.Type,
+		},
+	})
+}

@@ -1,0 +1,119 @@
+// Package pg opens a service's PostgreSQL database and brings its schema up
+// to date from embedded goose migrations.
+package pg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io/fs"
+	"log/slog"
+	"time"
+
+	"github.com/cenkalti/backoff/v5"
+	"github.com/jmoiron/sqlx"
+	_ "github.com/lib/pq" // registers the "postgres" driver
+	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
+)
+
+// Open connects to url and waits, with backoff, up to wait for the database
+// to answer, so a service started next to a database that is still booting
+// does not crash-loop. It returns the last error if the database never
+// answers.
+func Open(ctx context.Context, url string, wait time.Duration) (*sqlx.DB, error) {
+	db, err := sqlx.Open("postgres", url)
+	if err != nil {
+		return nil, fmt.Errorf("pg: open: %w", err)
+	}
+	db.SetMaxOpenConns(20)
+	db.SetMaxIdleConns(10)
+	db.SetConnMaxIdleTime(5 * time.Minute)
+
+	ping := func() (struct{}, error) {
+		pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		defer cancel()
+		return struct{}{}, db.PingContext(pctx)
+	}
+	if _, err := backoff.Retry(ctx, ping, backoff.WithMaxElapsedTime(wait)); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("pg: database not reachable after %s: %w", wait, err)
+	}
+	return db, nil
+}
+
+// Schema is one set of migrations, tracked in a goose version table of its
+// own so that shared packages (pkg/outbox, pkg/idem) and the service can each
+// version their tables independently.
+type Schema struct {
+	// Name names the version table: goose_<Name>.
+	Name string
+	// FS holds the migration files.
+	FS fs.FS
+	// Dir is the directory inside FS, e.g. "migrations".
+	Dir string
+}
+
+// Migrate applies every schema in order. A PostgreSQL advisory lock, one per
+// schema, makes it safe for two instances of a service to start at once: the
+// second waits and then finds nothing to do.
+func Migrate(ctx context.Context, db *sqlx.DB, log *slog.Logger, schemas ...Schema) error {
+	for _, s := range schemas {
+		if err := migrateOne(ctx, db, log, s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func migrateOne(ctx context.Context, db *sqlx.DB, log *slog.Logger, s Schema) error {
+	if s.Name == "" || s.FS == nil {
+		return errors.New("pg: schema needs a Name and an FS")
+	}
+	sub, err := fs.Sub(s.FS, s.Dir)
+	if err != nil {
+		return fmt.Errorf("pg: migrations %s: %w", s.Name, err)
+	}
+	h := fnv.New64a()
+	h.Write([]byte("choreo-migrate-" + s.Name))
+	locker, err := lock.NewPostgresSessionLocker(
+		lock.WithLockID(int64(h.Sum64()>>1)),
+		lock.WithLockTimeout(1, 120), // poll every second, for up to two minutes
+	)
+	if err != nil {
+		return fmt.Errorf("pg: locker: %w", err)
+	}
+	p, err := goose.NewProvider(goose.DialectPostgres, db.DB, sub,
+		goose.WithTableName("goose_"+s.Name),
+		goose.WithSessionLocker(locker),
+		goose.WithDisableGlobalRegistry(true),
+	)
+	if err != nil {
+		return fmt.Errorf("pg: migrations %s: %w", s.Name, err)
+	}
+	results, err := p.Up(ctx)
+	if err != nil {
+		return fmt.Errorf("pg: migrate %s: %w", s.Name, err)
+	}
+	for _, r := range results {
+		log.Info("migration applied", "schema", s.Name, "file", r.Source.Path)
+	}
+	return nil
+}
+
+// InTx runs fn in a transaction and commits it if fn returns nil.
+func InTx(ctx context.Context, db *sqlx.DB, fn func(tx *sqlx.Tx) error) error {
+	tx, err := db.BeginTxx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("pg: begin: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	if err := fn(tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("pg: commit: %w", err)
+	}
+	return nil
+}

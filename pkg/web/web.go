@@ -1,0 +1,224 @@
+// Package web holds the HTTP plumbing the four services share: JSON request
+// decoding with size, type and schema checks, RFC 9457 problem responses,
+// health endpoints and a server that shuts down gracefully.
+//
+// Handlers in the services stay small: decode, call the domain, encode —
+// and hand every error to Respond, the one place that turns errors into
+// statuses.
+package web
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net"
+	"net/http"
+	"time"
+)
+
+// MaxBodyBytes bounds a request body; larger bodies get 413.
+const MaxBodyBytes = 1 << 20
+
+// Error is an error with the HTTP status and client-facing detail it maps to.
+type Error struct {
+	Status int
+	Detail string
+	Err    error // optional cause, logged but not shown
+}
+
+func (e *Error) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("%d %s: %v", e.Status, e.Detail, e.Err)
+	}
+	return fmt.Sprintf("%d %s", e.Status, e.Detail)
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Errorf returns an *Error with a formatted detail.
+func Errorf(status int, format string, args ...any) *Error {
+	return &Error{Status: status, Detail: fmt.Sprintf(format, args...)}
+}
+
+// Problem is an RFC 9457 problem details body.
+type Problem struct {
+	Type     string `json:"type"`
+	Title    string `json:"title"`
+	Status   int    `json:"status"`
+	Detail   string `json:"detail,omitempty"`
+	Instance string `json:"instance,omitempty"`
+}
+
+// Respond writes err as application/problem+json. An *Error keeps its status
+// and detail; anything else is a 500 whose cause is logged, not shown.
+func Respond(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
+	var we *Error
+	if !errors.As(err, &we) {
+		log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		we = &Error{Status: http.StatusInternalServerError, Detail: "internal error; see the service log"}
+	} else if we.Status >= 500 {
+		log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	}
+	p := Problem{
+		Type:     "about:blank",
+		Title:    http.StatusText(we.Status),
+		Status:   we.Status,
+		Detail:   we.Detail,
+		Instance: r.URL.Path,
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(we.Status)
+	_ = json.NewEncoder(w).Encode(p)
+}
+
+// Encode writes v as JSON with status.
+func Encode(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// Validator is implemented by request bodies that can check themselves.
+type Validator interface {
+	Validate() error
+}
+
+// Decode reads r's JSON body into a T and validates it if T is a Validator.
+// It returns an *Error with status 415 for a non-JSON content type, 413 for
+// a body over MaxBodyBytes, and 400 for malformed JSON, unknown fields,
+// trailing data or a failed validation.
+func Decode[T any](w http.ResponseWriter, r *http.Request) (T, error) {
+	var v T
+	ct := r.Header.Get("Content-Type")
+	if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+		return v, Errorf(http.StatusUnsupportedMediaType, "Content-Type must be application/json, got %q", ct)
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return v, Errorf(http.StatusRequestEntityTooLarge, "body exceeds %d bytes", MaxBodyBytes)
+		}
+		return v, Errorf(http.StatusBadRequest, "reading body: %v", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&v); err != nil {
+		return v, Errorf(http.StatusBadRequest, "malformed JSON: %v", err)
+	}
+	if dec.More() {
+		return v, Errorf(http.StatusBadRequest, "malformed JSON: data after the JSON value")
+	}
+	if val, ok := any(&v).(Validator); ok {
+		if err := val.Validate(); err != nil {
+			return v, &Error{Status: http.StatusBadRequest, Detail: err.Error()}
+		}
+	} else if val, ok := any(v).(Validator); ok {
+		if err := val.Validate(); err != nil {
+			return v, &Error{Status: http.StatusBadRequest, Detail: err.Error()}
+		}
+	}
+	return v, nil
+}
+
+// Check is a readiness probe of one dependency.
+type Check func(ctx context.Context) error
+
+// Healthz answers 200 while the process runs.
+func Healthz() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		Encode(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+}
+
+// Readyz runs every check with a short deadline and answers 200 if all pass,
+// 503 naming the failures otherwise.
+func Readyz(log *slog.Logger, checks map[string]Check) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		status := map[string]string{}
+		var failed []string
+		for name, check := range checks {
+			if err := check(ctx); err != nil {
+				status[name] = err.Error()
+				failed = append(failed, name)
+				continue
+			}
+			status[name] = "ok"
+		}
+		if len(failed) > 0 {
+			Respond(w, r, log, Errorf(http.StatusServiceUnavailable, "not ready: %v", status))
+			return
+		}
+		Encode(w, http.StatusOK, status)
+	})
+}
+
+// Serve runs an HTTP server for h on addr until ctx ends, then stops
+// accepting connections and waits up to 10 seconds for requests in flight.
+func Serve(ctx context.Context, addr string, h http.Handler, log *slog.Logger) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("web: listen %s: %w", addr, err)
+	}
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       15 * time.Second,
+		WriteTimeout:      15 * time.Second,
+		IdleTimeout:       60 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	log.Info("http listening", "addr", ln.Addr().String())
+	select {
+	case err := <-errc:
+		return fmt.Errorf("web: serve: %w", err)
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		return fmt.Errorf("web: shutdown: %w", err)
+	}
+	return nil
+}
+
+// Recover turns a panicking handler into a 500 problem response.
+func Recover(log *slog.Logger) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			defer func() {
+				if v := recover(); v != nil {
+					if v == http.ErrAbortHandler {
+						panic(v)
+					}
+					Respond(w, r, log, fmt.Errorf("panic: %v", v))
+				}
+			}()
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+// NotFound and MethodNotAllowed answer unknown routes with problem bodies.
+func NotFound(log *slog.Logger) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		Respond(w, r, log, Errorf(http.StatusNotFound, "no route for %s %s", r.Method, r.URL.Path))
+	}
+}
+
+// MethodNotAllowed answers a known path with the wrong method.
+func MethodNotAllowed(log *slog.Logger) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		Respond(w, r, log, Errorf(http.StatusMethodNotAllowed, "method %s not allowed on %s", r.Method, r.URL.Path))
+	}
+}

@@ -1,0 +1,484 @@
+#!/usr/bin/env bash
+# Local infrastructure for Choreo, without Docker:
+#   * Apache Kafka 4.x, single node in KRaft mode (combined broker+controller),
+#     run from the official jars on Maven Central (see scripts/kafka/pom.xml);
+#   * PostgreSQL from Debian's packages, in a private cluster.
+# Both listen on 127.0.0.1 only. State (jars, data, logs, pids) lives in
+# ${CHOREO_INFRA_DIR:-$HOME/.cache/choreo-infra}, never in the repository.
+#
+# Usage: scripts/infra.sh [up|env|down|status|kafka-start|kafka-stop]
+#   up (default)  install what is missing, start both, create the databases,
+#                 print `export` lines on stdout:  eval "$(scripts/infra.sh up)"
+#   env           print the export lines only
+#   down          stop Kafka and PostgreSQL
+#   kafka-stop    stop only the Kafka broker (data is kept)
+#   kafka-start   start only the Kafka broker and wait until it serves requests
+#   status        say what runs
+#
+# Environment knobs: CHOREO_INFRA_DIR, KAFKA_VERSION (default 4.1.1), KAFKA_PORT
+# (9092), KAFKA_CONTROLLER_PORT (9093), KAFKA_START_TIMEOUT (seconds, 180),
+# KAFKA_JVM_OPTS (extra JVM flags), PGPORT (5432), CHOREO_MVN_REPO (a Maven
+# local repository to use instead of ~/.m2/repository).
+# All progress messages go to stderr; stdout carries only the export lines.
+set -euo pipefail
+
+SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+: "${HOME:=$(getent passwd "$(id -u)" | cut -d: -f6)}"
+INFRA_DIR="${CHOREO_INFRA_DIR:-$HOME/.cache/choreo-infra}"
+
+KAFKA_VERSION="${KAFKA_VERSION:-4.1.1}"
+KAFKA_HOST=127.0.0.1
+KAFKA_PORT="${KAFKA_PORT:-9092}"
+KAFKA_CONTROLLER_PORT="${KAFKA_CONTROLLER_PORT:-9093}"
+KAFKA_START_TIMEOUT="${KAFKA_START_TIMEOUT:-180}"
+KAFKA_HOME="$INFRA_DIR/kafka-$KAFKA_VERSION"
+KAFKA_LIBS="$KAFKA_HOME/libs"
+KAFKA_DATA="$INFRA_DIR/kafka-data"
+KAFKA_CONF="$INFRA_DIR/kafka-config"
+
+PG_HOST=127.0.0.1
+PG_PORT="${PGPORT:-5432}"
+PG_USER=postgres
+PG_ROOT="$INFRA_DIR/postgres"
+PG_DATA="$PG_ROOT/data"
+PG_SOCK="$PG_ROOT/run"
+DATABASES=(order_db payment_db inventory_db shipping_db choreo_test)
+
+LOG_DIR="$INFRA_DIR/logs"
+RUN_DIR="$INFRA_DIR/run"
+KAFKA_PID_FILE="$RUN_DIR/kafka.pid"
+
+log() { printf '[infra] %s\n' "$*" >&2; }
+die() { printf '[infra] ERROR: %s\n' "$*" >&2; exit 1; }
+
+# ---------------------------------------------------------------- helpers ---
+
+pg_url() { printf 'postgres://%s@%s:%s/%s?sslmode=disable' "$PG_USER" "$PG_HOST" "$PG_PORT" "$1"; }
+
+print_env() {
+  echo "export KAFKA_BROKERS=$KAFKA_HOST:$KAFKA_PORT"
+  echo "export ORDER_DATABASE_URL=$(pg_url order_db)"
+  echo "export PAYMENT_DATABASE_URL=$(pg_url payment_db)"
+  echo "export INVENTORY_DATABASE_URL=$(pg_url inventory_db)"
+  echo "export SHIPPING_DATABASE_URL=$(pg_url shipping_db)"
+  echo "export TEST_DATABASE_URL=$(pg_url choreo_test)"
+}
+
+port_open() { timeout 2 bash -c "exec 9<>/dev/tcp/$1/$2" 2>/dev/null; }
+
+now() { date +%s; }
+
+# One infra.sh at a time per data dir (fd 8). Daemons are started with fd 8
+# (and fd 3, the saved stdout) closed so they neither hold the lock nor keep
+# a `$(infra.sh up)` command substitution waiting.
+take_lock() {
+  mkdir -p "$INFRA_DIR" "$LOG_DIR" "$RUN_DIR"
+  exec 8>"$INFRA_DIR/.lock"
+  flock -w 900 8 || die "another infra.sh holds $INFRA_DIR/.lock"
+}
+
+apt_install() {
+  [ "$(id -u)" -eq 0 ] || die "need root to apt-get install $*"
+  log "installing Debian packages: $*"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >&2
+  apt-get install -y -qq --no-install-recommends "$@" >&2
+}
+
+# ------------------------------------------------------------------ kafka ---
+
+ensure_java_maven() {
+  local missing=()
+  command -v java >/dev/null 2>&1 || missing+=(openjdk-17-jre-headless)
+  command -v mvn >/dev/null 2>&1 || missing+=(maven)
+  [ ${#missing[@]} -eq 0 ] || apt_install "${missing[@]}"
+  local major
+  major="$(java -XshowSettings:properties -version 2>&1 | sed -n 's/^ *java.specification.version = //p')"
+  [ "${major%%.*}" -ge 17 ] 2>/dev/null || die "Kafka 4 needs Java 17+, found '${major:-?}'"
+}
+
+kafka_fetch() {
+  [ -f "$KAFKA_LIBS/.complete" ] && return 0
+  ensure_java_maven
+  log "downloading Kafka $KAFKA_VERSION jars from Maven Central into $KAFKA_LIBS"
+  mkdir -p "$KAFKA_HOME"
+  cp "$SCRIPT_DIR/kafka/pom.xml" "$KAFKA_HOME/pom.xml"
+  rm -rf "$KAFKA_LIBS.tmp"
+  local mvn_args=(-q -B -Dstyle.color=never -f "$KAFKA_HOME/pom.xml"
+    "-Dkafka.version=$KAFKA_VERSION" dependency:copy-dependencies
+    -DincludeScope=runtime "-DoutputDirectory=$KAFKA_LIBS.tmp")
+  [ -n "${CHOREO_MVN_REPO:-}" ] && mvn_args+=("-Dmaven.repo.local=$CHOREO_MVN_REPO")
+  mvn "${mvn_args[@]}" >&2 || die "mvn could not fetch Kafka $KAFKA_VERSION"
+  ls "$KAFKA_LIBS.tmp"/kafka_2.13-"$KAFKA_VERSION".jar >/dev/null 2>&1 \
+    || die "kafka_2.13-$KAFKA_VERSION.jar missing after mvn"
+  rm -rf "$KAFKA_LIBS"
+  mv "$KAFKA_LIBS.tmp" "$KAFKA_LIBS"
+  touch "$KAFKA_LIBS/.complete"
+  log "Kafka jars: $(find "$KAFKA_LIBS" -name '*.jar' | wc -l) files, $(du -sh "$KAFKA_LIBS" | cut -f1)"
+}
+
+kafka_write_config() {
+  mkdir -p "$KAFKA_CONF" "$KAFKA_DATA"
+  cat >"$KAFKA_CONF/server.properties" <<EOF
+# generated by scripts/infra.sh -- rewritten on every start
+process.roles=broker,controller
+node.id=1
+controller.quorum.bootstrap.servers=$KAFKA_HOST:$KAFKA_CONTROLLER_PORT
+listeners=PLAINTEXT://$KAFKA_HOST:$KAFKA_PORT,CONTROLLER://$KAFKA_HOST:$KAFKA_CONTROLLER_PORT
+advertised.listeners=PLAINTEXT://$KAFKA_HOST:$KAFKA_PORT,CONTROLLER://$KAFKA_HOST:$KAFKA_CONTROLLER_PORT
+inter.broker.listener.name=PLAINTEXT
+controller.listener.names=CONTROLLER
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+log.dirs=$KAFKA_DATA
+num.partitions=3
+default.replication.factor=1
+min.insync.replicas=1
+offsets.topic.replication.factor=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+auto.create.topics.enable=false
+group.initial.rebalance.delay.ms=0
+num.network.threads=3
+num.io.threads=4
+log.retention.hours=168
+EOF
+  cat >"$KAFKA_CONF/log4j2.properties" <<EOF
+# broker logging: INFO (noisy loggers at WARN) into $LOG_DIR/kafka.log, nothing on the terminal
+status = warn
+name = choreo-kafka
+appender.file.type = RollingFile
+appender.file.name = FILE
+appender.file.fileName = $LOG_DIR/kafka.log
+appender.file.filePattern = $LOG_DIR/kafka.log.%i
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+appender.file.policies.type = Policies
+appender.file.policies.size.type = SizeBasedTriggeringPolicy
+appender.file.policies.size.size = 50MB
+appender.file.strategy.type = DefaultRolloverStrategy
+appender.file.strategy.max = 3
+rootLogger.level = INFO
+rootLogger.appenderRef.file.ref = FILE
+logger.request.name = kafka.request.logger
+logger.request.level = WARN
+logger.statechange.name = state.change.logger
+logger.statechange.level = WARN
+logger.clients.name = org.apache.kafka.clients
+logger.clients.level = WARN
+logger.cleaner.name = kafka.log.LogCleaner
+logger.cleaner.level = WARN
+logger.storage.name = org.apache.kafka.storage.internals.log
+logger.storage.level = WARN
+EOF
+  cat >"$KAFKA_CONF/tools-log4j2.properties" <<'EOF'
+# CLI tools: warnings only, on stderr
+status = warn
+name = choreo-kafka-tools
+appender.err.type = Console
+appender.err.name = STDERR
+appender.err.target = SYSTEM_ERR
+appender.err.layout.type = PatternLayout
+appender.err.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = WARN
+rootLogger.appenderRef.err.ref = STDERR
+EOF
+}
+
+# Run a Kafka class (CLI tool) on the cached classpath; its stdout stays stdout.
+kafka_tool() {
+  timeout "${KAFKA_TOOL_TIMEOUT:-600}" java -Xms32m -Xmx256m -XX:TieredStopAtLevel=1 -Djava.awt.headless=true \
+    "-Dlog4j2.configurationFile=$KAFKA_CONF/tools-log4j2.properties" \
+    -cp "$KAFKA_LIBS/*" "$@"
+}
+
+kafka_format() {
+  [ -f "$KAFKA_DATA/meta.properties" ] && return 0
+  local cluster_id
+  cluster_id="$(kafka_tool kafka.tools.StorageTool random-uuid 2>>"$LOG_DIR/kafka-format.log" | tail -n1)"
+  [ -n "$cluster_id" ] || die "StorageTool random-uuid failed, see $LOG_DIR/kafka-format.log"
+  log "formatting KRaft storage in $KAFKA_DATA (cluster id $cluster_id)"
+  kafka_tool kafka.tools.StorageTool format --standalone -t "$cluster_id" \
+      -c "$KAFKA_CONF/server.properties" >>"$LOG_DIR/kafka-format.log" 2>&1 \
+    || { tail -n 30 "$LOG_DIR/kafka-format.log" >&2; die "formatting Kafka storage failed"; }
+}
+
+# Prints the pid of our broker if it runs.
+kafka_pid() {
+  local pid
+  [ -f "$KAFKA_PID_FILE" ] || return 1
+  pid="$(cat "$KAFKA_PID_FILE" 2>/dev/null || true)"
+  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 1
+  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q "kafka.Kafka $KAFKA_CONF/server.properties" || return 1
+  echo "$pid"
+}
+
+# True when a broker answers a metadata request on the port.
+kafka_answers() {
+  KAFKA_TOOL_TIMEOUT=60 kafka_tool org.apache.kafka.tools.TopicCommand \
+    --bootstrap-server "$KAFKA_HOST:$KAFKA_PORT" --list >/dev/null 2>&1
+}
+
+kafka_fail() {
+  log "---- last lines of $LOG_DIR/kafka.log ----"
+  tail -n 40 "$LOG_DIR/kafka.log" >&2 2>/dev/null || true
+  log "---- last lines of $LOG_DIR/kafka.out ----"
+  tail -n 20 "$LOG_DIR/kafka.out" >&2 2>/dev/null || true
+  die "$*"
+}
+
+kafka_start() {
+  local pid
+  if pid="$(kafka_pid)"; then
+    log "Kafka already running (pid $pid) on $KAFKA_HOST:$KAFKA_PORT"
+    return 0
+  fi
+  rm -f "$KAFKA_PID_FILE"
+  if port_open "$KAFKA_HOST" "$KAFKA_PORT"; then
+    [ -f "$KAFKA_LIBS/.complete" ] || kafka_fetch
+    kafka_write_config
+    if kafka_answers; then
+      log "a Kafka broker not started by this script already answers on $KAFKA_HOST:$KAFKA_PORT; reusing it"
+      return 0
+    fi
+    die "port $KAFKA_HOST:$KAFKA_PORT is taken by something that is not a working Kafka broker"
+  fi
+  kafka_fetch
+  kafka_write_config
+  kafka_format
+
+  local offset=0
+  [ -f "$LOG_DIR/kafka.log" ] && offset="$(stat -c %s "$LOG_DIR/kafka.log")"
+  log "starting Kafka $KAFKA_VERSION (KRaft, node 1) on $KAFKA_HOST:$KAFKA_PORT, controller :$KAFKA_CONTROLLER_PORT"
+  printf '\n==== %s starting Kafka %s ====\n' "$(date -Is)" "$KAFKA_VERSION" >>"$LOG_DIR/kafka.out"
+  # shellcheck disable=SC2086
+  (cd "$KAFKA_HOME" && exec setsid nohup bash -c 'echo $$ >"$0"; exec "$@"' "$KAFKA_PID_FILE" \
+    java -Xms256m -Xmx512m -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:+ExplicitGCInvokesConcurrent \
+      -Djava.awt.headless=true "-Dkafka.logs.dir=$LOG_DIR" \
+      "-Dlog4j2.configurationFile=$KAFKA_CONF/log4j2.properties" ${KAFKA_JVM_OPTS:-} \
+      -cp "$KAFKA_LIBS/*" kafka.Kafka "$KAFKA_CONF/server.properties") \
+    </dev/null >>"$LOG_DIR/kafka.out" 2>&1 3>&- 8>&- &
+
+  local deadline=$(( $(now) + KAFKA_START_TIMEOUT ))
+  pid=""
+  while [ "$(now)" -lt "$deadline" ]; do
+    pid="$(kafka_pid)" && break
+    sleep 0.2
+  done
+  [ -n "$pid" ] || kafka_fail "Kafka process did not come up"
+  while :; do
+    kill -0 "$pid" 2>/dev/null || kafka_fail "Kafka (pid $pid) exited during startup"
+    if port_open "$KAFKA_HOST" "$KAFKA_PORT" &&
+       tail -c +"$((offset + 1))" "$LOG_DIR/kafka.log" 2>/dev/null | grep -q "Kafka Server started"; then
+      break
+    fi
+    [ "$(now)" -lt "$deadline" ] || kafka_fail "Kafka did not start within ${KAFKA_START_TIMEOUT}s"
+    sleep 0.5
+  done
+  until kafka_answers; do
+    kill -0 "$pid" 2>/dev/null || kafka_fail "Kafka (pid $pid) exited during startup"
+    [ "$(now)" -lt "$deadline" ] || kafka_fail "Kafka does not answer requests within ${KAFKA_START_TIMEOUT}s"
+    sleep 1
+  done
+  log "Kafka ready (pid $pid), log: $LOG_DIR/kafka.log"
+}
+
+kafka_stop() {
+  local pid
+  if ! pid="$(kafka_pid)"; then
+    rm -f "$KAFKA_PID_FILE"
+    log "Kafka is not running (from $INFRA_DIR)"
+    return 0
+  fi
+  log "stopping Kafka (pid $pid)"
+  kill -TERM "$pid" 2>/dev/null || true
+  local deadline=$(( $(now) + 90 ))
+  while kill -0 "$pid" 2>/dev/null; do
+    if [ "$(now)" -ge "$deadline" ]; then
+      log "Kafka did not stop within 90s; sending SIGKILL"
+      kill -KILL "$pid" 2>/dev/null || true
+      sleep 1
+      break
+    fi
+    sleep 0.3
+  done
+  rm -f "$KAFKA_PID_FILE"
+  deadline=$(( $(now) + 30 ))
+  while port_open "$KAFKA_HOST" "$KAFKA_PORT" && [ "$(now)" -lt "$deadline" ]; do sleep 0.3; done
+  log "Kafka stopped"
+}
+
+# ------------------------------------------------------------- postgresql ---
+
+PG_BIN=""
+
+pg_find_bin() {
+  local d
+  PG_BIN=""
+  for d in $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V); do
+    [ -x "$d/pg_ctl" ] && [ -x "$d/initdb" ] && PG_BIN="$d"
+  done
+  [ -n "$PG_BIN" ]
+}
+
+pg_ensure_installed() {
+  pg_find_bin && return 0
+  apt_install postgresql
+  pg_find_bin || die "PostgreSQL binaries still missing after apt-get install postgresql"
+  # Debian's postinst may have started its default cluster on 5432: stop it,
+  # it has password auth and would shadow ours.
+  if command -v pg_lsclusters >/dev/null 2>&1; then
+    pg_lsclusters --no-header 2>/dev/null | while read -r ver name _port status _rest; do
+      if [ "$status" = online ]; then
+        log "stopping Debian's default cluster $ver/$name"
+        pg_ctlcluster "$ver" "$name" stop >&2 || true
+      fi
+    done
+  fi
+}
+
+# Run a command as the owner of the cluster (postgres when we are root).
+as_pg() {
+  if [ "$(id -u)" -eq 0 ]; then
+    (cd / && exec runuser -u postgres -- "$@")
+  else
+    "$@"
+  fi
+}
+
+pg_psql() {
+  PGCONNECT_TIMEOUT=5 "$PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 \
+    -h "$PG_HOST" -p "$PG_PORT" -U "$PG_USER" "$@"
+}
+
+# As root, the postgres user must be able to reach the data dir: grant
+# search (x) permission on parents that deny it (e.g. /root is 0700).
+pg_ensure_reachable() {
+  [ "$(id -u)" -eq 0 ] || return 0
+  local d="$PG_ROOT" dirs=()
+  while [ "$d" != / ] && [ -n "$d" ]; do dirs=("$d" "${dirs[@]}"); d="$(dirname "$d")"; done
+  for d in "${dirs[@]}"; do
+    [ -d "$d" ] || continue
+    if ! runuser -u postgres -- test -x "$d"; then
+      log "granting o+x on $d so the postgres user can reach $PG_DATA"
+      chmod o+x "$d"
+    fi
+  done
+}
+
+pg_init() {
+  mkdir -p "$PG_ROOT" "$PG_SOCK" "$LOG_DIR"
+  if [ "$(id -u)" -eq 0 ]; then
+    chown postgres:postgres "$PG_ROOT" "$PG_SOCK"
+    touch "$LOG_DIR/postgres.log" && chown postgres:postgres "$LOG_DIR/postgres.log"
+  fi
+  pg_ensure_reachable
+  local major
+  major="$(basename "$(dirname "$PG_BIN")")"
+  if [ -f "$PG_DATA/PG_VERSION" ]; then
+    [ "$(cat "$PG_DATA/PG_VERSION")" = "$major" ] \
+      || die "$PG_DATA holds a PostgreSQL $(cat "$PG_DATA/PG_VERSION") cluster but the binaries are $major; remove it or set CHOREO_INFRA_DIR"
+  else
+    log "initdb: new PostgreSQL $major cluster in $PG_DATA"
+    rm -rf "$PG_DATA"
+    as_pg mkdir -m 700 "$PG_DATA"
+    as_pg "$PG_BIN/initdb" -D "$PG_DATA" -U "$PG_USER" --auth=trust --encoding=UTF8 --no-locale \
+      >>"$LOG_DIR/postgres-initdb.log" 2>&1 \
+      || { tail -n 30 "$LOG_DIR/postgres-initdb.log" >&2; die "initdb failed"; }
+    echo "include_if_exists = 'choreo.conf'" | as_pg tee -a "$PG_DATA/postgresql.conf" >/dev/null
+  fi
+  # unix socket path must stay under ~107 bytes
+  local sockdir="$PG_SOCK"
+  [ "${#sockdir}" -le 80 ] || sockdir=/tmp
+  as_pg tee "$PG_DATA/choreo.conf" >/dev/null <<EOF
+# generated by scripts/infra.sh -- rewritten on every start
+listen_addresses = '$PG_HOST'
+port = $PG_PORT
+unix_socket_directories = '$sockdir'
+max_connections = 200
+EOF
+}
+
+pg_ours_running() { [ -f "$PG_DATA/PG_VERSION" ] && as_pg "$PG_BIN/pg_ctl" -D "$PG_DATA" status >/dev/null 2>&1; }
+
+pg_start() {
+  pg_ensure_installed
+  if pg_ours_running; then
+    port_open "$PG_HOST" "$PG_PORT" \
+      || die "our PostgreSQL ($PG_DATA) runs but not on $PG_HOST:$PG_PORT; run '$0 down' first"
+    log "PostgreSQL already running ($PG_DATA) on $PG_HOST:$PG_PORT"
+  elif port_open "$PG_HOST" "$PG_PORT"; then
+    pg_psql -d postgres -Atc 'select 1' >/dev/null 2>&1 \
+      || die "port $PG_HOST:$PG_PORT is taken by a server that does not let user $PG_USER in without a password (set PGPORT to use another port)"
+    log "a PostgreSQL not started by this script already runs on $PG_HOST:$PG_PORT; reusing it"
+  else
+    pg_init
+    log "starting PostgreSQL $(basename "$(dirname "$PG_BIN")") on $PG_HOST:$PG_PORT"
+    as_pg "$PG_BIN/pg_ctl" -D "$PG_DATA" -l "$LOG_DIR/postgres.log" -w -t 90 start \
+        </dev/null >&2 3>&- 8>&- \
+      || { tail -n 30 "$LOG_DIR/postgres.log" >&2; die "PostgreSQL did not start"; }
+  fi
+  local db
+  for db in "${DATABASES[@]}"; do
+    if [ "$(pg_psql -d postgres -Atc "select 1 from pg_database where datname = '$db'")" != 1 ]; then
+      log "creating database $db"
+      pg_psql -d postgres -c "create database \"$db\"" >&2
+    fi
+  done
+  log "PostgreSQL ready, databases: ${DATABASES[*]}"
+}
+
+pg_stop() {
+  if ! pg_find_bin || ! pg_ours_running; then
+    log "PostgreSQL is not running (from $PG_DATA)"
+    return 0
+  fi
+  log "stopping PostgreSQL ($PG_DATA)"
+  as_pg "$PG_BIN/pg_ctl" -D "$PG_DATA" -m fast -w -t 90 stop </dev/null >&2 3>&- 8>&-
+}
+
+# --------------------------------------------------------------- commands ---
+
+cmd_status() {
+  local pid rc=0
+  if pid="$(kafka_pid)"; then
+    echo "kafka:      running, pid $pid, $KAFKA_HOST:$KAFKA_PORT (Kafka $KAFKA_VERSION, data $KAFKA_DATA)"
+  elif port_open "$KAFKA_HOST" "$KAFKA_PORT"; then
+    echo "kafka:      not ours, but something listens on $KAFKA_HOST:$KAFKA_PORT"
+  else
+    echo "kafka:      stopped"; rc=1
+  fi
+  if pg_find_bin && pg_ours_running; then
+    echo "postgresql: running, pid $(head -n1 "$PG_DATA/postmaster.pid"), $PG_HOST:$PG_PORT (data $PG_DATA)"
+  elif port_open "$PG_HOST" "$PG_PORT"; then
+    echo "postgresql: not ours, but something listens on $PG_HOST:$PG_PORT"
+  else
+    echo "postgresql: stopped"; rc=1
+  fi
+  return "$rc"
+}
+
+main() {
+  local cmd="${1:-up}"
+  case "$cmd" in
+    up)
+      exec 3>&1 1>&2          # stdout is only for the export lines
+      take_lock
+      local t0; t0="$(now)"
+      pg_start
+      kafka_start
+      log "infrastructure up in $(( $(now) - t0 ))s (state in $INFRA_DIR)"
+      print_env >&3
+      ;;
+    env) print_env ;;
+    down) take_lock; kafka_stop; pg_stop ;;
+    kafka-start) exec 3>&1 1>&2; take_lock; kafka_start ;;
+    kafka-stop) take_lock; kafka_stop ;;
+    status) cmd_status ;;
+    -h|--help|help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' ;;
+    *) die "unknown command '$cmd' (up|env|down|status|kafka-start|kafka-stop)" ;;
+  esac
+}
+
+main "$@"
