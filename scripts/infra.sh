@@ -108,8 +108,9 @@ kafka_fetch() {
     "-Dkafka.version=$KAFKA_VERSION" dependency:copy-dependencies
     -DincludeScope=runtime "-DoutputDirectory=$KAFKA_LIBS.tmp")
   [ -n "${CHOREO_MVN_REPO:-}" ] && mvn_args+=("-Dmaven.repo.local=$CHOREO_MVN_REPO")
-  mvn "${mvn_args[@]}" >&2 || die "mvn could not fetch Kafka $KAFKA_VERSION"
-  ls "$KAFKA_LIBS.tmp"/kafka_2.13-"$KAFKA_VERSION".jar >/dev/null 2>&1 \
+  mvn "${mvn_args[@]}" >"$LOG_DIR/kafka-fetch.log" 2>&1 \
+    || { tail -n 40 "$LOG_DIR/kafka-fetch.log" >&2; die "mvn could not fetch Kafka $KAFKA_VERSION"; }
+  [ -f "$KAFKA_LIBS.tmp/kafka_2.13-$KAFKA_VERSION.jar" ] \
     || die "kafka_2.13-$KAFKA_VERSION.jar missing after mvn"
   rm -rf "$KAFKA_LIBS"
   mv "$KAFKA_LIBS.tmp" "$KAFKA_LIBS"
@@ -231,6 +232,16 @@ kafka_fail() {
 kafka_start() {
   local pid
   if pid="$(kafka_pid)"; then
+    if ! port_open "$KAFKA_HOST" "$KAFKA_PORT"; then
+      log "Kafka process $pid exists but does not listen yet; waiting"
+      kafka_write_config
+      local deadline=$(( $(now) + KAFKA_START_TIMEOUT ))
+      until kafka_answers; do
+        kill -0 "$pid" 2>/dev/null || kafka_fail "Kafka (pid $pid) exited"
+        [ "$(now)" -lt "$deadline" ] || kafka_fail "Kafka (pid $pid) does not answer on $KAFKA_HOST:$KAFKA_PORT"
+        sleep 1
+      done
+    fi
     log "Kafka already running (pid $pid) on $KAFKA_HOST:$KAFKA_PORT"
     return 0
   fi
@@ -252,7 +263,7 @@ kafka_start() {
   [ -f "$LOG_DIR/kafka.log" ] && offset="$(stat -c %s "$LOG_DIR/kafka.log")"
   log "starting Kafka $KAFKA_VERSION (KRaft, node 1) on $KAFKA_HOST:$KAFKA_PORT, controller :$KAFKA_CONTROLLER_PORT"
   printf '\n==== %s starting Kafka %s ====\n' "$(date -Is)" "$KAFKA_VERSION" >>"$LOG_DIR/kafka.out"
-  # shellcheck disable=SC2086
+  # shellcheck disable=SC2086,SC2016  # KAFKA_JVM_OPTS is split on purpose; $$ is the child's
   (cd "$KAFKA_HOME" && exec setsid nohup bash -c 'echo $$ >"$0"; exec "$@"' "$KAFKA_PID_FILE" \
     java -Xms256m -Xmx512m -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:+ExplicitGCInvokesConcurrent \
       -Djava.awt.headless=true "-Dkafka.logs.dir=$LOG_DIR" \
@@ -316,7 +327,7 @@ PG_BIN=""
 pg_find_bin() {
   local d
   PG_BIN=""
-  for d in $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V); do
+  for d in $(printf '%s\n' /usr/lib/postgresql/*/bin | sort -V); do
     [ -x "$d/pg_ctl" ] && [ -x "$d/initdb" ] && PG_BIN="$d"
   done
   [ -n "$PG_BIN" ]

@@ -7,9 +7,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"strings"
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/cenkalti/backoff/v5"
 )
 
 // Partitions is the partition count of every topic the services create.
@@ -49,18 +52,40 @@ func Config(clientID string) *sarama.Config {
 	return c
 }
 
-// EnsureTopics creates each topic that does not exist yet. It is safe to
-// call from several services at once: "already exists" is success.
-func EnsureTopics(brokers []string, clientID string, topics ...string) error {
-	admin, err := sarama.NewClusterAdmin(brokers, Config(clientID))
-	if err != nil {
-		return fmt.Errorf("broker: connect admin: %w", err)
+// EnsureTopics creates each topic that does not exist yet, waiting with
+// backoff up to a minute for the cluster to answer. It is safe to call from
+// several services at once: "already exists" is success.
+func EnsureTopics(ctx context.Context, brokers []string, clientID string, topics ...string) error {
+	create := func() (struct{}, error) {
+		admin, err := sarama.NewClusterAdmin(brokers, Config(clientID))
+		if err != nil {
+			return struct{}{}, fmt.Errorf("connect admin: %w", err)
+		}
+		defer admin.Close()
+		for _, t := range topics {
+			err := admin.CreateTopic(t, &sarama.TopicDetail{NumPartitions: Partitions, ReplicationFactor: 1}, false)
+			if err != nil && !errors.Is(err, sarama.ErrTopicAlreadyExists) {
+				return struct{}{}, fmt.Errorf("create topic %s: %w", t, err)
+			}
+		}
+		return struct{}{}, nil
 	}
-	defer admin.Close()
-	for _, t := range topics {
-		err := admin.CreateTopic(t, &sarama.TopicDetail{NumPartitions: Partitions, ReplicationFactor: 1}, false)
-		if err != nil && !errors.Is(err, sarama.ErrTopicAlreadyExists) {
-			return fmt.Errorf("broker: create topic %s: %w", t, err)
+	if _, err := backoff.Retry(ctx, create, backoff.WithMaxElapsedTime(time.Minute)); err != nil {
+		return fmt.Errorf("broker: ensure topics: %w", err)
+	}
+	return nil
+}
+
+// ValidateAddrs checks a broker list such as KAFKA_BROKERS: at least one
+// entry, each host:port.
+func ValidateAddrs(addrs []string) error {
+	if len(addrs) == 0 {
+		return errors.New("no brokers given")
+	}
+	for _, a := range addrs {
+		host, port, err := net.SplitHostPort(strings.TrimSpace(a))
+		if err != nil || host == "" || port == "" {
+			return fmt.Errorf("broker address %q is not host:port", a)
 		}
 	}
 	return nil
@@ -75,17 +100,28 @@ func NewSyncProducer(brokers []string, clientID string) (sarama.SyncProducer, er
 	return p, nil
 }
 
-// Ping reports whether a broker answers a metadata request within ctx.
-func Ping(ctx context.Context, client sarama.Client) error {
+// Ping reports whether a broker answers a metadata request before ctx ends.
+// It opens a short-lived client without retries, so a readiness probe
+// reflects the broker's state now rather than after a retry schedule.
+func Ping(ctx context.Context, brokers []string) error {
+	cfg := Config("readiness-probe")
+	cfg.Metadata.Retry.Max = 0
+	cfg.Net.DialTimeout = time.Second
 	done := make(chan error, 1)
-	go func() { done <- client.RefreshMetadata() }()
+	go func() {
+		c, err := sarama.NewClient(brokers, cfg)
+		if err == nil {
+			err = c.Close()
+		}
+		done <- err
+	}()
 	select {
 	case err := <-done:
 		if err != nil {
-			return fmt.Errorf("broker: metadata: %w", err)
+			return fmt.Errorf("broker: %w", err)
 		}
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("broker: metadata: %w", ctx.Err())
+		return fmt.Errorf("broker: %w", ctx.Err())
 	}
 }

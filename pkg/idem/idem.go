@@ -21,6 +21,8 @@ import (
 	"fmt"
 
 	"github.com/jmoiron/sqlx"
+
+	"github.com/choreo-saga/choreo/pkg/pg"
 )
 
 // Migrations holds the schema of processed_events as goose migrations. Each
@@ -63,18 +65,15 @@ func Once(ctx context.Context, tx Execer, consumer, eventID string, fn func() er
 // runs fn through Once and commits. Use it from a consumer whose whole
 // handling of one event is a single unit of work. It reports whether fn ran.
 func Handle(ctx context.Context, db *sqlx.DB, consumer, eventID string, fn func(tx *sqlx.Tx) error) (ran bool, err error) {
-	tx, err := db.BeginTxx(ctx, nil)
-	if err != nil {
-		return false, fmt.Errorf("idem: begin: %w", err)
-	}
-	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
-
-	ran, err = Once(ctx, tx, consumer, eventID, func() error { return fn(tx) })
+	err = pg.InTx(ctx, db, func(tx *sqlx.Tx) error {
+		ran, err = Once(ctx, tx, consumer, eventID, func() error { return fn(tx) })
+		return err
+	})
 	if err != nil {
 		return false, err
 	}
-	if err := tx.Commit(); err != nil {
-		return false, fmt.Errorf("idem: commit event %s: %w", eventID, err)
-	}
 	return ran, nil
 }
+
+// Schema is the processed_events schema for pg.Migrate.
+var Schema = pg.Schema{Name: "idem", FS: Migrations, Dir: "migrations"}

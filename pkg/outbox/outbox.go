@@ -19,6 +19,7 @@ import (
 	"fmt"
 
 	"github.com/choreo-saga/choreo/pkg/events"
+	"github.com/choreo-saga/choreo/pkg/pg"
 )
 
 // Migrations holds the schema of the outbox table as goose migrations. Each
@@ -88,3 +89,6 @@ func AddEvent(ctx context.Context, tx Execer, topic string, e events.Envelope) e
 		},
 	})
 }
+
+// Schema is the outbox schema for pg.Migrate.
+var Schema = pg.Schema{Name: "outbox", FS: Migrations, Dir: "migrations"}

@@ -9,6 +9,8 @@ import (
 	"hash/fnv"
 	"io/fs"
 	"log/slog"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
@@ -114,6 +116,25 @@ func InTx(ctx context.Context, db *sqlx.DB, fn func(tx *sqlx.Tx) error) error {
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("pg: commit: %w", err)
+	}
+	return nil
+}
+
+// ValidateURL checks a connection URL such as DATABASE_URL before any
+// connection is tried, so a typo fails at start with a clear message.
+func ValidateURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("not a URL: %w", err)
+	}
+	if u.Scheme != "postgres" && u.Scheme != "postgresql" {
+		return fmt.Errorf("scheme must be postgres:// or postgresql://, got %q", u.Scheme)
+	}
+	if u.Host == "" {
+		return errors.New("no host")
+	}
+	if strings.Trim(u.Path, "/") == "" {
+		return errors.New("no database name in the path")
 	}
 	return nil
 }

@@ -1,0 +1,64 @@
+package idem
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/IBM/sarama"
+	"github.com/jmoiron/sqlx"
+
+	"github.com/choreo-saga/choreo/pkg/consumer"
+	"github.com/choreo-saga/choreo/pkg/events"
+)
+
+// Route applies one event type. It runs inside the transaction that also
+// records the event as processed, and must make every change through tx —
+// including outbox.AddEvent for the events it emits.
+type Route func(ctx context.Context, tx *sqlx.Tx, e events.Envelope) error
+
+// Handler is a consumer.Handler that turns Kafka messages into idempotent
+// domain changes: it decodes the envelope, picks the Route for its type, and
+// runs it through Handle, so a redelivered event is skipped and acknowledged.
+//
+// Undecodable messages and unknown event types are permanent failures, sent
+// to the dead-letter topic. Known event types without a Route belong to
+// other services and are acknowledged without effect.
+type Handler struct {
+	DB       *sqlx.DB
+	Consumer string // the de-duplication scope, normally the service name
+	Routes   map[string]Route
+	Logger   *slog.Logger
+}
+
+var _ consumer.Handler = (*Handler)(nil)
+
+// Handle implements consumer.Handler.
+func (h *Handler) Handle(ctx context.Context, m *sarama.ConsumerMessage) error {
+	e, err := events.Decode(m.Value)
+	if err != nil {
+		return consumer.Permanent(fmt.Errorf("decode %s/%d/%d: %w", m.Topic, m.Partition, m.Offset, err))
+	}
+	log := h.Logger.With("event_id", e.ID, "event_type", e.Type, "order_id", e.OrderID, "consumer", h.Consumer)
+	route, ok := h.Routes[e.Type]
+	if !ok {
+		log.Debug("event not for this service; acknowledged")
+		return nil
+	}
+	ran, err := Handle(ctx, h.DB, h.Consumer, e.ID, func(tx *sqlx.Tx) error {
+		return route(ctx, tx, e)
+	})
+	if err != nil {
+		if errors.Is(err, events.ErrInvalid) {
+			return consumer.Permanent(err)
+		}
+		return fmt.Errorf("handle %s %s: %w", e.Type, e.ID, err)
+	}
+	if !ran {
+		log.Info("duplicate event skipped")
+		return nil
+	}
+	log.Info("event applied")
+	return nil
+}

@@ -1,0 +1,106 @@
+// Package domain holds the payment service's decisions as pure functions:
+// whether an order can be charged, and what a refund must do. They take the
+// current state and return what to change, so every rule is tested without a
+// database or a broker.
+package domain
+
+import "fmt"
+
+// Status is a payment's state.
+type Status string
+
+// Payment states. COMPLETED and DECLINED are outcomes of a charge; REFUNDED
+// is the end of a compensated saga.
+const (
+	StatusCompleted Status = "COMPLETED"
+	StatusDeclined  Status = "DECLINED"
+	StatusRefunded  Status = "REFUNDED"
+)
+
+// Decline details, carried in PaymentDeclined.
+const (
+	DeclineInsufficientFunds = "insufficient_funds"
+	DeclineUnknownCustomer   = "unknown_customer"
+)
+
+// Payment is the record of one order's charge.
+type Payment struct {
+	OrderID    string `db:"order_id" json:"order_id"`
+	CustomerID string `db:"customer_id" json:"customer_id"`
+	Amount     int64  `db:"amount" json:"amount"`
+	Currency   string `db:"currency" json:"currency"`
+	Status     Status `db:"status" json:"status"`
+}
+
+// Account is a customer's balance, in the currency's smallest unit.
+type Account struct {
+	CustomerID string `db:"customer_id" json:"customer_id"`
+	Balance    int64  `db:"balance" json:"balance"`
+}
+
+// ChargeAction is what a charge request leads to.
+type ChargeAction int
+
+// Charge outcomes.
+const (
+	// ChargeSkip: the order already has a payment record — charged,
+	// declined, or refunded before the charge arrived — so a charge now
+	// would be a second one.
+	ChargeSkip ChargeAction = iota
+	// ChargeDebit: take Amount from the balance; emit PaymentCompleted.
+	ChargeDebit
+	// ChargeDecline: record the decline; emit PaymentDeclined.
+	ChargeDecline
+)
+
+// ChargeDecision is the outcome of DecideCharge.
+type ChargeDecision struct {
+	Action ChargeAction
+	// Detail says why a charge is declined.
+	Detail string
+}
+
+// DecideCharge decides what to do when an order asks to be paid. existing is
+// the order's payment record and account the customer's, each nil if absent.
+func DecideCharge(existing *Payment, account *Account, amount int64) ChargeDecision {
+	switch {
+	case existing != nil:
+		return ChargeDecision{Action: ChargeSkip}
+	case account == nil:
+		return ChargeDecision{Action: ChargeDecline, Detail: DeclineUnknownCustomer}
+	case amount < 0:
+		return ChargeDecision{Action: ChargeDecline, Detail: fmt.Sprintf("negative amount %d", amount)}
+	case account.Balance < amount:
+		return ChargeDecision{Action: ChargeDecline, Detail: DeclineInsufficientFunds}
+	}
+	return ChargeDecision{Action: ChargeDebit}
+}
+
+// RefundAction is what a refund request leads to.
+type RefundAction int
+
+// Refund outcomes.
+const (
+	// RefundSkip: nothing to give back and nothing to announce — the
+	// payment was declined (no money moved) or is already refunded.
+	RefundSkip RefundAction = iota
+	// RefundCredit: return the payment's amount to the balance; mark it
+	// REFUNDED; emit PaymentRefunded.
+	RefundCredit
+	// RefundTombstone: the refund overtook the charge. Record the order as
+	// REFUNDED with nothing charged, so the late charge becomes a no-op;
+	// emit PaymentRefunded so the saga still ends.
+	RefundTombstone
+)
+
+// DecideRefund decides what to do when a later step failed and the
+// payment must be undone. existing is nil if the order was never charged.
+func DecideRefund(existing *Payment) RefundAction {
+	switch {
+	case existing == nil:
+		return RefundTombstone
+	case existing.Status == StatusCompleted:
+		return RefundCredit
+	}
+	return RefundSkip
+}

@@ -1,0 +1,55 @@
+package domain_test
+
+import (
+	"testing"
+
+	"github.com/choreo-saga/choreo/services/payment/internal/domain"
+)
+
+func TestDecideCharge(t *testing.T) {
+	acct := func(b int64) *domain.Account { return &domain.Account{CustomerID: "c-1", Balance: b} }
+	tests := []struct {
+		name     string
+		existing *domain.Payment
+		account  *domain.Account
+		amount   int64
+		want     domain.ChargeAction
+		detail   string
+	}{
+		{"EnoughBalanceDebits", nil, acct(5000), 5000, domain.ChargeDebit, ""},
+		{"ZeroAmountDebits", nil, acct(0), 0, domain.ChargeDebit, ""},
+		{"LowBalanceDeclines", nil, acct(4999), 5000, domain.ChargeDecline, domain.DeclineInsufficientFunds},
+		{"UnknownCustomerDeclines", nil, nil, 1, domain.ChargeDecline, domain.DeclineUnknownCustomer},
+		{"AlreadyChargedSkips", &domain.Payment{Status: domain.StatusCompleted}, acct(99999), 5000, domain.ChargeSkip, ""},
+		{"AlreadyDeclinedSkips", &domain.Payment{Status: domain.StatusDeclined}, acct(99999), 5000, domain.ChargeSkip, ""},
+		{"RefundArrivedFirstSkips", &domain.Payment{Status: domain.StatusRefunded}, acct(99999), 5000, domain.ChargeSkip, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := domain.DecideCharge(tt.existing, tt.account, tt.amount)
+			if got.Action != tt.want || got.Detail != tt.detail {
+				t.Fatalf("DecideCharge = %+v, want action %v detail %q", got, tt.want, tt.detail)
+			}
+		})
+	}
+}
+
+func TestDecideRefund(t *testing.T) {
+	tests := []struct {
+		name     string
+		existing *domain.Payment
+		want     domain.RefundAction
+	}{
+		{"CompletedIsCredited", &domain.Payment{Status: domain.StatusCompleted, Amount: 5000}, domain.RefundCredit},
+		{"SecondRefundSkips", &domain.Payment{Status: domain.StatusRefunded}, domain.RefundSkip},
+		{"DeclinedHasNothingToRefund", &domain.Payment{Status: domain.StatusDeclined}, domain.RefundSkip},
+		{"RefundBeforeChargeLeavesTombstone", nil, domain.RefundTombstone},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := domain.DecideRefund(tt.existing); got != tt.want {
+				t.Fatalf("DecideRefund = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
