@@ -415,9 +415,14 @@ pg_ours_running() { [ -f "$PG_DATA/PG_VERSION" ] && as_pg "$PG_BIN/pg_ctl" -D "$
 
 pg_start() {
   pg_ensure_installed
-  if pg_ours_running; then
-    port_open "$PG_HOST" "$PG_PORT" \
+  # a server of ours that is starting up or dying (e.g. after kill -9) gets some time
+  local deadline=$(( $(now) + 30 ))
+  while pg_ours_running && ! port_open "$PG_HOST" "$PG_PORT"; do
+    [ "$(now)" -lt "$deadline" ] \
       || die "our PostgreSQL ($PG_DATA) runs but not on $PG_HOST:$PG_PORT; run '$0 down' first"
+    sleep 0.5
+  done
+  if pg_ours_running; then
     log "PostgreSQL already running ($PG_DATA) on $PG_HOST:$PG_PORT"
   elif port_open "$PG_HOST" "$PG_PORT"; then
     pg_psql -d postgres -Atc 'select 1' >/dev/null 2>&1 \

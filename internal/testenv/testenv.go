@@ -1,0 +1,175 @@
+// Package testenv connects tests to the real PostgreSQL and Kafka that
+// scripts/infra.sh starts. Tests never skip when they are missing: they fail
+// and say how to start them, so a green run always means the real thing ran.
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/google/uuid"
+	"github.com/jmoiron/sqlx"
+
+	"github.com/choreo-saga/choreo/pkg/broker"
+	"github.com/choreo-saga/choreo/pkg/idem"
+	"github.com/choreo-saga/choreo/pkg/outbox"
+	"github.com/choreo-saga/choreo/pkg/pg"
+)
+
+// HowToStart is appended to every failure caused by missing infrastructure.
+const HowToStart = `start the infrastructure first: eval "$(scripts/infra.sh up)"`
+
+// Env returns the environment variable name, failing the test if unset.
+func Env(t testing.TB, name string) string {
+	t.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		t.Fatalf("%s is not set; %s", name, HowToStart)
+	}
+	return v
+}
+
+// DatabaseURL returns TEST_DATABASE_URL.
+func DatabaseURL(t testing.TB) string { t.Helper(); return Env(t, "TEST_DATABASE_URL") }
+
+// Brokers returns KAFKA_BROKERS, split on commas.
+func Brokers(t testing.TB) []string {
+	t.Helper()
+	return strings.Split(Env(t, "KAFKA_BROKERS"), ",")
+}
+
+// Logger returns a logger that writes to the test log when -v is given.
+func Logger(t testing.TB) *slog.Logger {
+	if testing.Verbose() {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// DB connects to TEST_DATABASE_URL inside a fresh PostgreSQL schema of its
+// own, applies the idem and outbox schemas and the given ones there, and
+// drops it when the test ends. Tests thus share one database server but never
+// see each other's rows — an outbox relay under test publishes only its own.
+func DB(t testing.TB, schemas ...pg.Schema) *sqlx.DB {
+	t.Helper()
+	base := DatabaseURL(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	admin, err := pg.Open(ctx, base, 10*time.Second)
+	if err != nil {
+		t.Fatalf("%v; %s", err, HowToStart)
+	}
+	defer admin.Close()
+	ns := "t_" + strings.ReplaceAll(uuid.NewString(), "-", "")[:16]
+	if _, err := admin.ExecContext(ctx, `CREATE SCHEMA `+ns); err != nil {
+		t.Fatalf("create schema: %v", err)
+	}
+
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatalf("TEST_DATABASE_URL: %v", err)
+	}
+	q := u.Query()
+	q.Set("search_path", ns) // lib/pq passes it on as a run-time parameter
+	u.RawQuery = q.Encode()
+	db, err := pg.Open(ctx, u.String(), 10*time.Second)
+	if err != nil {
+		t.Fatalf("%v; %s", err, HowToStart)
+	}
+	t.Cleanup(func() {
+		db.Close()
+		if admin, err := pg.Open(context.Background(), base, 10*time.Second); err == nil {
+			admin.Exec(`DROP SCHEMA ` + ns + ` CASCADE`)
+			admin.Close()
+		}
+	})
+	all := append([]pg.Schema{idem.Schema, outbox.Schema}, schemas...)
+	if err := pg.Migrate(ctx, db, Logger(t), all...); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	return db
+}
+
+// Topic creates a fresh topic with a unique name and returns it.
+func Topic(t testing.TB, prefix string) string {
+	t.Helper()
+	name := fmt.Sprintf("test.%s.%s", prefix, uuid.NewString()[:8])
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := broker.EnsureTopics(ctx, Brokers(t), "test", name); err != nil {
+		t.Fatalf("%v; %s", err, HowToStart)
+	}
+	return name
+}
+
+// ReadAll reads a topic from the oldest offset until it has seen want
+// messages or the deadline passes, and returns what it read.
+func ReadAll(t testing.TB, topic string, want int, within time.Duration) []*sarama.ConsumerMessage {
+	t.Helper()
+	c, err := sarama.NewConsumer(Brokers(t), broker.Config("test-reader"))
+	if err != nil {
+		t.Fatalf("consumer: %v", err)
+	}
+	defer c.Close()
+	parts, err := c.Partitions(topic)
+	if err != nil {
+		t.Fatalf("partitions of %s: %v", topic, err)
+	}
+	out := make(chan *sarama.ConsumerMessage)
+	done := make(chan struct{})
+	defer close(done)
+	for _, p := range parts {
+		pc, err := c.ConsumePartition(topic, p, sarama.OffsetOldest)
+		if err != nil {
+			t.Fatalf("consume %s/%d: %v", topic, p, err)
+		}
+		defer pc.Close()
+		go func() {
+			for m := range pc.Messages() {
+				select {
+				case out <- m:
+				case <-done:
+					return
+				}
+			}
+		}()
+	}
+	var got []*sarama.ConsumerMessage
+	deadline := time.After(within)
+	for len(got) < want {
+		select {
+		case m := <-out:
+			got = append(got, m)
+		case <-deadline:
+			return got
+		}
+	}
+	// Linger briefly so that extra (duplicate) messages are seen too.
+	linger := time.After(500 * time.Millisecond)
+	for {
+		select {
+		case m := <-out:
+			got = append(got, m)
+		case <-linger:
+			return got
+		}
+	}
+}
+
+// Header returns the value of header key in m, or "".
+func Header(m *sarama.ConsumerMessage, key string) string {
+	for _, h := range m.Headers {
+		if h != nil && string(h.Key) == key {
+			return string(h.Value)
+		}
+	}
+	return ""
+}

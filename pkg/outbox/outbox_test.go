@@ -1,0 +1,293 @@
+package outbox_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/google/uuid"
+	"github.com/jmoiron/sqlx"
+
+	"github.com/choreo-saga/choreo/internal/testenv"
+	"github.com/choreo-saga/choreo/pkg/broker"
+	"github.com/choreo-saga/choreo/pkg/events"
+	"github.com/choreo-saga/choreo/pkg/outbox"
+	"github.com/choreo-saga/choreo/pkg/pg"
+)
+
+// Each test gets its own PostgreSQL schema (testenv.DB) and its own topic,
+// so a relay under test sees and publishes only the test's rows.
+
+func producer(t *testing.T) sarama.SyncProducer {
+	t.Helper()
+	p, err := broker.NewSyncProducer(testenv.Brokers(t), "outbox-test")
+	if err != nil {
+		t.Fatalf("%v; %s", err, testenv.HowToStart)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+func newRelay(t *testing.T, db *sqlx.DB, pub outbox.Publisher) *outbox.Relay {
+	t.Helper()
+	r, err := outbox.NewRelay(outbox.RelayConfig{
+		DB: db, DatabaseURL: testenv.DatabaseURL(t), Publisher: pub, Logger: testenv.Logger(t),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func event(t *testing.T, orderID string) events.Envelope {
+	t.Helper()
+	e, err := events.New("test", orderID, events.ShipmentScheduled{Country: "JP"}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func add(t *testing.T, db *sqlx.DB, topic string, e events.Envelope) {
+	t.Helper()
+	err := pg.InTx(context.Background(), db, func(tx *sqlx.Tx) error {
+		return outbox.AddEvent(context.Background(), tx, topic, e)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func unsent(t *testing.T, db *sqlx.DB, topic string) int {
+	t.Helper()
+	var n int
+	if err := db.Get(&n, `SELECT count(*) FROM outbox WHERE topic = $1 AND sent_at IS NULL`, topic); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// flushAll runs Flush until the topic's rows are all sent. Rows can be held
+// back for a moment by transactions still running elsewhere in the cluster
+// (see Relay), hence the loop.
+func flushAll(t *testing.T, db *sqlx.DB, r *outbox.Relay, topic string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for unsent(t, db, topic) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d rows still unsent after 30s", unsent(t, db, topic))
+		}
+		if _, err := r.Flush(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func eventIDs(msgs []*sarama.ConsumerMessage) []string {
+	ids := make([]string, len(msgs))
+	for i, m := range msgs {
+		ids[i] = testenv.Header(m, events.HeaderEventID)
+	}
+	return ids
+}
+
+func TestAddRollsBackWithTheTransaction(t *testing.T) {
+	db := testenv.DB(t)
+	topic := "never." + uuid.NewString()
+	err := pg.InTx(context.Background(), db, func(tx *sqlx.Tx) error {
+		if err := outbox.AddEvent(context.Background(), tx, topic, event(t, uuid.NewString())); err != nil {
+			return err
+		}
+		return errors.New("business change failed")
+	})
+	if err == nil {
+		t.Fatal("want the transaction's error")
+	}
+	var n int
+	db.Get(&n, `SELECT count(*) FROM outbox WHERE topic = $1`, topic)
+	if n != 0 {
+		t.Fatalf("outbox rows = %d after rollback, want 0", n)
+	}
+}
+
+func TestRelayPublishesInOrderAndMarksSent(t *testing.T) {
+	db := testenv.DB(t)
+	topic := testenv.Topic(t, "outbox")
+	orderID := uuid.NewString()
+	var want []string
+	for range 5 {
+		e := event(t, orderID)
+		want = append(want, e.ID)
+		add(t, db, topic, e)
+	}
+	flushAll(t, db, newRelay(t, db, producer(t)), topic)
+
+	got := testenv.ReadAll(t, topic, len(want), 20*time.Second)
+	if ids := eventIDs(got); !equal(ids, want) {
+		t.Fatalf("published %v, want %v in order", ids, want)
+	}
+	for _, m := range got {
+		if string(m.Key) != orderID {
+			t.Fatalf("key = %q, want the order id", m.Key)
+		}
+	}
+	if n := unsent(t, db, topic); n != 0 {
+		t.Fatalf("unsent rows = %d, want 0", n)
+	}
+}
+
+// TestRelayDoesNotSkipLateCommits reproduces the trap of "id > last seen"
+// polling: transaction A takes a lower id but commits after B. A relay that
+// published B and remembered B's id would never publish A. This relay holds
+// B back while A is running, then publishes A before B.
+func TestRelayDoesNotSkipLateCommits(t *testing.T) {
+	db := testenv.DB(t)
+	topic := testenv.Topic(t, "outbox-late")
+	ctx := context.Background()
+	relay := newRelay(t, db, producer(t))
+	orderID := uuid.NewString()
+	ea, eb := event(t, orderID), event(t, orderID)
+
+	txA := db.MustBeginTx(ctx, nil)
+	defer txA.Rollback()
+	if err := outbox.AddEvent(ctx, txA, topic, ea); err != nil { // lower id, still running
+		t.Fatal(err)
+	}
+	add(t, db, topic, eb) // higher id, committed
+
+	if _, err := relay.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// A's row is not visible yet; B's is, and must still be unsent.
+	if n := unsent(t, db, topic); n != 1 {
+		t.Fatalf("while A runs: unsent rows = %d, want B held back behind A (1)", n)
+	}
+	if err := txA.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	flushAll(t, db, relay, topic)
+
+	got := eventIDs(testenv.ReadAll(t, topic, 2, 20*time.Second))
+	if !equal(got, []string{ea.ID, eb.ID}) {
+		t.Fatalf("published %v, want [A B] = %v", got, []string{ea.ID, eb.ID})
+	}
+}
+
+// TestTwoRelaysPublishEachRowOnce runs two relays against one database, as
+// two replicas of a service would.
+func TestTwoRelaysPublishEachRowOnce(t *testing.T) {
+	db := testenv.DB(t)
+	topic := testenv.Topic(t, "outbox-two")
+	const n = 200
+	for range n {
+		add(t, db, topic, event(t, uuid.NewString()))
+	}
+	pub := producer(t)
+	r1, r2 := newRelay(t, db, pub), newRelay(t, db, pub)
+	var wg sync.WaitGroup
+	for _, r := range []*outbox.Relay{r1, r2} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for unsent(t, db, topic) > 0 {
+				if _, err := r.Flush(context.Background()); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+
+	got := eventIDs(testenv.ReadAll(t, topic, n, 30*time.Second))
+	seen := map[string]int{}
+	for _, id := range got {
+		seen[id]++
+	}
+	if len(got) != n || len(seen) != n {
+		t.Fatalf("published %d messages with %d distinct ids, want %d each", len(got), len(seen), n)
+	}
+}
+
+// failingAfterPublish publishes, then fails the relay's transaction, as a
+// crash between Kafka's ack and the "mark sent" commit would.
+type failingAfterPublish struct {
+	outbox.Publisher
+	db *sqlx.DB
+}
+
+func (f failingAfterPublish) SendMessages(msgs []*sarama.ProducerMessage) error {
+	if err := f.Publisher.SendMessages(msgs); err != nil {
+		return err
+	}
+	return errors.New("crash after publish, before mark")
+}
+
+// TestCrashBetweenPublishAndMarkRepublishes shows the relay's side of
+// "nothing lost": rows whose mark was lost are published again — with the
+// same event id, which consumers use to drop the duplicate.
+func TestCrashBetweenPublishAndMarkRepublishes(t *testing.T) {
+	db := testenv.DB(t)
+	topic := testenv.Topic(t, "outbox-crash")
+	e := event(t, uuid.NewString())
+	add(t, db, topic, e)
+	pub := producer(t)
+
+	if _, err := newRelay(t, db, failingAfterPublish{pub, db}).Flush(context.Background()); err == nil {
+		t.Fatal("want the crash error")
+	}
+	if n := unsent(t, db, topic); n != 1 {
+		t.Fatalf("unsent rows after crash = %d, want 1", n)
+	}
+	flushAll(t, db, newRelay(t, db, pub), topic)
+
+	got := eventIDs(testenv.ReadAll(t, topic, 2, 20*time.Second))
+	if !equal(got, []string{e.ID, e.ID}) {
+		t.Fatalf("published %v, want the same event id twice", got)
+	}
+	if n := unsent(t, db, topic); n != 0 {
+		t.Fatalf("unsent rows = %d, want 0", n)
+	}
+}
+
+// TestRunWakesOnCommit checks that Run publishes a new row well before its
+// poll interval, through LISTEN/NOTIFY.
+func TestRunWakesOnCommit(t *testing.T) {
+	db := testenv.DB(t)
+	topic := testenv.Topic(t, "outbox-notify")
+	r, err := outbox.NewRelay(outbox.RelayConfig{
+		DB: db, DatabaseURL: testenv.DatabaseURL(t), Publisher: producer(t),
+		Logger: testenv.Logger(t), PollInterval: time.Hour,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- r.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	time.Sleep(300 * time.Millisecond) // let LISTEN start; the poll is an hour away
+
+	e := event(t, uuid.NewString())
+	add(t, db, topic, e)
+	got := eventIDs(testenv.ReadAll(t, topic, 1, 30*time.Second))
+	if len(got) != 1 || got[0] != e.ID {
+		t.Fatalf("published %v, want %s (woken by NOTIFY, not the hourly poll)", got, e.ID)
+	}
+}
+
+func equal(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
