@@ -1,0 +1,261 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+type item struct {
+	SKU       string `json:"sku"`
+	Quantity  int64  `json:"quantity"`
+	UnitPrice int64  `json:"unit_price"`
+}
+
+type address struct {
+	Country    string `json:"country"`
+	PostalCode string `json:"postal_code,omitempty"`
+	Line1      string `json:"line1,omitempty"`
+}
+
+type orderRequest struct {
+	CustomerID      string  `json:"customer_id"`
+	Items           []item  `json:"items"`
+	Currency        string  `json:"currency"`
+	ShippingAddress address `json:"shipping_address"`
+}
+
+type order struct {
+	ID           string `json:"id"`
+	CustomerID   string `json:"customer_id"`
+	Items        []item `json:"items"`
+	TotalAmount  int64  `json:"total_amount"`
+	Currency     string `json:"currency"`
+	Status       string `json:"status"`
+	CancelReason string `json:"cancel_reason"`
+}
+
+type stockLevel struct {
+	SKU       string `json:"sku"`
+	Available int64  `json:"available"`
+	Reserved  int64  `json:"reserved"`
+}
+
+type paymentRecord struct {
+	OrderID    string `json:"order_id"`
+	CustomerID string `json:"customer_id"`
+	Amount     int64  `json:"amount"`
+	Status     string `json:"status"`
+}
+
+type reservation struct {
+	OrderID string `json:"order_id"`
+	Status  string `json:"status"`
+	Items   []item `json:"items"`
+}
+
+type shipment struct {
+	OrderID string `json:"order_id"`
+	Status  string `json:"status"`
+	Country string `json:"country"`
+	Reason  string `json:"reason"`
+}
+
+func newID(prefix string) string { return prefix + "-" + uuid.NewString()[:8] }
+
+// do sends a request and returns status, headers and body.
+func do(t *testing.T, method, url, contentType string, body []byte, headers map[string]string) (int, http.Header, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, b
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// get decodes a GET response into v and returns the status.
+func get(t *testing.T, svc, path string, v any) int {
+	t.Helper()
+	status, _, body := do(t, http.MethodGet, services[svc].baseURL+path, "", nil, nil)
+	if status == http.StatusOK && v != nil {
+		if err := json.Unmarshal(body, v); err != nil {
+			t.Fatalf("GET %s %s: %v: %s", svc, path, err, body)
+		}
+	}
+	return status
+}
+
+func put(t *testing.T, svc, path string, v any) {
+	t.Helper()
+	status, _, body := do(t, http.MethodPut, services[svc].baseURL+path, "application/json", mustJSON(t, v), nil)
+	if status != http.StatusOK {
+		t.Fatalf("PUT %s %s = %d: %s", svc, path, status, body)
+	}
+}
+
+func putAccount(t *testing.T, customer string, balance int64) {
+	t.Helper()
+	put(t, "payment", "/accounts/"+customer, map[string]int64{"balance": balance})
+}
+
+func balance(t *testing.T, customer string) int64 {
+	t.Helper()
+	var a struct{ Balance int64 }
+	if s := get(t, "payment", "/accounts/"+customer, &a); s != http.StatusOK {
+		t.Fatalf("GET account %s = %d", customer, s)
+	}
+	return a.Balance
+}
+
+func putStock(t *testing.T, sku string, available int64) {
+	t.Helper()
+	put(t, "inventory", "/stock/"+sku, map[string]int64{"available": available})
+}
+
+func stock(t *testing.T, sku string) stockLevel {
+	t.Helper()
+	var s stockLevel
+	if st := get(t, "inventory", "/stock/"+sku, &s); st != http.StatusOK {
+		t.Fatalf("GET stock %s = %d", sku, st)
+	}
+	return s
+}
+
+// postOrder sends POST /orders and returns status, headers and the decoded
+// order (zero if the status is not 201).
+func postOrder(t *testing.T, req orderRequest, idempotencyKey string) (int, http.Header, order) {
+	t.Helper()
+	headers := map[string]string{}
+	if idempotencyKey != "" {
+		headers["Idempotency-Key"] = idempotencyKey
+	}
+	status, h, body := do(t, http.MethodPost, services["order"].baseURL+"/orders", "application/json", mustJSON(t, req), headers)
+	var o order
+	if status == http.StatusCreated {
+		if err := json.Unmarshal(body, &o); err != nil {
+			t.Fatalf("POST /orders: %v: %s", err, body)
+		}
+	}
+	return status, h, o
+}
+
+// createOrder posts an order that must be accepted and counts it.
+func createOrder(t *testing.T, req orderRequest) order {
+	t.Helper()
+	status, h, o := postOrder(t, req, "")
+	if status != http.StatusCreated {
+		t.Fatalf("POST /orders = %d", status)
+	}
+	if h.Get("Location") != "/orders/"+o.ID {
+		t.Fatalf("Location = %q, want /orders/%s", h.Get("Location"), o.ID)
+	}
+	ordersCreated.Add(1)
+	return o
+}
+
+// waitOrder polls the order until it leaves PENDING and returns it.
+func waitOrder(t *testing.T, id string) order {
+	t.Helper()
+	deadline := time.Now().Add(90 * time.Second)
+	var o order
+	for time.Now().Before(deadline) {
+		if s := get(t, "order", "/orders/"+id, &o); s != http.StatusOK {
+			t.Fatalf("GET /orders/%s = %d", id, s)
+		}
+		if o.Status != "PENDING" {
+			return o
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("order %s still PENDING after 90s", id)
+	return o
+}
+
+func wantOrder(t *testing.T, id, status, reason string) order {
+	t.Helper()
+	o := waitOrder(t, id)
+	if o.Status != status || o.CancelReason != reason {
+		t.Fatalf("order %s = %s/%q, want %s/%q", id, o.Status, o.CancelReason, status, reason)
+	}
+	return o
+}
+
+// eventually retries check until it returns nil or the deadline passes.
+func eventually(t *testing.T, within time.Duration, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %s: %v", within, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// fixture is a customer with a balance and one stocked SKU.
+type fixture struct {
+	customer string
+	sku      string
+}
+
+func newFixture(t *testing.T, balance, available int64) fixture {
+	t.Helper()
+	f := fixture{customer: newID("c"), sku: newID("SKU")}
+	putAccount(t, f.customer, balance)
+	putStock(t, f.sku, available)
+	return f
+}
+
+func (f fixture) order(qty, price int64, country string) orderRequest {
+	return orderRequest{
+		CustomerID:      f.customer,
+		Items:           []item{{SKU: f.sku, Quantity: qty, UnitPrice: price}},
+		Currency:        "JPY",
+		ShippingAddress: address{Country: country, PostalCode: "100-0001", Line1: "1-1 Chiyoda"},
+	}
+}
+
+func assertEqual[T comparable](t *testing.T, what string, got, want T) {
+	t.Helper()
+	if got != want {
+		t.Fatalf("%s = %v, want %v", what, got, want)
+	}
+}
+
+func problemJSON(h http.Header) bool {
+	return strings.HasPrefix(h.Get("Content-Type"), "application/problem+json")
+}
+
+var _ = fmt.Sprintf

@@ -1,0 +1,139 @@
+package e2e
+
+import (
+	"fmt"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/google/uuid"
+
+	"github.com/choreo-saga/choreo/pkg/events"
+	"github.com/choreo-saga/choreo/pkg/outbox"
+)
+
+// TestPoisonMessagesAreDeadLettered writes messages no consumer can process
+// onto order.events. Payment parks each on payment.dlq with the reason and
+// origin, and keeps consuming: an order created afterwards completes.
+func TestPoisonMessagesAreDeadLettered(t *testing.T) {
+	validID := uuid.NewString()
+	poison := []struct {
+		name, key, value, reason string
+	}{
+		{"NotJSON", newID("poison"), "this is not json", "malformed event"},
+		{"UnknownType", newID("poison"), fmt.Sprintf(`{"id":%q,"type":"OrderTeleported","order_id":"x","source":"evil","occurred_at":"2026-01-01T00:00:00Z","payload":{}}`, uuid.NewString()), "unknown event type"},
+		{"InvalidPayload", newID("poison"), fmt.Sprintf(`{"id":%q,"type":"OrderCreated","order_id":"x","source":"evil","occurred_at":"2026-01-01T00:00:00Z","payload":{"customer_id":"c","items":[],"total_amount":1,"currency":"JPY","shipping_address":{"country":"JP"}}}`, validID), "invalid event payload"},
+	}
+	var msgs []*sarama.ProducerMessage
+	for _, p := range poison {
+		msgs = append(msgs, &sarama.ProducerMessage{Topic: events.TopicOrder, Key: sarama.StringEncoder(p.key), Value: sarama.StringEncoder(p.value)})
+	}
+	produce(t, msgs...)
+
+	// Consumption goes on past the poison.
+	f := newFixture(t, 10000, 10)
+	o := createOrder(t, f.order(1, 1000, "JP"))
+	wantOrder(t, o.ID, "COMPLETED", "")
+
+	dlq := events.DeadLetterTopic("payment")
+	for _, p := range poison {
+		t.Run(p.name, func(t *testing.T) {
+			got := eventuallyMessages(t, dlq, p.key, 1)
+			if len(got) != 1 {
+				t.Fatalf("%s holds %d messages keyed %s, want 1", dlq, len(got), p.key)
+			}
+			m := got[0]
+			assertEqual(t, "value kept", string(m.Value), p.value)
+			assertEqual(t, "origin topic", header(m, outbox.HeaderDLQTopic), events.TopicOrder)
+			assertEqual(t, "consumer group", header(m, outbox.HeaderDLQGroup), "payment")
+			if r := header(m, outbox.HeaderDLQReason); !strings.Contains(r, p.reason) {
+				t.Fatalf("dlq reason %q does not say %q", r, p.reason)
+			}
+			if header(m, outbox.HeaderDLQOffset) == "" {
+				t.Fatal("dlq message has no origin offset")
+			}
+		})
+	}
+}
+
+// TestServicesSurviveCrashes kills every service with SIGKILL while orders
+// are in flight — between a consumer's commit and its offset commit, and
+// between the relay's publish and its mark — restarts it, and checks each
+// order was charged and reserved exactly once.
+func TestServicesSurviveCrashes(t *testing.T) {
+	const orders = 12
+	f := newFixture(t, 1_000_000, 100)
+	var ids []string
+	for i := range orders {
+		o := createOrder(t, f.order(1, 1000, "JP"))
+		ids = append(ids, o.ID)
+		switch i {
+		case 2:
+			services["payment"].restart(t, syscall.SIGKILL)
+		case 4:
+			services["inventory"].restart(t, syscall.SIGKILL)
+		case 6:
+			services["order"].restart(t, syscall.SIGKILL)
+		case 8:
+			services["shipping"].restart(t, syscall.SIGKILL)
+		case 10:
+			services["payment"].restart(t, syscall.SIGTERM) // graceful, for contrast
+		}
+	}
+	for _, id := range ids {
+		wantOrder(t, id, "COMPLETED", "")
+		var p paymentRecord
+		checkRecord(t, "payment", "/payments/"+id, &p, "COMPLETED", func() string { return p.Status })
+	}
+	assertEqual(t, "balance", balance(t, f.customer), int64(1_000_000-orders*1000))
+	assertEqual(t, "stock", stock(t, f.sku), stockLevel{SKU: f.sku, Available: 100 - orders, Reserved: orders})
+}
+
+// TestBrokerRestart stops Kafka, takes orders while it is down — the outbox
+// holds their events — and starts it again: every order completes, once.
+// It drives scripts/infra.sh, so it needs the broker that script started.
+func TestBrokerRestart(t *testing.T) {
+	infra := func(cmd string) {
+		t.Helper()
+		out, err := exec.Command("bash", "../scripts/infra.sh", cmd).CombinedOutput()
+		if err != nil {
+			t.Fatalf("scripts/infra.sh %s: %v\n%s", cmd, err, out)
+		}
+	}
+	f := newFixture(t, 100000, 10)
+	infra("kafka-stop")
+	stopped := true
+	defer func() {
+		if stopped {
+			infra("kafka-start")
+		}
+	}()
+
+	var ids []string
+	for range 3 {
+		o := createOrder(t, f.order(1, 1000, "JP"))
+		ids = append(ids, o.ID)
+	}
+	time.Sleep(2 * time.Second)
+	for _, id := range ids {
+		var o order
+		get(t, "order", "/orders/"+id, &o)
+		assertEqual(t, "status while Kafka is down", o.Status, "PENDING")
+	}
+	infra("kafka-start")
+	stopped = false
+
+	for _, id := range ids {
+		wantOrder(t, id, "COMPLETED", "")
+	}
+	assertEqual(t, "balance", balance(t, f.customer), int64(100000-3*1000))
+	assertEqual(t, "stock", stock(t, f.sku), stockLevel{SKU: f.sku, Available: 7, Reserved: 3})
+	for _, s := range services {
+		if err := s.waitReady(60 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,130 @@
+package e2e
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/choreo-saga/choreo/pkg/broker"
+	"github.com/choreo-saga/choreo/pkg/events"
+)
+
+func brokerList() []string { return strings.Split(brokers, ",") }
+
+// produce writes raw messages to Kafka, bypassing the services' outboxes:
+// the suite's way of redelivering events and injecting poison.
+func produce(t *testing.T, msgs ...*sarama.ProducerMessage) {
+	t.Helper()
+	p, err := broker.NewSyncProducer(brokerList(), "e2e")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if err := p.SendMessages(msgs); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// produceEvent wraps a payload in a fresh envelope and writes it to topic.
+func produceEvent(t *testing.T, topic, orderID string, p events.Payload) events.Envelope {
+	t.Helper()
+	e, err := events.New("e2e", orderID, p, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := e.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	produce(t, &sarama.ProducerMessage{Topic: topic, Key: sarama.StringEncoder(orderID), Value: sarama.ByteEncoder(v),
+		Headers: []sarama.RecordHeader{
+			{Key: []byte(events.HeaderEventID), Value: []byte(e.ID)},
+			{Key: []byte(events.HeaderEventType), Value: []byte(e.Type)},
+		}})
+	return e
+}
+
+// messagesFor returns every message on topic keyed key, reading the key's
+// partition from the oldest offset to the current end.
+func messagesFor(t *testing.T, topic, key string) []*sarama.ConsumerMessage {
+	t.Helper()
+	client, err := sarama.NewClient(brokerList(), broker.Config("e2e-reader"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	parts, err := client.Partitions(topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := sarama.NewHashPartitioner(topic).Partition(&sarama.ProducerMessage{Key: sarama.StringEncoder(key)}, int32(len(parts)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	end, err := client.GetOffset(topic, p, sarama.OffsetNewest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if end == 0 {
+		return nil
+	}
+	c, err := sarama.NewConsumerFromClient(client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	pc, err := c.ConsumePartition(topic, p, sarama.OffsetOldest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	var out []*sarama.ConsumerMessage
+	timeout := time.After(60 * time.Second)
+	for {
+		select {
+		case m := <-pc.Messages():
+			if string(m.Key) == key {
+				out = append(out, m)
+			}
+			if m.Offset >= end-1 {
+				return out
+			}
+		case <-timeout:
+			t.Fatalf("reading %s/%d: timed out before offset %d", topic, p, end)
+		}
+	}
+}
+
+// eventuallyMessages waits until topic holds at least want messages keyed key.
+func eventuallyMessages(t *testing.T, topic, key string, want int) []*sarama.ConsumerMessage {
+	t.Helper()
+	var got []*sarama.ConsumerMessage
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		got = messagesFor(t, topic, key)
+		if len(got) >= want || time.Now().After(deadline) {
+			return got
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// redeliver re-produces m, unchanged, to its topic.
+func redeliver(m *sarama.ConsumerMessage) *sarama.ProducerMessage {
+	pm := &sarama.ProducerMessage{Topic: m.Topic, Key: sarama.ByteEncoder(m.Key), Value: sarama.ByteEncoder(m.Value)}
+	for _, h := range m.Headers {
+		pm.Headers = append(pm.Headers, *h)
+	}
+	return pm
+}
+
+func header(m *sarama.ConsumerMessage, key string) string {
+	for _, h := range m.Headers {
+		if h != nil && string(h.Key) == key {
+			return string(h.Value)
+		}
+	}
+	return ""
+}
