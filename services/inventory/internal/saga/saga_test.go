@@ -1,0 +1,497 @@
+package saga_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"os"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/google/uuid"
+	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
+
+	"github.com/choreo-saga/choreo/pkg/consumer"
+	"github.com/choreo-saga/choreo/pkg/events"
+	"github.com/choreo-saga/choreo/pkg/idem"
+	"github.com/choreo-saga/choreo/pkg/outbox"
+	"github.com/choreo-saga/choreo/pkg/pg"
+	"github.com/choreo-saga/choreo/services/inventory"
+	"github.com/choreo-saga/choreo/services/inventory/internal/domain"
+	"github.com/choreo-saga/choreo/services/inventory/internal/saga"
+	"github.com/choreo-saga/choreo/services/inventory/internal/store"
+)
+
+// testSchema isolates this package's tables inside the shared choreo_test
+// database, so other packages' tests (and their outbox relays) never see
+// these rows.
+const testSchema = "inventory_saga_test"
+
+var (
+	dbOnce sync.Once
+	dbConn *sqlx.DB
+	dbErr  error
+)
+
+// testDB returns a database with the inventory schema migrated into
+// testSchema. Without TEST_DATABASE_URL the test fails: a silently skipped
+// database test is a test nobody runs.
+func testDB(t *testing.T) *sqlx.DB {
+	t.Helper()
+	raw := os.Getenv("TEST_DATABASE_URL")
+	if raw == "" {
+		t.Fatal(`TEST_DATABASE_URL is not set; start PostgreSQL and Kafka with: eval "$(scripts/infra.sh up)"`)
+	}
+	dbOnce.Do(func() { dbConn, dbErr = openSchema(raw, testSchema) })
+	if dbErr != nil {
+		t.Fatalf("test database: %v", dbErr)
+	}
+	return dbConn
+}
+
+func openSchema(raw, schema string) (*sqlx.DB, error) {
+	ctx := context.Background()
+	admin, err := pg.Open(ctx, raw, 10*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	_, err = admin.ExecContext(ctx, `CREATE SCHEMA IF NOT EXISTS `+pq.QuoteIdentifier(schema))
+	admin.Close()
+	if err != nil {
+		return nil, err
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, err
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	db, err := pg.Open(ctx, u.String(), 10*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if err := pg.Migrate(ctx, db, log, idem.Schema, outbox.Schema,
+		pg.Schema{Name: saga.Service, FS: store.Migrations, Dir: "migrations"}); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+// fixture is one test's view of the service: its database, a handler that
+// is the one Run wires to Kafka, and ids no other test uses.
+type fixture struct {
+	t       *testing.T
+	db      *sqlx.DB
+	st      *store.Store
+	handler consumer.Handler
+	address events.Address
+}
+
+func newFixture(t *testing.T) *fixture {
+	db := testDB(t)
+	return &fixture{
+		t:       t,
+		db:      db,
+		st:      store.New(db),
+		handler: inventory.EventHandler(db, slog.New(slog.NewTextHandler(io.Discard, nil))),
+		address: events.Address{Country: "JP", PostalCode: "100-0001", Line1: "1-1 Chiyoda"},
+	}
+}
+
+// sku creates a SKU with available units and removes it when the test ends.
+func (f *fixture) sku(available int64) string {
+	f.t.Helper()
+	sku := "sku-" + uuid.NewString()[:13]
+	if _, err := f.st.PutStock(context.Background(), sku, available); err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(func() { f.db.Exec(`DELETE FROM stock WHERE sku = $1`, sku) })
+	return sku
+}
+
+// order returns a fresh order id whose rows are removed when the test ends.
+func (f *fixture) order() string {
+	id := "ord-" + uuid.NewString()
+	f.t.Cleanup(func() {
+		f.db.Exec(`DELETE FROM reservations WHERE order_id = $1`, id)
+		f.db.Exec(`DELETE FROM outbox WHERE key = $1`, []byte(id))
+	})
+	return id
+}
+
+func (f *fixture) envelope(orderID string, p events.Payload) events.Envelope {
+	f.t.Helper()
+	e, err := events.New("test", orderID, p, time.Now())
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return e
+}
+
+// deliver hands e to the handler as the consumer group would.
+func (f *fixture) deliver(e events.Envelope) error {
+	value, err := e.Encode()
+	if err != nil {
+		return err
+	}
+	return f.handler.Handle(context.Background(), &sarama.ConsumerMessage{
+		Topic: events.TopicPayment, Key: []byte(e.OrderID), Value: value,
+	})
+}
+
+func (f *fixture) mustDeliver(e events.Envelope) {
+	f.t.Helper()
+	if err := f.deliver(e); err != nil {
+		f.t.Fatalf("deliver %s: %v", e.Type, err)
+	}
+}
+
+func (f *fixture) paid(orderID string, items ...events.Item) events.Envelope {
+	return f.envelope(orderID, events.PaymentCompleted{
+		CustomerID: "c-1", Amount: 1000, Currency: "JPY", Items: items, ShippingAddress: f.address,
+	})
+}
+
+func (f *fixture) shipmentFailed(orderID string) events.Envelope {
+	return f.envelope(orderID, events.ShipmentFailed{Country: "AQ", Reason: events.ReasonShippingUnavailable})
+}
+
+func (f *fixture) mustStock(sku string, available, reserved int64) {
+	f.t.Helper()
+	got, err := f.st.Stock(context.Background(), sku)
+	if err != nil {
+		f.t.Fatalf("stock %s: %v", sku, err)
+	}
+	if got.Available != available || got.Reserved != reserved {
+		f.t.Fatalf("stock %s = %d available, %d reserved; want %d, %d", sku, got.Available, got.Reserved, available, reserved)
+	}
+}
+
+func (f *fixture) reservation(orderID string) domain.Reservation {
+	f.t.Helper()
+	r, err := f.st.Reservation(context.Background(), orderID)
+	if err != nil {
+		f.t.Fatalf("reservation %s: %v", orderID, err)
+	}
+	return r
+}
+
+// emitted returns the events the service queued in its outbox for an
+// order, oldest first.
+func (f *fixture) emitted(q sqlx.QueryerContext, orderID string) []events.Envelope {
+	f.t.Helper()
+	var rows []struct {
+		Topic string `db:"topic"`
+		Value []byte `db:"value"`
+	}
+	if err := sqlx.SelectContext(context.Background(), q, &rows,
+		`SELECT topic, value FROM outbox WHERE key = $1 ORDER BY id`, []byte(orderID)); err != nil {
+		f.t.Fatal(err)
+	}
+	out := make([]events.Envelope, len(rows))
+	for i, r := range rows {
+		if r.Topic != events.TopicInventory {
+			f.t.Fatalf("outbox row on topic %q, want %q", r.Topic, events.TopicInventory)
+		}
+		e, err := events.Decode(r.Value)
+		if err != nil {
+			f.t.Fatalf("outbox row %d: %v", i, err)
+		}
+		if e.Source != saga.Service || e.OrderID != orderID {
+			f.t.Fatalf("outbox event source %q order %q, want %q %q", e.Source, e.OrderID, saga.Service, orderID)
+		}
+		out[i] = e
+	}
+	return out
+}
+
+func decode(t *testing.T, e events.Envelope, p events.Payload) {
+	t.Helper()
+	if err := e.Decode(p); err != nil {
+		t.Fatalf("decode %s: %v", e.Type, err)
+	}
+}
+
+func TestReserveMovesUnitsAndEmitsOneEvent(t *testing.T) {
+	f := newFixture(t)
+	a, b := f.sku(5), f.sku(2)
+	id := f.order()
+	items := []events.Item{{SKU: a, Quantity: 2, UnitPrice: 100}, {SKU: b, Quantity: 1, UnitPrice: 300}, {SKU: a, Quantity: 1, UnitPrice: 100}}
+
+	f.mustDeliver(f.paid(id, items...))
+
+	f.mustStock(a, 2, 3)
+	f.mustStock(b, 1, 1)
+	if r := f.reservation(id); r.Status != domain.StatusReserved || !reflect.DeepEqual(r.Items, items) {
+		t.Fatalf("reservation = %+v, want RESERVED with the order's items", r)
+	}
+	out := f.emitted(f.db, id)
+	if len(out) != 1 || out[0].Type != events.TypeInventoryReserved {
+		t.Fatalf("emitted %d events %v, want one InventoryReserved", len(out), out)
+	}
+	var p events.InventoryReserved
+	decode(t, out[0], &p)
+	if !reflect.DeepEqual(p.Items, items) || p.ShippingAddress != f.address {
+		t.Fatalf("InventoryReserved = %+v, want the PaymentCompleted items and address", p)
+	}
+}
+
+// TestReserveAndEventShareTheTransaction runs the route in a transaction the
+// test owns: the outbox row is there inside it, and rolling back takes the
+// stock change and the event away together.
+func TestReserveAndEventShareTheTransaction(t *testing.T) {
+	f := newFixture(t)
+	a := f.sku(3)
+	id := f.order()
+	e := f.paid(id, events.Item{SKU: a, Quantity: 2})
+	route := saga.Routes(time.Now)[events.TypePaymentCompleted]
+
+	tx, err := f.db.BeginTxx(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := route(context.Background(), tx, e); err != nil {
+		tx.Rollback()
+		t.Fatal(err)
+	}
+	if n := len(f.emitted(tx, id)); n != 1 {
+		tx.Rollback()
+		t.Fatalf("inside the tx: %d outbox rows, want 1", n)
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	f.mustStock(a, 3, 0)
+	if n := len(f.emitted(f.db, id)); n != 0 {
+		t.Fatalf("after rollback: %d outbox rows, want 0", n)
+	}
+	if _, err := f.st.Reservation(context.Background(), id); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("after rollback: reservation err = %v, want ErrNotFound", err)
+	}
+}
+
+func TestRejectChangesNoStock(t *testing.T) {
+	f := newFixture(t)
+	a, b := f.sku(1), f.sku(10)
+	ghost := "ghost-" + uuid.NewString()[:13]
+	id := f.order()
+	items := []events.Item{{SKU: b, Quantity: 3}, {SKU: a, Quantity: 2}, {SKU: ghost, Quantity: 1}}
+
+	f.mustDeliver(f.paid(id, items...))
+
+	f.mustStock(a, 1, 0)
+	f.mustStock(b, 10, 0)
+	if _, err := f.st.Stock(context.Background(), ghost); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("unknown sku was created: err = %v", err)
+	}
+	if r := f.reservation(id); r.Status != domain.StatusRejected || !reflect.DeepEqual(r.Items, items) {
+		t.Fatalf("reservation = %+v, want REJECTED with the requested items", r)
+	}
+	out := f.emitted(f.db, id)
+	if len(out) != 1 || out[0].Type != events.TypeInventoryRejected {
+		t.Fatalf("emitted %v, want one InventoryRejected", out)
+	}
+	var p events.InventoryRejected
+	decode(t, out[0], &p)
+	want := []events.Shortage{{SKU: a, Requested: 2, Available: 1}, {SKU: ghost, Requested: 1, Available: 0}}
+	if a > ghost {
+		want[0], want[1] = want[1], want[0]
+	}
+	if p.Reason != events.ReasonOutOfStock || !reflect.DeepEqual(p.Shortages, want) {
+		t.Fatalf("InventoryRejected = %+v, want reason %q shortages %+v", p, events.ReasonOutOfStock, want)
+	}
+	var detail string
+	if err := f.db.Get(&detail, `SELECT detail FROM reservations WHERE order_id = $1`, id); err != nil {
+		t.Fatal(err)
+	}
+	if detail == "" {
+		t.Error("rejected reservation has no detail")
+	}
+}
+
+func TestReleaseReturnsUnits(t *testing.T) {
+	f := newFixture(t)
+	a := f.sku(5)
+	id := f.order()
+	items := []events.Item{{SKU: a, Quantity: 2}, {SKU: a, Quantity: 1}}
+	f.mustDeliver(f.paid(id, items...))
+	f.mustStock(a, 2, 3)
+
+	f.mustDeliver(f.shipmentFailed(id))
+
+	f.mustStock(a, 5, 0)
+	if r := f.reservation(id); r.Status != domain.StatusReleased || !reflect.DeepEqual(r.Items, items) {
+		t.Fatalf("reservation = %+v, want RELEASED with the items it held", r)
+	}
+	out := f.emitted(f.db, id)
+	if len(out) != 2 || out[1].Type != events.TypeInventoryReleased {
+		t.Fatalf("emitted %v, want InventoryReserved then InventoryReleased", out)
+	}
+	var p events.InventoryReleased
+	decode(t, out[1], &p)
+	if !reflect.DeepEqual(p.Items, items) || p.Reason != events.ReasonShippingUnavailable {
+		t.Fatalf("InventoryReleased = %+v", p)
+	}
+
+	t.Run("SecondReleaseIsNoop", func(t *testing.T) {
+		f.mustDeliver(f.shipmentFailed(id))
+		f.mustStock(a, 5, 0)
+		if n := len(f.emitted(f.db, id)); n != 2 {
+			t.Fatalf("%d events after a second release, want still 2", n)
+		}
+	})
+}
+
+func TestReleaseBeforeReserveLeavesTombstone(t *testing.T) {
+	f := newFixture(t)
+	a := f.sku(5)
+	id := f.order()
+
+	f.mustDeliver(f.shipmentFailed(id))
+
+	r := f.reservation(id)
+	if r.Status != domain.StatusReleased || r.Items == nil || len(r.Items) != 0 {
+		t.Fatalf("reservation = %#v, want RELEASED with no items", r)
+	}
+	out := f.emitted(f.db, id)
+	if len(out) != 1 || out[0].Type != events.TypeInventoryReleased {
+		t.Fatalf("emitted %v, want one InventoryReleased", out)
+	}
+	var p events.InventoryReleased
+	if decode(t, out[0], &p); len(p.Items) != 0 || p.Reason != events.ReasonShippingUnavailable {
+		t.Fatalf("InventoryReleased = %+v, want no items", p)
+	}
+
+	t.Run("LatePaymentIsNoop", func(t *testing.T) {
+		f.mustDeliver(f.paid(id, events.Item{SKU: a, Quantity: 1}))
+		f.mustStock(a, 5, 0)
+		if n := len(f.emitted(f.db, id)); n != 1 {
+			t.Fatalf("%d events after the late payment, want still 1", n)
+		}
+		if r := f.reservation(id); r.Status != domain.StatusReleased {
+			t.Fatalf("status = %s, want RELEASED", r.Status)
+		}
+	})
+}
+
+func TestRejectedOrderReleaseIsNoop(t *testing.T) {
+	f := newFixture(t)
+	a := f.sku(0)
+	id := f.order()
+	f.mustDeliver(f.paid(id, events.Item{SKU: a, Quantity: 1}))
+	f.mustDeliver(f.shipmentFailed(id))
+	f.mustStock(a, 0, 0)
+	if r := f.reservation(id); r.Status != domain.StatusRejected {
+		t.Fatalf("status = %s, want REJECTED", r.Status)
+	}
+	if n := len(f.emitted(f.db, id)); n != 1 {
+		t.Fatalf("%d events, want only the InventoryRejected", n)
+	}
+}
+
+func TestRedeliveredEventAppliesOnce(t *testing.T) {
+	f := newFixture(t)
+	a := f.sku(5)
+	id := f.order()
+	e := f.paid(id, events.Item{SKU: a, Quantity: 2})
+
+	var wg sync.WaitGroup
+	errs := make(chan error, 5)
+	for range 5 {
+		wg.Go(func() { errs <- f.deliver(e) })
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.mustStock(a, 3, 2)
+	if n := len(f.emitted(f.db, id)); n != 1 {
+		t.Fatalf("%d events, want 1", n)
+	}
+}
+
+func TestConcurrentOrdersNeverOversell(t *testing.T) {
+	f := newFixture(t)
+	a := f.sku(3)
+	ids := make([]string, 10)
+	for i := range ids {
+		ids[i] = f.order()
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, len(ids))
+	for _, id := range ids {
+		e := f.paid(id, events.Item{SKU: a, Quantity: 1})
+		wg.Go(func() { errs <- f.deliver(e) })
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.mustStock(a, 0, 3)
+	count := map[domain.Status]int{}
+	for _, id := range ids {
+		count[f.reservation(id).Status]++
+	}
+	if count[domain.StatusReserved] != 3 || count[domain.StatusRejected] != 7 {
+		t.Fatalf("outcomes %v, want 3 RESERVED and 7 REJECTED", count)
+	}
+}
+
+// TestOpposingLineOrdersDoNotDeadlock sends orders naming the same two SKUs
+// in opposite line orders at once; locking in SKU order means none of them
+// is aborted as a deadlock victim.
+func TestOpposingLineOrdersDoNotDeadlock(t *testing.T) {
+	f := newFixture(t)
+	x, y := f.sku(1000), f.sku(1000)
+	const n = 40
+	envs := make([]events.Envelope, n)
+	for i := range envs {
+		lines := []events.Item{{SKU: x, Quantity: 1}, {SKU: y, Quantity: 1}}
+		if i%2 == 1 {
+			lines[0], lines[1] = lines[1], lines[0]
+		}
+		envs[i] = f.paid(f.order(), lines...)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for _, e := range envs {
+		wg.Go(func() { errs <- f.deliver(e) })
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.mustStock(x, 1000-n, n)
+	f.mustStock(y, 1000-n, n)
+}
+
+func TestInvalidPayloadIsPermanent(t *testing.T) {
+	f := newFixture(t)
+	id := f.order()
+	e := f.paid(id, events.Item{SKU: "a", Quantity: 1})
+	e.Payload = json.RawMessage(fmt.Sprintf(`{"customer_id":"c","amount":1,"currency":"JPY","items":[],"shipping_address":{"country":%q}}`, "JP"))
+	err := f.deliver(e)
+	if !consumer.IsPermanent(err) {
+		t.Fatalf("err = %v, want a permanent error", err)
+	}
+}

@@ -1,0 +1,206 @@
+// Package store is the inventory service's PostgreSQL adapter. Reads used
+// by the saga lock the rows they decide on (SELECT … FOR UPDATE), so two
+// orders cannot both reserve the same last unit.
+package store
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
+
+	"github.com/choreo-saga/choreo/pkg/events"
+	"github.com/choreo-saga/choreo/services/inventory/internal/domain"
+)
+
+// Migrations holds the service's own tables.
+//
+//go:embed migrations/*.sql
+var Migrations embed.FS
+
+// ErrNotFound is returned when a requested row does not exist.
+var ErrNotFound = errors.New("not found")
+
+// Store reads and writes the inventory tables.
+type Store struct{ db *sqlx.DB }
+
+// New returns a Store on db.
+func New(db *sqlx.DB) *Store { return &Store{db: db} }
+
+// PutStock sets a SKU's available units, creating the SKU if needed. Units
+// reserved for paid orders are kept: they belong to those orders.
+func (s *Store) PutStock(ctx context.Context, sku string, available int64) (domain.Stock, error) {
+	var st domain.Stock
+	err := s.db.GetContext(ctx, &st, `
+		INSERT INTO stock (sku, available) VALUES ($1, $2)
+		ON CONFLICT (sku) DO UPDATE SET available = EXCLUDED.available, updated_at = now()
+		RETURNING sku, available, reserved`, sku, available)
+	if err != nil {
+		return st, fmt.Errorf("put stock %s: %w", sku, err)
+	}
+	return st, nil
+}
+
+// Stock returns a SKU's units, or ErrNotFound.
+func (s *Store) Stock(ctx context.Context, sku string) (domain.Stock, error) {
+	var st domain.Stock
+	err := s.db.GetContext(ctx, &st, `SELECT sku, available, reserved FROM stock WHERE sku = $1`, sku)
+	if errors.Is(err, sql.ErrNoRows) {
+		return st, ErrNotFound
+	}
+	if err != nil {
+		return st, fmt.Errorf("get stock %s: %w", sku, err)
+	}
+	return st, nil
+}
+
+// Reservation returns an order's reservation, or ErrNotFound.
+func (s *Store) Reservation(ctx context.Context, orderID string) (domain.Reservation, error) {
+	var r reservationRow
+	err := s.db.GetContext(ctx, &r, `SELECT order_id, status, items FROM reservations WHERE order_id = $1`, orderID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return domain.Reservation{}, ErrNotFound
+	}
+	if err != nil {
+		return domain.Reservation{}, fmt.Errorf("get reservation %s: %w", orderID, err)
+	}
+	return r.reservation()
+}
+
+// LockReservation returns the order's reservation locked for the rest of
+// tx, or nil.
+func LockReservation(ctx context.Context, tx *sqlx.Tx, orderID string) (*domain.Reservation, error) {
+	var r reservationRow
+	err := tx.GetContext(ctx, &r, `SELECT order_id, status, items FROM reservations WHERE order_id = $1 FOR UPDATE`, orderID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("lock reservation %s: %w", orderID, err)
+	}
+	res, err := r.reservation()
+	if err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// LockStock locks the stock rows of skus for the rest of tx and returns
+// their available units by SKU; unknown SKUs are absent. Rows are locked in
+// SKU order, so two orders touching the same SKUs in different line orders
+// queue behind each other instead of deadlocking.
+func LockStock(ctx context.Context, tx *sqlx.Tx, skus []string) (map[string]int64, error) {
+	var rows []domain.Stock
+	if err := tx.SelectContext(ctx, &rows, `
+		SELECT sku, available, reserved FROM stock
+		WHERE sku = ANY($1)
+		ORDER BY sku
+		FOR UPDATE`, pq.Array(skus)); err != nil {
+		return nil, fmt.Errorf("lock stock %v: %w", skus, err)
+	}
+	avail := make(map[string]int64, len(rows))
+	for _, r := range rows {
+		avail[r.SKU] = r.Available
+	}
+	return avail, nil
+}
+
+// Reserve moves qty units of each SKU from available to reserved. Every SKU
+// must exist; the CHECK on available refuses to go below zero.
+func Reserve(ctx context.Context, tx *sqlx.Tx, qty map[string]int64) error {
+	return move(ctx, tx, "reserve", qty, `
+		UPDATE stock SET available = available - $2, reserved = reserved + $2, updated_at = now()
+		WHERE sku = $1`)
+}
+
+// Release moves qty units of each SKU from reserved back to available; the
+// CHECK on reserved refuses to return more than is held.
+func Release(ctx context.Context, tx *sqlx.Tx, qty map[string]int64) error {
+	return move(ctx, tx, "release", qty, `
+		UPDATE stock SET available = available + $2, reserved = reserved - $2, updated_at = now()
+		WHERE sku = $1`)
+}
+
+// move runs query for each SKU in SKU order, the same order LockStock
+// locks in, so concurrent moves cannot deadlock.
+func move(ctx context.Context, tx *sqlx.Tx, what string, qty map[string]int64, query string) error {
+	skus := make([]string, 0, len(qty))
+	for sku := range qty {
+		skus = append(skus, sku)
+	}
+	sort.Strings(skus)
+	for _, sku := range skus {
+		res, err := tx.ExecContext(ctx, query, sku, qty[sku])
+		if err != nil {
+			return fmt.Errorf("%s %d of %s: %w", what, qty[sku], sku, err)
+		}
+		if n, _ := res.RowsAffected(); n != 1 {
+			return fmt.Errorf("%s %d of %s: sku missing", what, qty[sku], sku)
+		}
+	}
+	return nil
+}
+
+// InsertReservation records a reservation outcome for an order.
+func InsertReservation(ctx context.Context, tx *sqlx.Tx, r domain.Reservation, detail string) error {
+	items, err := encodeItems(r.Items)
+	if err != nil {
+		return fmt.Errorf("insert reservation %s: %w", r.OrderID, err)
+	}
+	_, err = tx.ExecContext(ctx, `
+		INSERT INTO reservations (order_id, status, items, detail) VALUES ($1, $2, $3, $4)`,
+		r.OrderID, r.Status, items, detail)
+	if err != nil {
+		return fmt.Errorf("insert reservation %s: %w", r.OrderID, err)
+	}
+	return nil
+}
+
+// SetReservationStatus moves an order's reservation to status. The items
+// stay: they record what the order held.
+func SetReservationStatus(ctx context.Context, tx *sqlx.Tx, orderID string, status domain.Status, detail string) error {
+	_, err := tx.ExecContext(ctx,
+		`UPDATE reservations SET status = $2, detail = $3, updated_at = now() WHERE order_id = $1`, orderID, status, detail)
+	if err != nil {
+		return fmt.Errorf("set reservation %s to %s: %w", orderID, status, err)
+	}
+	return nil
+}
+
+// reservationRow is a reservations row as scanned; items is raw jsonb.
+type reservationRow struct {
+	OrderID string        `db:"order_id"`
+	Status  domain.Status `db:"status"`
+	Items   []byte        `db:"items"`
+}
+
+func (r reservationRow) reservation() (domain.Reservation, error) {
+	// Never nil, so the API shows a tombstone's items as [] rather than null.
+	items := []events.Item{}
+	if err := json.Unmarshal(r.Items, &items); err != nil {
+		return domain.Reservation{}, fmt.Errorf("reservation %s: decode items: %w", r.OrderID, err)
+	}
+	if items == nil {
+		items = []events.Item{}
+	}
+	return domain.Reservation{OrderID: r.OrderID, Status: r.Status, Items: items}, nil
+}
+
+// encodeItems returns items as JSON text for the jsonb column, "[]" for
+// none, so the column never holds null.
+func encodeItems(items []events.Item) (string, error) {
+	if items == nil {
+		items = []events.Item{}
+	}
+	b, err := json.Marshal(items)
+	if err != nil {
+		return "", fmt.Errorf("encode items: %w", err)
+	}
+	return string(b), nil
+}

@@ -1,0 +1,35 @@
+// Command shipping runs the shipping service. Configuration comes from the
+// environment: HTTP_ADDR (default :8083), DATABASE_URL, KAFKA_BROKERS and
+// SHIPPING_SERVED_COUNTRIES (default JP,US,GB,DE,FR).
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/kelseyhightower/envconfig"
+
+	"github.com/choreo-saga/choreo/services/shipping"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "shipping:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context) error {
+	var cfg shipping.Config
+	if err := envconfig.Process("", &cfg); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	cfg.Logger = slog.New(slog.NewJSONHandler(os.Stdout, nil))
+	return shipping.Run(ctx, cfg)
+}

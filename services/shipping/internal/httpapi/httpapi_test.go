@@ -1,0 +1,99 @@
+package httpapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jmoiron/sqlx"
+
+	"github.com/choreo-saga/choreo/pkg/idem"
+	"github.com/choreo-saga/choreo/pkg/outbox"
+	"github.com/choreo-saga/choreo/pkg/pg"
+	"github.com/choreo-saga/choreo/services/shipping/internal/domain"
+	"github.com/choreo-saga/choreo/services/shipping/internal/httpapi"
+	"github.com/choreo-saga/choreo/services/shipping/internal/saga"
+	"github.com/choreo-saga/choreo/services/shipping/internal/store"
+)
+
+// testDB opens TEST_DATABASE_URL with the service's tables in place. The
+// database is shared with other packages' tests, so order ids are fresh.
+func testDB(t *testing.T, log *slog.Logger) *sqlx.DB {
+	t.Helper()
+	url := os.Getenv("TEST_DATABASE_URL")
+	if url == "" {
+		t.Fatal(`TEST_DATABASE_URL is not set; these tests need PostgreSQL: run eval "$(scripts/infra.sh up)" from the repository root, then go test again`)
+	}
+	ctx := context.Background()
+	db, err := pg.Open(ctx, url, 10*time.Second)
+	if err != nil {
+		t.Fatalf("open test database: %v", err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if err := pg.Migrate(ctx, db, log, idem.Schema, outbox.Schema,
+		pg.Schema{Name: saga.Service, FS: store.Migrations, Dir: "migrations"}); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	return db
+}
+
+func TestGetShipment(t *testing.T) {
+	ctx := context.Background()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	db := testDB(t, log)
+	srv := httptest.NewServer(httpapi.Routes(log, store.New(db), nil))
+	t.Cleanup(srv.Close)
+
+	failed := domain.Shipment{OrderID: uuid.NewString(), Status: domain.StatusFailed, Country: "BR", Reason: "shipping_unavailable"}
+	if err := pg.InTx(ctx, db, func(tx *sqlx.Tx) error { return store.InsertShipment(ctx, tx, failed) }); err != nil {
+		t.Fatalf("insert shipment: %v", err)
+	}
+
+	tests := []struct {
+		name       string
+		orderID    string
+		wantStatus int
+		wantBody   map[string]string // nil: a problem body
+	}{
+		{"RecordedShipmentIsShown", failed.OrderID, http.StatusOK, map[string]string{
+			"order_id": failed.OrderID, "status": "FAILED", "country": "BR", "reason": "shipping_unavailable",
+		}},
+		{"UnknownOrderIsNotFound", uuid.NewString(), http.StatusNotFound, nil},
+		{"LongestIDIsAccepted", strings.Repeat("x", 64), http.StatusNotFound, nil},
+		{"TooLongIDIsBadRequest", strings.Repeat("x", 65), http.StatusBadRequest, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res, err := http.Get(srv.URL + "/shipments/" + tt.orderID)
+			if err != nil {
+				t.Fatalf("GET: %v", err)
+			}
+			defer res.Body.Close()
+			if res.StatusCode != tt.wantStatus {
+				t.Fatalf("status = %d, want %d", res.StatusCode, tt.wantStatus)
+			}
+			if tt.wantBody == nil {
+				if ct := res.Header.Get("Content-Type"); ct != "application/problem+json" {
+					t.Fatalf("Content-Type = %q, want application/problem+json", ct)
+				}
+				return
+			}
+			var got map[string]string
+			if err := json.NewDecoder(res.Body).Decode(&got); err != nil {
+				t.Fatalf("decode body: %v", err)
+			}
+			if !maps.Equal(got, tt.wantBody) {
+				t.Fatalf("body = %v, want %v", got, tt.wantBody)
+			}
+		})
+	}
+}
