@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Runs every test against real Kafka and PostgreSQL: starts them (idempotent,
+# see scripts/infra.sh), vets, runs the package tests, then the end-to-end
+# suite on its own — it stops and restarts the shared broker, so no other
+# package may be using Kafka at that moment.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+eval "$(bash scripts/infra.sh up)"
+
+go vet ./...
+go test -count=1 -timeout 20m $(go list ./... | grep -v '/e2e$')
+go test -count=1 -timeout 30m -v ./e2e 2>&1 | tee /tmp/choreo-e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|e2e:|panic)' 
+exit "${PIPESTATUS[0]}"
