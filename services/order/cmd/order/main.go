@@ -1,0 +1,34 @@
+// Command order runs the order service. Configuration comes from the
+// environment: HTTP_ADDR (default :8080), DATABASE_URL, KAFKA_BROKERS.
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/kelseyhightower/envconfig"
+
+	"github.com/choreo-saga/choreo/services/order"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "order:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context) error {
+	var cfg order.Config
+	if err := envconfig.Process("", &cfg); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	cfg.Logger = slog.New(slog.NewJSONHandler(os.Stdout, nil))
+	return order.Run(ctx, cfg)
+}

@@ -1,0 +1,263 @@
+// Package domain holds the order service's rules as pure functions: what a
+// valid order request is, what it costs, and how an order's status moves as
+// the saga reports back. They take values and return values, so every rule
+// is tested without a database or a broker.
+package domain
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/choreo-saga/choreo/pkg/events"
+)
+
+// Status is an order's state.
+type Status string
+
+// Order states. An order is PENDING while its saga runs and ends COMPLETED
+// or CANCELLED; both ends are terminal.
+const (
+	StatusPending   Status = "PENDING"
+	StatusCompleted Status = "COMPLETED"
+	StatusCancelled Status = "CANCELLED"
+)
+
+// Limits of an order request.
+const (
+	// MaxIDLen bounds customer_id and sku in bytes. It matches the other
+	// services' id limit, so every id the order service accepts can also be
+	// looked up there.
+	MaxIDLen = 64
+	// MaxItems bounds the lines of one order, and so the size of every
+	// event that carries them.
+	MaxItems = 100
+	// MaxAddressFieldLen bounds postal_code and line1, in characters.
+	MaxAddressFieldLen = 200
+	// MaxIdempotencyKeyLen bounds the Idempotency-Key header.
+	MaxIdempotencyKeyLen = 255
+	// DefaultCurrency is used when a request names none.
+	DefaultCurrency = "JPY"
+)
+
+// Request is a client's order as it arrives in POST /orders, before any
+// checks.
+type Request struct {
+	CustomerID      string         `json:"customer_id"`
+	Items           []events.Item  `json:"items"`
+	Currency        string         `json:"currency"`
+	ShippingAddress events.Address `json:"shipping_address"`
+}
+
+// Draft is a Request that passed Validate: normalised (default currency,
+// upper-case country) and priced.
+type Draft struct {
+	CustomerID      string         `json:"customer_id"`
+	Items           []events.Item  `json:"items"`
+	TotalAmount     int64          `json:"total_amount"`
+	Currency        string         `json:"currency"`
+	ShippingAddress events.Address `json:"shipping_address"`
+}
+
+// Validate checks r and returns it normalised and with its total. The error
+// text is meant for the client: it names the offending field.
+func Validate(r Request) (Draft, error) {
+	if r.CustomerID == "" || len(r.CustomerID) > MaxIDLen {
+		return Draft{}, fmt.Errorf("customer_id must be 1 to %d bytes", MaxIDLen)
+	}
+	if len(r.Items) == 0 || len(r.Items) > MaxItems {
+		return Draft{}, fmt.Errorf("items must hold 1 to %d lines, got %d", MaxItems, len(r.Items))
+	}
+	for i, it := range r.Items {
+		switch {
+		case it.SKU == "" || len(it.SKU) > MaxIDLen:
+			return Draft{}, fmt.Errorf("items[%d].sku must be 1 to %d bytes", i, MaxIDLen)
+		case it.Quantity < 1:
+			return Draft{}, fmt.Errorf("items[%d].quantity must be >= 1, got %d", i, it.Quantity)
+		case it.UnitPrice < 0:
+			return Draft{}, fmt.Errorf("items[%d].unit_price must be >= 0, got %d", i, it.UnitPrice)
+		}
+	}
+	total, err := Total(r.Items)
+	if err != nil {
+		return Draft{}, err
+	}
+
+	currency := r.Currency
+	if currency == "" {
+		currency = DefaultCurrency
+	}
+	if !isLetters(currency, 3, false) {
+		return Draft{}, fmt.Errorf("currency must be 3 upper-case letters A-Z (ISO 4217), got %q", r.Currency)
+	}
+
+	addr := r.ShippingAddress
+	if !isLetters(addr.Country, 2, true) {
+		return Draft{}, fmt.Errorf("shipping_address.country must be 2 letters (ISO 3166-1 alpha-2), got %q", addr.Country)
+	}
+	addr.Country = strings.ToUpper(addr.Country)
+	if utf8.RuneCountInString(addr.PostalCode) > MaxAddressFieldLen {
+		return Draft{}, fmt.Errorf("shipping_address.postal_code must be at most %d characters", MaxAddressFieldLen)
+	}
+	if utf8.RuneCountInString(addr.Line1) > MaxAddressFieldLen {
+		return Draft{}, fmt.Errorf("shipping_address.line1 must be at most %d characters", MaxAddressFieldLen)
+	}
+
+	// A private copy, so a caller reusing its slice cannot change a
+	// validated draft behind our back.
+	items := append([]events.Item(nil), r.Items...)
+	return Draft{
+		CustomerID:      r.CustomerID,
+		Items:           items,
+		TotalAmount:     total,
+		Currency:        currency,
+		ShippingAddress: addr,
+	}, nil
+}
+
+// ErrTotalOverflow means an order's total does not fit in an int64.
+var ErrTotalOverflow = errors.New("total overflows")
+
+// Total returns Σ quantity × unit_price. Amounts are client input, so every
+// multiplication and addition is checked: a wrapped int64 would turn a huge
+// order into a cheap (or negative) one. Items must already have
+// quantity >= 1 and unit_price >= 0.
+func Total(items []events.Item) (int64, error) {
+	var total int64
+	for _, it := range items {
+		if it.UnitPrice != 0 && it.Quantity > math.MaxInt64/it.UnitPrice {
+			return 0, ErrTotalOverflow
+		}
+		line := it.Quantity * it.UnitPrice
+		if total > math.MaxInt64-line {
+			return 0, ErrTotalOverflow
+		}
+		total += line
+	}
+	return total, nil
+}
+
+// Hash identifies the request a Draft came from, for Idempotency-Key
+// replays: the SHA-256, in hex, of the draft's JSON. It is taken after
+// decoding and normalising, so the same order sent with other whitespace,
+// another field order, "jp" instead of "JP" or an omitted default currency
+// hashes the same, while any change of content does not.
+func (d Draft) Hash() string {
+	// Marshalling a struct of strings, ints and slices cannot fail, and
+	// encoding/json writes struct fields in declaration order.
+	b, err := json.Marshal(d)
+	if err != nil {
+		panic(fmt.Sprintf("domain: marshal draft: %v", err))
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// ValidateIdempotencyKey checks an Idempotency-Key header value: 1 to 255
+// printable ASCII characters.
+func ValidateIdempotencyKey(key string) error {
+	if key == "" || len(key) > MaxIdempotencyKeyLen {
+		return fmt.Errorf("Idempotency-Key must be 1 to %d characters", MaxIdempotencyKeyLen)
+	}
+	for i := 0; i < len(key); i++ {
+		if c := key[i]; c < 0x20 || c > 0x7e {
+			return fmt.Errorf("Idempotency-Key must be printable ASCII; byte %d is 0x%02x", i, c)
+		}
+	}
+	return nil
+}
+
+// Order is an order as stored and as returned by the API.
+type Order struct {
+	ID              string         `json:"id"`
+	CustomerID      string         `json:"customer_id"`
+	Items           []events.Item  `json:"items"`
+	TotalAmount     int64          `json:"total_amount"`
+	Currency        string         `json:"currency"`
+	ShippingAddress events.Address `json:"shipping_address"`
+	Status          Status         `json:"status"`
+	// CancelReason is empty unless Status is CANCELLED; then it is one of
+	// the events.Reason… constants.
+	CancelReason string    `json:"cancel_reason"`
+	CreatedAt    time.Time `json:"created_at"`
+	UpdatedAt    time.Time `json:"updated_at"`
+	// RequestHash is Draft.Hash of the request that created the order.
+	RequestHash string `json:"-"`
+}
+
+// NewOrder returns the PENDING order id for d. Its times are set when it is
+// stored.
+func NewOrder(id string, d Draft) Order {
+	return Order{
+		ID:              id,
+		CustomerID:      d.CustomerID,
+		Items:           d.Items,
+		TotalAmount:     d.TotalAmount,
+		Currency:        d.Currency,
+		ShippingAddress: d.ShippingAddress,
+		Status:          StatusPending,
+		RequestHash:     d.Hash(),
+	}
+}
+
+// Created returns the OrderCreated payload that starts o's saga. It carries
+// everything the later steps need, so no service has to call back.
+func (o Order) Created() events.OrderCreated {
+	return events.OrderCreated{
+		CustomerID:      o.CustomerID,
+		Items:           o.Items,
+		TotalAmount:     o.TotalAmount,
+		Currency:        o.Currency,
+		ShippingAddress: o.ShippingAddress,
+	}
+}
+
+// Event is what the saga reports about an order: an event type and, for
+// PaymentRefunded, the cancel reason it carries.
+type Event struct {
+	Type   string
+	Reason string
+}
+
+// Transition decides how an order in status current reacts to ev. A PENDING
+// order moves to COMPLETED on ShipmentScheduled, and to CANCELLED on
+// PaymentDeclined (reason payment_declined) or PaymentRefunded (the
+// payload's reason). COMPLETED and CANCELLED are terminal: whatever arrives
+// later — a duplicate cancel, a late ShipmentScheduled — changes nothing.
+// changed is false when nothing is to be written; next and reason are then
+// current and "".
+func Transition(current Status, ev Event) (next Status, reason string, changed bool) {
+	if current != StatusPending {
+		return current, "", false
+	}
+	switch ev.Type {
+	case events.TypeShipmentScheduled:
+		return StatusCompleted, "", true
+	case events.TypePaymentDeclined:
+		return StatusCancelled, events.ReasonPaymentDeclined, true
+	case events.TypePaymentRefunded:
+		return StatusCancelled, ev.Reason, true
+	}
+	return current, "", false
+}
+
+// isLetters reports whether s is exactly n ASCII letters, upper case unless
+// lowerOK.
+func isLetters(s string, n int, lowerOK bool) bool {
+	if len(s) != n {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('A' <= c && c <= 'Z') && !(lowerOK && 'a' <= c && c <= 'z') {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,114 @@
+package httpapi
+
+import (
+	"errors"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/google/uuid"
+
+	"github.com/choreo-saga/choreo/pkg/web"
+	"github.com/choreo-saga/choreo/services/order/internal/domain"
+	"github.com/choreo-saga/choreo/services/order/internal/saga"
+	"github.com/choreo-saga/choreo/services/order/internal/store"
+)
+
+// Headers of the idempotent create.
+const (
+	// HeaderIdempotencyKey is sent by a client that may retry a create.
+	HeaderIdempotencyKey = "Idempotency-Key"
+	// HeaderReplayed marks a response that returns the order an earlier
+	// request with the same key created.
+	HeaderReplayed = "Idempotent-Replayed"
+)
+
+func createOrder(log *slog.Logger, st *store.Store, now func() time.Time) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key, err := idempotencyKey(r)
+		if err != nil {
+			web.Respond(w, r, log, err)
+			return
+		}
+		req, err := web.Decode[domain.Request](w, r)
+		if err != nil {
+			web.Respond(w, r, log, err)
+			return
+		}
+		draft, err := domain.Validate(req)
+		if err != nil {
+			web.Respond(w, r, log, &web.Error{Status: http.StatusBadRequest, Detail: err.Error()})
+			return
+		}
+		o := domain.NewOrder(uuid.NewString(), draft)
+		created, err := saga.Started(o, now())
+		if err != nil {
+			web.Respond(w, r, log, err)
+			return
+		}
+		got, replayed, err := st.Create(r.Context(), o, key, created)
+		if err != nil {
+			web.Respond(w, r, log, problem(err, "order"))
+			return
+		}
+		w.Header().Set("Location", "/orders/"+got.ID)
+		if replayed {
+			// Same status as the first response, so a client that retries
+			// after a lost response cannot tell the difference — except by
+			// this header, if it cares.
+			w.Header().Set(HeaderReplayed, "true")
+			log.InfoContext(r.Context(), "order create replayed", "order_id", got.ID)
+		} else {
+			log.InfoContext(r.Context(), "order created", "order_id", got.ID,
+				"customer_id", got.CustomerID, "total_amount", got.TotalAmount, "currency", got.Currency)
+		}
+		web.Encode(w, http.StatusCreated, got)
+	})
+}
+
+func getOrder(log *slog.Logger, st *store.Store) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id, err := uuid.Parse(chi.URLParam(r, "id"))
+		if err != nil {
+			web.Respond(w, r, log, web.Errorf(http.StatusBadRequest, "order id must be a UUID"))
+			return
+		}
+		o, err := st.Order(r.Context(), id.String())
+		if err != nil {
+			web.Respond(w, r, log, problem(err, "order "+id.String()))
+			return
+		}
+		web.Encode(w, http.StatusOK, o)
+	})
+}
+
+// idempotencyKey returns the request's Idempotency-Key, "" if it sent none.
+// A header that is present must be valid: silently ignoring a bad key would
+// drop the protection the client asked for.
+func idempotencyKey(r *http.Request) (string, error) {
+	vals := r.Header.Values(HeaderIdempotencyKey)
+	switch len(vals) {
+	case 0:
+		return "", nil
+	case 1:
+	default:
+		return "", web.Errorf(http.StatusBadRequest, "%s must be sent once, got %d", HeaderIdempotencyKey, len(vals))
+	}
+	if err := domain.ValidateIdempotencyKey(vals[0]); err != nil {
+		return "", &web.Error{Status: http.StatusBadRequest, Detail: err.Error()}
+	}
+	return vals[0], nil
+}
+
+// problem maps store errors to HTTP errors; the one place that does.
+func problem(err error, what string) error {
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return web.Errorf(http.StatusNotFound, "%s not found", what)
+	case errors.Is(err, store.ErrKeyReused):
+		return web.Errorf(http.StatusUnprocessableEntity,
+			"%s was already used for a different order request; send a new key for a new order", HeaderIdempotencyKey)
+	}
+	return err
+}

@@ -1,0 +1,20 @@
+// Package httpapi is the order service's HTTP adapter.
+package httpapi
+
+import (
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/choreo-saga/choreo/pkg/web"
+	"github.com/choreo-saga/choreo/services/order/internal/store"
+)
+
+// Routes is the whole HTTP API of the order service. now stamps the events
+// the API emits.
+func Routes(log *slog.Logger, st *store.Store, now func() time.Time, checks map[string]web.Check) http.Handler {
+	r := web.NewRouter(log, checks)
+	r.Method(http.MethodPost, "/orders", createOrder(log, st, now))
+	r.Method(http.MethodGet, "/orders/{id}", getOrder(log, st))
+	return r
+}

@@ -1,0 +1,208 @@
+// Package store is the order service's PostgreSQL adapter. Creating an order
+// writes the order and the OrderCreated event that starts its saga in one
+// transaction (transactional outbox), and the Idempotency-Key is enforced by
+// a unique index rather than a check before the insert. Reads used by the
+// saga lock the order row (SELECT … FOR UPDATE), so two events about one
+// order are applied one after the other.
+package store
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jmoiron/sqlx"
+
+	"github.com/choreo-saga/choreo/pkg/events"
+	"github.com/choreo-saga/choreo/pkg/outbox"
+	"github.com/choreo-saga/choreo/pkg/pg"
+	"github.com/choreo-saga/choreo/services/order/internal/domain"
+)
+
+// Migrations holds the service's own tables.
+//
+//go:embed migrations/*.sql
+var Migrations embed.FS
+
+// Errors the HTTP adapter maps to statuses.
+var (
+	// ErrNotFound is returned when a requested order does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrKeyReused is returned by Create when the Idempotency-Key already
+	// belongs to an order created from a different request.
+	ErrKeyReused = errors.New("idempotency key reused with a different request")
+)
+
+// Store reads and writes the orders table.
+type Store struct{ db *sqlx.DB }
+
+// New returns a Store on db.
+func New(db *sqlx.DB) *Store { return &Store{db: db} }
+
+// columns are the orders columns a row is read from, in row's field order.
+const columns = `id, customer_id, items, total_amount, currency, shipping_address,
+	status, cancel_reason, request_hash, created_at, updated_at`
+
+// row is an orders row as the driver returns it: the jsonb columns as raw
+// bytes, decoded by order.
+type row struct {
+	ID              string    `db:"id"`
+	CustomerID      string    `db:"customer_id"`
+	Items           []byte    `db:"items"`
+	TotalAmount     int64     `db:"total_amount"`
+	Currency        string    `db:"currency"`
+	ShippingAddress []byte    `db:"shipping_address"`
+	Status          string    `db:"status"`
+	CancelReason    string    `db:"cancel_reason"`
+	RequestHash     string    `db:"request_hash"`
+	CreatedAt       time.Time `db:"created_at"`
+	UpdatedAt       time.Time `db:"updated_at"`
+}
+
+func (r row) order() (domain.Order, error) {
+	o := domain.Order{
+		ID:           r.ID,
+		CustomerID:   r.CustomerID,
+		TotalAmount:  r.TotalAmount,
+		Currency:     r.Currency,
+		Status:       domain.Status(r.Status),
+		CancelReason: r.CancelReason,
+		RequestHash:  r.RequestHash,
+		// The driver returns the session's time zone; UTC keeps API output
+		// the same whatever the database is configured with.
+		CreatedAt: r.CreatedAt.UTC(),
+		UpdatedAt: r.UpdatedAt.UTC(),
+	}
+	if err := json.Unmarshal(r.Items, &o.Items); err != nil {
+		return o, fmt.Errorf("order %s: decode items: %w", r.ID, err)
+	}
+	if err := json.Unmarshal(r.ShippingAddress, &o.ShippingAddress); err != nil {
+		return o, fmt.Errorf("order %s: decode shipping_address: %w", r.ID, err)
+	}
+	return o, nil
+}
+
+// Create stores the new order o, together with created — the OrderCreated
+// event for o — in the outbox, in one transaction. key is the client's
+// Idempotency-Key, "" for none.
+//
+// If key already belongs to an order, nothing is written and no event is
+// added, so a retried request never starts a second saga: when that order
+// came from the same request (equal RequestHash) it is returned with
+// replayed true; otherwise the error wraps ErrKeyReused. Requests racing
+// with one key are serialised by the unique index: the losers' INSERTs wait
+// for the winner to commit and then conflict.
+func (s *Store) Create(ctx context.Context, o domain.Order, key string, created events.Envelope) (got domain.Order, replayed bool, err error) {
+	if created.OrderID != o.ID || created.Type != events.TypeOrderCreated {
+		return got, false, fmt.Errorf("create order %s: announcement is %s for order %q", o.ID, created.Type, created.OrderID)
+	}
+	items, err := json.Marshal(o.Items)
+	if err != nil {
+		return got, false, fmt.Errorf("create order %s: encode items: %w", o.ID, err)
+	}
+	addr, err := json.Marshal(o.ShippingAddress)
+	if err != nil {
+		return got, false, fmt.Errorf("create order %s: encode shipping_address: %w", o.ID, err)
+	}
+
+	err = pg.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
+		var r row
+		// jsonb parameters go as text: lib/pq would send []byte as bytea.
+		err := tx.GetContext(ctx, &r, `
+			INSERT INTO orders (id, customer_id, items, total_amount, currency, shipping_address,
+			                    status, idempotency_key, request_hash)
+			VALUES ($1, $2, $3::jsonb, $4, $5, $6::jsonb, $7, NULLIF($8, ''), $9)
+			ON CONFLICT (idempotency_key) DO NOTHING
+			RETURNING `+columns,
+			o.ID, o.CustomerID, string(items), o.TotalAmount, o.Currency, string(addr),
+			domain.StatusPending, key, o.RequestHash)
+		switch {
+		case err == nil:
+			if got, err = r.order(); err != nil {
+				return err
+			}
+			if err := outbox.AddEvent(ctx, tx, events.TopicOrder, created); err != nil {
+				return fmt.Errorf("create order %s: %w", o.ID, err)
+			}
+			return nil
+		case !errors.Is(err, sql.ErrNoRows):
+			return fmt.Errorf("insert order %s: %w", o.ID, err)
+		}
+
+		// No row: the key is taken by a committed order. This statement
+		// sees it, since each statement takes a fresh snapshot.
+		err = tx.GetContext(ctx, &r, `SELECT `+columns+` FROM orders WHERE idempotency_key = $1`, key)
+		if err != nil {
+			return fmt.Errorf("read order of idempotency key %q: %w", key, err)
+		}
+		if r.RequestHash != o.RequestHash {
+			return fmt.Errorf("create order with idempotency key %q (taken by order %s): %w", key, r.ID, ErrKeyReused)
+		}
+		got, err = r.order()
+		replayed = true
+		return err
+	})
+	if err != nil {
+		return domain.Order{}, false, err
+	}
+	return got, replayed, nil
+}
+
+// Order returns the order with id, or ErrNotFound.
+func (s *Store) Order(ctx context.Context, id string) (domain.Order, error) {
+	uid, err := uuid.Parse(id)
+	if err != nil {
+		return domain.Order{}, ErrNotFound // not a UUID, so no order has it
+	}
+	var r row
+	err = s.db.GetContext(ctx, &r, `SELECT `+columns+` FROM orders WHERE id = $1`, uid.String())
+	if errors.Is(err, sql.ErrNoRows) {
+		return domain.Order{}, ErrNotFound
+	}
+	if err != nil {
+		return domain.Order{}, fmt.Errorf("get order %s: %w", id, err)
+	}
+	return r.order()
+}
+
+// LockOrder returns the order locked for the rest of tx, or nil if there is
+// no order with id. An id that is not a UUID is reported as absent rather
+// than as an error, because an event carrying it can never be applied and
+// retrying it would stall the consumer.
+func LockOrder(ctx context.Context, tx *sqlx.Tx, id string) (*domain.Order, error) {
+	uid, err := uuid.Parse(id)
+	if err != nil {
+		return nil, nil
+	}
+	var r row
+	err = tx.GetContext(ctx, &r, `SELECT `+columns+` FROM orders WHERE id = $1 FOR UPDATE`, uid.String())
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("lock order %s: %w", id, err)
+	}
+	o, err := r.order()
+	if err != nil {
+		return nil, err
+	}
+	return &o, nil
+}
+
+// SetStatus moves an order to status with reason ("" unless cancelled).
+func SetStatus(ctx context.Context, tx *sqlx.Tx, id string, status domain.Status, reason string) error {
+	res, err := tx.ExecContext(ctx,
+		`UPDATE orders SET status = $2, cancel_reason = $3, updated_at = now() WHERE id = $1`, id, status, reason)
+	if err != nil {
+		return fmt.Errorf("set order %s to %s: %w", id, status, err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return fmt.Errorf("set order %s to %s: order missing", id, status)
+	}
+	return nil
+}

@@ -1,0 +1,331 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jmoiron/sqlx"
+
+	"github.com/choreo-saga/choreo/pkg/events"
+	"github.com/choreo-saga/choreo/pkg/idem"
+	"github.com/choreo-saga/choreo/pkg/outbox"
+	"github.com/choreo-saga/choreo/pkg/pg"
+	"github.com/choreo-saga/choreo/services/order/internal/domain"
+	"github.com/choreo-saga/choreo/services/order/internal/store"
+)
+
+// testDB connects to TEST_DATABASE_URL and brings the schema up to date.
+// The database is shared with other packages' tests running in parallel,
+// so every test uses fresh ids and keys and counts only its own rows.
+func testDB(t *testing.T) *sqlx.DB {
+	t.Helper()
+	url := os.Getenv("TEST_DATABASE_URL")
+	if url == "" {
+		t.Fatal(`TEST_DATABASE_URL is not set: these tests need PostgreSQL. Start it with: eval "$(scripts/infra.sh up)"`)
+	}
+	ctx := context.Background()
+	db, err := pg.Open(ctx, url, 10*time.Second)
+	if err != nil {
+		t.Fatalf("open %s: %v", url, err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if err := pg.Migrate(ctx, db, slog.New(slog.DiscardHandler), idem.Schema, outbox.Schema,
+		pg.Schema{Name: "order", FS: store.Migrations, Dir: "migrations"}); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	return db
+}
+
+// draft returns a valid draft for a customer unique to this test run.
+func draft(t *testing.T, quantity int64) domain.Draft {
+	t.Helper()
+	d, err := domain.Validate(domain.Request{
+		CustomerID:      "c-" + uuid.NewString()[:8],
+		Items:           []events.Item{{SKU: "SKU-1", Quantity: quantity, UnitPrice: 2500}},
+		ShippingAddress: events.Address{Country: "jp", PostalCode: "100-0001"},
+	})
+	if err != nil {
+		t.Fatalf("validate: %v", err)
+	}
+	return d
+}
+
+// newOrder returns a new order for d, with a fresh id, and its OrderCreated
+// envelope, as the HTTP handler builds them.
+func newOrder(t *testing.T, d domain.Draft) (domain.Order, events.Envelope) {
+	t.Helper()
+	o := domain.NewOrder(uuid.NewString(), d)
+	e, err := events.New("order", o.ID, o.Created(), time.Now())
+	if err != nil {
+		t.Fatalf("new event: %v", err)
+	}
+	return o, e
+}
+
+func countOrders(t *testing.T, db *sqlx.DB, where string, arg any) int {
+	t.Helper()
+	var n int
+	if err := db.Get(&n, `SELECT count(*) FROM orders WHERE `+where, arg); err != nil {
+		t.Fatalf("count orders: %v", err)
+	}
+	return n
+}
+
+func countOutbox(t *testing.T, db *sqlx.DB, orderIDs ...string) int {
+	t.Helper()
+	var n int
+	for _, id := range orderIDs {
+		var c int
+		if err := db.Get(&c, `SELECT count(*) FROM outbox WHERE topic = $1 AND key = $2`, events.TopicOrder, []byte(id)); err != nil {
+			t.Fatalf("count outbox: %v", err)
+		}
+		n += c
+	}
+	return n
+}
+
+func TestCreateWritesOrderAndItsEventInOneTransaction(t *testing.T) {
+	db := testDB(t)
+	st := store.New(db)
+	ctx := context.Background()
+	d := draft(t, 2)
+	o, e := newOrder(t, d)
+
+	got, replayed, err := st.Create(ctx, o, "", e)
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	if replayed {
+		t.Fatal("first create reported as replayed")
+	}
+	if got.ID != o.ID || got.Status != domain.StatusPending || got.TotalAmount != 5000 ||
+		got.Currency != "JPY" || got.ShippingAddress.Country != "JP" || got.CancelReason != "" {
+		t.Fatalf("Create returned %+v", got)
+	}
+	if got.CreatedAt.IsZero() || got.CreatedAt.Location() != time.UTC {
+		t.Fatalf("created_at = %v, want a UTC time", got.CreatedAt)
+	}
+
+	read, err := st.Order(ctx, o.ID)
+	if err != nil {
+		t.Fatalf("Order: %v", err)
+	}
+	if read.ID != o.ID || len(read.Items) != 1 || read.Items[0] != d.Items[0] || read.RequestHash != d.Hash() {
+		t.Fatalf("Order = %+v", read)
+	}
+
+	if n := countOutbox(t, db, o.ID); n != 1 {
+		t.Fatalf("outbox rows for order = %d, want 1", n)
+	}
+	var value []byte
+	if err := db.Get(&value, `SELECT value FROM outbox WHERE key = $1`, []byte(o.ID)); err != nil {
+		t.Fatal(err)
+	}
+	env, err := events.Decode(value)
+	if err != nil {
+		t.Fatalf("outbox value does not decode: %v", err)
+	}
+	var p events.OrderCreated
+	if err := env.Decode(&p); err != nil {
+		t.Fatalf("outbox value is not OrderCreated: %v", err)
+	}
+	if env.ID != e.ID || env.OrderID != o.ID || env.Source != "order" || p.TotalAmount != 5000 || p.CustomerID != d.CustomerID {
+		t.Fatalf("outbox event = %+v %+v", env, p)
+	}
+
+	// Both rows carry the id of the transaction that wrote them: equal ids
+	// prove the order and its event were committed together.
+	var sameTx bool
+	if err := db.Get(&sameTx, `
+		SELECT o.xmin = xid(x.txid)
+		FROM orders o, outbox x
+		WHERE o.id = $1 AND x.key = $2`, o.ID, []byte(o.ID)); err != nil {
+		t.Fatal(err)
+	}
+	if !sameTx {
+		t.Fatal("order and outbox row were written by different transactions")
+	}
+}
+
+func TestCreateWithoutKeyAlwaysCreates(t *testing.T) {
+	db := testDB(t)
+	st := store.New(db)
+	d := draft(t, 1)
+	o1, e1 := newOrder(t, d)
+	o2, e2 := newOrder(t, d)
+	for _, c := range []struct {
+		o domain.Order
+		e events.Envelope
+	}{{o1, e1}, {o2, e2}} {
+		if _, replayed, err := st.Create(context.Background(), c.o, "", c.e); err != nil || replayed {
+			t.Fatalf("Create = replayed %v, %v", replayed, err)
+		}
+	}
+	if n := countOrders(t, db, "customer_id = $1", d.CustomerID); n != 2 {
+		t.Fatalf("orders = %d, want 2: without a key, equal requests are distinct orders", n)
+	}
+}
+
+func TestCreateConcurrentSameKeyCreatesOneOrderAndOneSaga(t *testing.T) {
+	db := testDB(t)
+	st := store.New(db)
+	ctx := context.Background()
+	key := "test-" + uuid.NewString()
+	d := draft(t, 3)
+
+	const racers = 20
+	type result struct {
+		candidate string
+		got       domain.Order
+		replayed  bool
+		err       error
+	}
+	results := make([]result, racers)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range racers {
+		// Each request generates its own id, as the handler does; only
+		// one of them may survive.
+		o, e := newOrder(t, d)
+		results[i].candidate = o.ID
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			results[i].got, results[i].replayed, results[i].err = st.Create(ctx, o, key, e)
+		}()
+	}
+	close(start)
+	wg.Wait()
+
+	created := 0
+	var candidates []string
+	for i, r := range results {
+		if r.err != nil {
+			t.Fatalf("racer %d: %v", i, r.err)
+		}
+		if r.got.ID != results[0].got.ID {
+			t.Fatalf("racer %d got order %s, racer 0 got %s", i, r.got.ID, results[0].got.ID)
+		}
+		if !r.replayed {
+			created++
+		}
+		candidates = append(candidates, r.candidate)
+	}
+	if created != 1 {
+		t.Fatalf("%d racers created the order, want exactly 1", created)
+	}
+	if n := countOrders(t, db, "idempotency_key = $1", key); n != 1 {
+		t.Fatalf("orders with the key = %d, want 1", n)
+	}
+	if n := countOrders(t, db, "customer_id = $1", d.CustomerID); n != 1 {
+		t.Fatalf("orders of the customer = %d, want 1", n)
+	}
+	if n := countOutbox(t, db, candidates...); n != 1 {
+		t.Fatalf("OrderCreated rows over all candidate ids = %d, want 1 (one saga)", n)
+	}
+	if n := countOutbox(t, db, results[0].got.ID); n != 1 {
+		t.Fatalf("OrderCreated rows for the winning order = %d, want 1", n)
+	}
+}
+
+func TestCreateSameKeyDifferentRequestIsRejected(t *testing.T) {
+	db := testDB(t)
+	st := store.New(db)
+	ctx := context.Background()
+	key := "test-" + uuid.NewString()
+	d := draft(t, 1)
+
+	first, e := newOrder(t, d)
+	if _, _, err := st.Create(ctx, first, key, e); err != nil {
+		t.Fatalf("first Create: %v", err)
+	}
+
+	// A replay of the same request returns the first order.
+	again, e := newOrder(t, d)
+	got, replayed, err := st.Create(ctx, again, key, e)
+	if err != nil || !replayed || got.ID != first.ID {
+		t.Fatalf("replay = %s replayed %v, %v; want %s replayed", got.ID, replayed, err, first.ID)
+	}
+
+	// Another request under the same key is refused.
+	changed := d
+	changed.Items = []events.Item{{SKU: "SKU-1", Quantity: 2, UnitPrice: 2500}}
+	changed.TotalAmount = 5000
+	other, e := newOrder(t, changed)
+	_, _, err = st.Create(ctx, other, key, e)
+	if !errors.Is(err, store.ErrKeyReused) {
+		t.Fatalf("Create with reused key = %v, want ErrKeyReused", err)
+	}
+	if n := countOrders(t, db, "idempotency_key = $1", key); n != 1 {
+		t.Fatalf("orders with the key = %d, want 1", n)
+	}
+	if n := countOutbox(t, db, first.ID, again.ID, other.ID); n != 1 {
+		t.Fatalf("OrderCreated rows = %d, want 1", n)
+	}
+}
+
+func TestCreateRejectsMismatchedAnnouncement(t *testing.T) {
+	db := testDB(t)
+	st := store.New(db)
+	o, _ := newOrder(t, draft(t, 1))
+	_, wrong := newOrder(t, draft(t, 1))
+	if _, _, err := st.Create(context.Background(), o, "", wrong); err == nil {
+		t.Fatal("Create accepted the OrderCreated of another order")
+	}
+	if n := countOrders(t, db, "id = $1", o.ID); n != 0 {
+		t.Fatalf("orders = %d, want 0", n)
+	}
+}
+
+func TestOrderNotFound(t *testing.T) {
+	st := store.New(testDB(t))
+	for _, id := range []string{uuid.NewString(), "not-a-uuid", ""} {
+		if _, err := st.Order(context.Background(), id); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("Order(%q) = %v, want ErrNotFound", id, err)
+		}
+	}
+}
+
+func TestLockOrderAndSetStatus(t *testing.T) {
+	db := testDB(t)
+	st := store.New(db)
+	ctx := context.Background()
+	o, e := newOrder(t, draft(t, 1))
+	if _, _, err := st.Create(ctx, o, "", e); err != nil {
+		t.Fatal(err)
+	}
+
+	err := pg.InTx(ctx, db, func(tx *sqlx.Tx) error {
+		for _, id := range []string{uuid.NewString(), "not-a-uuid"} {
+			got, err := store.LockOrder(ctx, tx, id)
+			if err != nil || got != nil {
+				t.Errorf("LockOrder(%q) = %v, %v; want nil, nil", id, got, err)
+			}
+		}
+		locked, err := store.LockOrder(ctx, tx, o.ID)
+		if err != nil {
+			return err
+		}
+		if locked == nil || locked.Status != domain.StatusPending {
+			t.Fatalf("LockOrder = %+v", locked)
+		}
+		return store.SetStatus(ctx, tx, o.ID, domain.StatusCancelled, events.ReasonOutOfStock)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := st.Order(ctx, o.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != domain.StatusCancelled || got.CancelReason != events.ReasonOutOfStock || !got.UpdatedAt.After(got.CreatedAt) {
+		t.Fatalf("after SetStatus: %+v", got)
+	}
+}

@@ -1,0 +1,371 @@
+package order_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/google/uuid"
+	"github.com/jmoiron/sqlx"
+
+	"github.com/choreo-saga/choreo/pkg/consumer"
+	"github.com/choreo-saga/choreo/pkg/events"
+	"github.com/choreo-saga/choreo/pkg/idem"
+	"github.com/choreo-saga/choreo/pkg/outbox"
+	"github.com/choreo-saga/choreo/pkg/pg"
+	"github.com/choreo-saga/choreo/services/order"
+	"github.com/choreo-saga/choreo/services/order/internal/httpapi"
+	"github.com/choreo-saga/choreo/services/order/internal/store"
+)
+
+// testDB connects to TEST_DATABASE_URL and brings the schema up to date.
+// The database is shared with other packages' tests running in parallel,
+// so every test uses fresh ids, customers and keys.
+func testDB(t *testing.T) *sqlx.DB {
+	t.Helper()
+	url := os.Getenv("TEST_DATABASE_URL")
+	if url == "" {
+		t.Fatal(`TEST_DATABASE_URL is not set: these tests need PostgreSQL. Start it with: eval "$(scripts/infra.sh up)"`)
+	}
+	ctx := context.Background()
+	db, err := pg.Open(ctx, url, 10*time.Second)
+	if err != nil {
+		t.Fatalf("open %s: %v", url, err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if err := pg.Migrate(ctx, db, slog.New(slog.DiscardHandler), idem.Schema, outbox.Schema,
+		pg.Schema{Name: "order", FS: store.Migrations, Dir: "migrations"}); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	return db
+}
+
+var quiet = slog.New(slog.DiscardHandler)
+
+func newAPI(t *testing.T) (http.Handler, *sqlx.DB) {
+	db := testDB(t)
+	return httpapi.Routes(quiet, store.New(db), time.Now, nil), db
+}
+
+type response struct {
+	status int
+	header http.Header
+	body   map[string]any
+	raw    string
+}
+
+func do(t *testing.T, h http.Handler, method, path, contentType, body string, header map[string]string) response {
+	t.Helper()
+	req := httptest.NewRequest(method, path, strings.NewReader(body))
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	raw, _ := io.ReadAll(rec.Body)
+	r := response{status: rec.Code, header: rec.Header(), raw: string(raw)}
+	_ = json.Unmarshal(raw, &r.body)
+	return r
+}
+
+func orderBody(customer string, quantity int) string {
+	return fmt.Sprintf(`{"customer_id":%q,"items":[{"sku":"SKU-1","quantity":%d,"unit_price":2500}],"currency":"JPY","shipping_address":{"country":"JP","postal_code":"100-0001","line1":"1-1 Chiyoda"}}`, customer, quantity)
+}
+
+func customer() string { return "c-" + uuid.NewString()[:8] }
+
+func TestCreateAndGetOrder(t *testing.T) {
+	h, _ := newAPI(t)
+	cust := customer()
+	r := do(t, h, "POST", "/orders", "application/json", orderBody(cust, 2), nil)
+	if r.status != http.StatusCreated {
+		t.Fatalf("POST /orders = %d %s", r.status, r.raw)
+	}
+	id, _ := r.body["id"].(string)
+	if _, err := uuid.Parse(id); err != nil {
+		t.Fatalf("id %q is not a UUID", id)
+	}
+	if loc := r.header.Get("Location"); loc != "/orders/"+id {
+		t.Fatalf("Location = %q", loc)
+	}
+	if r.header.Get(httpapi.HeaderReplayed) != "" {
+		t.Fatal("first create marked as replayed")
+	}
+	want := map[string]any{"customer_id": cust, "total_amount": 5000.0, "currency": "JPY", "status": "PENDING", "cancel_reason": ""}
+	for k, v := range want {
+		if r.body[k] != v {
+			t.Errorf("body[%s] = %v, want %v", k, r.body[k], v)
+		}
+	}
+	for _, k := range []string{"items", "shipping_address", "created_at", "updated_at"} {
+		if _, ok := r.body[k]; !ok {
+			t.Errorf("body has no %s: %s", k, r.raw)
+		}
+	}
+	if _, ok := r.body["request_hash"]; ok {
+		t.Error("body leaks request_hash")
+	}
+
+	g := do(t, h, "GET", "/orders/"+id, "", "", nil)
+	if g.status != http.StatusOK || g.body["id"] != id || g.body["status"] != "PENDING" {
+		t.Fatalf("GET = %d %s", g.status, g.raw)
+	}
+}
+
+func TestCreateIdempotencyKey(t *testing.T) {
+	h, db := newAPI(t)
+	key := map[string]string{"Idempotency-Key": "test-" + uuid.NewString()}
+	cust := customer()
+
+	first := do(t, h, "POST", "/orders", "application/json", orderBody(cust, 2), key)
+	if first.status != http.StatusCreated {
+		t.Fatalf("first = %d %s", first.status, first.raw)
+	}
+	// The same order, formatted differently and with the default currency
+	// left out, is a replay.
+	reformatted := fmt.Sprintf(`{ "shipping_address": {"line1":"1-1 Chiyoda", "country":"jp","postal_code":"100-0001"},
+		"items": [ {"unit_price":2500, "quantity":2, "sku":"SKU-1"} ],
+		"customer_id": %q }`, cust)
+	again := do(t, h, "POST", "/orders", "application/json; charset=utf-8", reformatted, key)
+	if again.status != http.StatusCreated || again.body["id"] != first.body["id"] || again.header.Get(httpapi.HeaderReplayed) != "true" {
+		t.Fatalf("replay = %d %v %s", again.status, again.header, again.raw)
+	}
+	if again.header.Get("Location") != first.header.Get("Location") {
+		t.Fatalf("replay Location = %q, want %q", again.header.Get("Location"), first.header.Get("Location"))
+	}
+
+	other := do(t, h, "POST", "/orders", "application/json", orderBody(cust, 3), key)
+	if other.status != http.StatusUnprocessableEntity || other.header.Get("Content-Type") != "application/problem+json" {
+		t.Fatalf("other body = %d %s", other.status, other.raw)
+	}
+	if d, _ := other.body["detail"].(string); !strings.Contains(d, "Idempotency-Key") {
+		t.Fatalf("422 detail = %q", d)
+	}
+
+	var n int
+	if err := db.Get(&n, `SELECT count(*) FROM orders WHERE customer_id = $1`, cust); err != nil || n != 1 {
+		t.Fatalf("orders = %d, %v; want 1", n, err)
+	}
+}
+
+func TestCreateConcurrentRequestsWithOneKey(t *testing.T) {
+	h, db := newAPI(t)
+	key := map[string]string{"Idempotency-Key": "test-" + uuid.NewString()}
+	cust := customer()
+	const n = 20
+	ids := make([]string, n)
+	statuses := make([]int, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := do(t, h, "POST", "/orders", "application/json", orderBody(cust, 1), key)
+			statuses[i] = r.status
+			ids[i], _ = r.body["id"].(string)
+		}()
+	}
+	wg.Wait()
+	for i := range n {
+		if statuses[i] != http.StatusCreated || ids[i] != ids[0] {
+			t.Fatalf("request %d = %d id %s, want 201 id %s", i, statuses[i], ids[i], ids[0])
+		}
+	}
+	var orders, outboxRows int
+	if err := db.Get(&orders, `SELECT count(*) FROM orders WHERE customer_id = $1`, cust); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Get(&outboxRows, `SELECT count(*) FROM outbox WHERE key = $1`, []byte(ids[0])); err != nil {
+		t.Fatal(err)
+	}
+	if orders != 1 || outboxRows != 1 {
+		t.Fatalf("orders = %d, outbox rows = %d; want 1 and 1", orders, outboxRows)
+	}
+}
+
+func TestBadRequests(t *testing.T) {
+	h, _ := newAPI(t)
+	valid := orderBody("c-1", 1)
+	tests := []struct {
+		name        string
+		method      string
+		path        string
+		contentType string
+		body        string
+		header      map[string]string
+		want        int
+		detail      string
+	}{
+		{"MalformedJSON", "POST", "/orders", "application/json", `{"customer_id":`, nil, 400, "malformed JSON"},
+		{"UnknownField", "POST", "/orders", "application/json", `{"customer_id":"c-1","bogus":1}`, nil, 400, "bogus"},
+		{"UnknownNestedField", "POST", "/orders", "application/json", strings.Replace(valid, `"sku"`, `"colour":"red","sku"`, 1), nil, 400, "colour"},
+		{"TrailingData", "POST", "/orders", "application/json", valid + `{}`, nil, 400, "after the JSON value"},
+		{"FractionalQuantity", "POST", "/orders", "application/json", strings.Replace(valid, `"quantity":1`, `"quantity":1.5`, 1), nil, 400, "quantity"},
+		{"NullBody", "POST", "/orders", "application/json", `null`, nil, 400, "customer_id"},
+		{"NoItems", "POST", "/orders", "application/json", `{"customer_id":"c-1","items":[],"shipping_address":{"country":"JP"}}`, nil, 400, "items"},
+		{"Overflow", "POST", "/orders", "application/json", `{"customer_id":"c-1","items":[{"sku":"A","quantity":9223372036854775807,"unit_price":2}],"shipping_address":{"country":"JP"}}`, nil, 400, "total overflows"},
+		{"NumberBeyondInt64", "POST", "/orders", "application/json", `{"customer_id":"c-1","items":[{"sku":"A","quantity":99999999999999999999,"unit_price":2}],"shipping_address":{"country":"JP"}}`, nil, 400, "quantity"},
+		{"BadCountry", "POST", "/orders", "application/json", strings.Replace(valid, `"JP"`, `"JPN"`, 1), nil, 400, "country"},
+		{"BadCurrency", "POST", "/orders", "application/json", strings.Replace(valid, `"JPY"`, `"yen"`, 1), nil, 400, "currency"},
+		{"TooLarge", "POST", "/orders", "application/json", `{"customer_id":"` + strings.Repeat("x", 1<<20) + `"}`, nil, 413, "exceeds"},
+		{"NotJSON", "POST", "/orders", "text/plain", valid, nil, 415, "Content-Type"},
+		{"NoContentType", "POST", "/orders", "", valid, nil, 415, "Content-Type"},
+		{"EmptyIdempotencyKey", "POST", "/orders", "application/json", valid, map[string]string{"Idempotency-Key": ""}, 400, "Idempotency-Key"},
+		{"LongIdempotencyKey", "POST", "/orders", "application/json", valid, map[string]string{"Idempotency-Key": strings.Repeat("k", 256)}, 400, "Idempotency-Key"},
+		{"NonASCIIIdempotencyKey", "POST", "/orders", "application/json", valid, map[string]string{"Idempotency-Key": "ключ"}, 400, "Idempotency-Key"},
+		{"MalformedID", "GET", "/orders/42", "", "", nil, 400, "UUID"},
+		{"UnknownID", "GET", "/orders/" + uuid.NewString(), "", "", nil, 404, "not found"},
+		{"WrongMethod", "DELETE", "/orders/" + uuid.NewString(), "", "", nil, 405, "not allowed"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := do(t, h, tt.method, tt.path, tt.contentType, tt.body, tt.header)
+			if r.status != tt.want {
+				t.Fatalf("status = %d, want %d: %s", r.status, tt.want, r.raw)
+			}
+			if ct := r.header.Get("Content-Type"); ct != "application/problem+json" {
+				t.Fatalf("Content-Type = %q", ct)
+			}
+			if d, _ := r.body["detail"].(string); !strings.Contains(d, tt.detail) {
+				t.Fatalf("detail = %q, want it to mention %q", d, tt.detail)
+			}
+		})
+	}
+}
+
+// message wraps p for orderID as a Kafka message, as another service's
+// relay would publish it.
+func message(t *testing.T, orderID string, p events.Payload) *sarama.ConsumerMessage {
+	t.Helper()
+	e, err := events.New("test", orderID, p, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := e.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &sarama.ConsumerMessage{Topic: events.TopicPayment, Key: []byte(orderID), Value: v}
+}
+
+// createOrder places an order through the API and returns its id.
+func createOrder(t *testing.T, h http.Handler) string {
+	t.Helper()
+	r := do(t, h, "POST", "/orders", "application/json", orderBody(customer(), 1), nil)
+	if r.status != http.StatusCreated {
+		t.Fatalf("POST /orders = %d %s", r.status, r.raw)
+	}
+	return r.body["id"].(string)
+}
+
+func status(t *testing.T, h http.Handler, id string) (string, string) {
+	t.Helper()
+	r := do(t, h, "GET", "/orders/"+id, "", "", nil)
+	if r.status != http.StatusOK {
+		t.Fatalf("GET = %d %s", r.status, r.raw)
+	}
+	return r.body["status"].(string), r.body["cancel_reason"].(string)
+}
+
+func TestSagaOutcomes(t *testing.T) {
+	h, db := newAPI(t)
+	handler := order.EventHandler(db, quiet)
+	ctx := context.Background()
+	tests := []struct {
+		name       string
+		events     []events.Payload
+		wantStatus string
+		wantReason string
+	}{
+		{"ShipmentCompletes", []events.Payload{events.ShipmentScheduled{Country: "JP"}}, "COMPLETED", ""},
+		{"DeclineCancels", []events.Payload{events.PaymentDeclined{CustomerID: "c", Amount: 1, Detail: "insufficient_funds"}}, "CANCELLED", events.ReasonPaymentDeclined},
+		{"RefundCancelsWithItsReason", []events.Payload{events.PaymentRefunded{Amount: 1, Reason: events.ReasonShippingUnavailable}}, "CANCELLED", events.ReasonShippingUnavailable},
+		{"LateShipmentAfterCancelChangesNothing", []events.Payload{
+			events.PaymentRefunded{Amount: 1, Reason: events.ReasonOutOfStock},
+			events.ShipmentScheduled{Country: "JP"},
+		}, "CANCELLED", events.ReasonOutOfStock},
+		{"CancelAfterCompletionChangesNothing", []events.Payload{
+			events.ShipmentScheduled{Country: "JP"},
+			events.PaymentRefunded{Amount: 1, Reason: events.ReasonOutOfStock},
+		}, "COMPLETED", ""},
+		{"PaymentCompletedIsNotOurs", []events.Payload{events.PaymentCompleted{
+			CustomerID: "c", Amount: 1, Items: []events.Item{{SKU: "A", Quantity: 1}}, ShippingAddress: events.Address{Country: "JP"},
+		}}, "PENDING", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			id := createOrder(t, h)
+			for _, p := range tt.events {
+				if err := handler.Handle(ctx, message(t, id, p)); err != nil {
+					t.Fatalf("Handle %s: %v", p.EventType(), err)
+				}
+			}
+			if s, reason := status(t, h, id); s != tt.wantStatus || reason != tt.wantReason {
+				t.Fatalf("order = %s %q, want %s %q", s, reason, tt.wantStatus, tt.wantReason)
+			}
+		})
+	}
+}
+
+func TestSagaDuplicateDeliveriesConcurrently(t *testing.T) {
+	h, db := newAPI(t)
+	handler := order.EventHandler(db, quiet)
+	id := createOrder(t, h)
+	m := message(t, id, events.PaymentDeclined{CustomerID: "c", Amount: 1})
+	var wg sync.WaitGroup
+	errs := make(chan error, 10)
+	for range 10 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- handler.Handle(context.Background(), m)
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("Handle: %v", err)
+		}
+	}
+	if s, reason := status(t, h, id); s != "CANCELLED" || reason != events.ReasonPaymentDeclined {
+		t.Fatalf("order = %s %q", s, reason)
+	}
+}
+
+func TestSagaEventsForUnknownOrdersAreAcknowledged(t *testing.T) {
+	db := testDB(t)
+	handler := order.EventHandler(db, quiet)
+	for _, id := range []string{uuid.NewString(), "not-a-uuid"} {
+		if err := handler.Handle(context.Background(), message(t, id, events.ShipmentScheduled{Country: "JP"})); err != nil {
+			t.Errorf("Handle for unknown order %q = %v, want nil (nothing a retry could fix)", id, err)
+		}
+	}
+}
+
+func TestSagaInvalidPayloadIsPermanent(t *testing.T) {
+	db := testDB(t)
+	handler := order.EventHandler(db, quiet)
+	e := events.Envelope{
+		ID: uuid.NewString(), Type: events.TypePaymentRefunded, OrderID: uuid.NewString(), Source: "test",
+		OccurredAt: time.Now(), Payload: json.RawMessage(`{"amount":1,"reason":"bored"}`),
+	}
+	v, _ := e.Encode()
+	err := handler.Handle(context.Background(), &sarama.ConsumerMessage{Topic: events.TopicPayment, Value: v})
+	if !consumer.IsPermanent(err) {
+		t.Fatalf("Handle = %v, want a permanent error", err)
+	}
+}
