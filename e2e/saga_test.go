@@ -10,18 +10,18 @@ import (
 // service's own record of the order.
 func TestSaga(t *testing.T) {
 	tests := []struct {
-		name              string
-		balance, stock    int64
-		qty, price        int64
-		country           string
-		wantStatus        string
-		wantReason        string
-		wantBalance       int64
-		wantAvailable     int64
-		wantReserved      int64
-		wantPayment       string // "" = no payment record
-		wantReservation   string // "" = no reservation
-		wantShipment      string // "" = no shipment
+		name            string
+		balance, stock  int64
+		qty, price      int64
+		country         string
+		wantStatus      string
+		wantReason      string
+		wantBalance     int64
+		wantAvailable   int64
+		wantReserved    int64
+		wantPayment     string // "" = no payment record
+		wantReservation string // "" = no reservation
+		wantShipment    string // "" = no shipment
 	}{
 		{
 			name:    "HappyPathCompletes",
