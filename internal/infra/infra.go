@@ -1,0 +1,116 @@
+// Package infra finds or starts the Kafka and PostgreSQL that the services,
+// the embedded mode and the tests run against. There are three sources, tried
+// in this order by Discover:
+//
+//  1. the environment (KAFKA_BROKERS and *_DATABASE_URL), as scripts/infra.sh
+//     prints them and CI exports them — real Kafka, real PostgreSQL;
+//  2. Docker, when an engine answers: testcontainers' Kafka and PostgreSQL
+//     modules (see docker.go);
+//  3. embedded: an in-process Kafka-protocol broker (franz-go's kfake) and a
+//     throwaway PostgreSQL cluster (see embedded.go).
+//
+// Under CI=true only the environment is accepted, so CI can never quietly
+// fall back to a fake broker.
+package infra
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+)
+
+// Databases are the logical databases every source provides: one per
+// service, and one for package tests.
+var Databases = []string{"order", "payment", "inventory", "shipping", "test"}
+
+// Mode names where the endpoints came from.
+type Mode string
+
+// Modes, in Discover's order of preference.
+const (
+	ModeEnvironment Mode = "environment"
+	ModeDocker      Mode = "testcontainers"
+	ModeEmbedded    Mode = "embedded"
+)
+
+// Endpoints are the addresses of one Kafka and one PostgreSQL server.
+type Endpoints struct {
+	Mode    Mode
+	Brokers []string
+	// DatabaseURLs maps each name in Databases to a PostgreSQL URL.
+	DatabaseURLs map[string]string
+}
+
+// Env returns the endpoints as environment variables, the way the services'
+// configuration reads them: KAFKA_BROKERS and <NAME>_DATABASE_URL (the test
+// database as TEST_DATABASE_URL).
+func (e Endpoints) Env() []string {
+	env := []string{"KAFKA_BROKERS=" + strings.Join(e.Brokers, ",")}
+	for _, name := range Databases {
+		env = append(env, strings.ToUpper(name)+"_DATABASE_URL="+e.DatabaseURLs[name])
+	}
+	return env
+}
+
+// Running is a source of endpoints that may own processes or containers.
+type Running struct {
+	Endpoints
+	// Stop releases what the source started; a no-op for the environment.
+	Stop func(ctx context.Context) error
+}
+
+// ErrNoDocker is returned by Docker when no Docker engine answers.
+var ErrNoDocker = errors.New("infra: no Docker engine")
+
+// FromEnv reads the endpoints from the environment. It reports false unless
+// KAFKA_BROKERS and every <NAME>_DATABASE_URL are set.
+func FromEnv(getenv func(string) string) (Endpoints, bool) {
+	e := Endpoints{Mode: ModeEnvironment, DatabaseURLs: map[string]string{}}
+	b := getenv("KAFKA_BROKERS")
+	if b == "" {
+		return e, false
+	}
+	e.Brokers = strings.Split(b, ",")
+	for _, name := range Databases {
+		u := getenv(strings.ToUpper(name) + "_DATABASE_URL")
+		if u == "" {
+			return e, false
+		}
+		e.DatabaseURLs[name] = u
+	}
+	return e, true
+}
+
+// HowToStart tells a reader how to provide real infrastructure.
+const HowToStart = `start Kafka and PostgreSQL first: eval "$(scripts/infra.sh up)"`
+
+// Discover returns the first source that works: the environment, then
+// Docker, then embedded. Under CI=true it accepts only the environment.
+// It logs which source it used.
+func Discover(ctx context.Context, log *slog.Logger) (*Running, error) {
+	if e, ok := FromEnv(os.Getenv); ok {
+		log.Info("infrastructure from the environment", "mode", e.Mode, "brokers", e.Brokers)
+		return &Running{Endpoints: e, Stop: func(context.Context) error { return nil }}, nil
+	}
+	if os.Getenv("CI") == "true" {
+		return nil, fmt.Errorf("infra: CI=true requires KAFKA_BROKERS and every *_DATABASE_URL in the environment (real Kafka and PostgreSQL); %s", HowToStart)
+	}
+	r, err := Docker(ctx, log)
+	switch {
+	case err == nil:
+		log.Info("infrastructure from Docker", "mode", r.Mode, "brokers", r.Brokers)
+		return r, nil
+	case !errors.Is(err, ErrNoDocker):
+		return nil, err
+	}
+	log.Info("no environment endpoints and no Docker engine; starting embedded Kafka and PostgreSQL")
+	r, err = Embedded(ctx, EmbeddedOptions{Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("%w; or %s", err, HowToStart)
+	}
+	log.Info("infrastructure embedded", "mode", r.Mode, "brokers", r.Brokers)
+	return r, nil
+}
