@@ -14,6 +14,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	_ "github.com/lib/pq"
 
+	"github.com/choreo-saga/choreo/pkg/broker"
 	"github.com/choreo-saga/choreo/pkg/events"
 	"github.com/choreo-saga/choreo/services/payment"
 )
@@ -123,7 +124,7 @@ func TestRedeliveryChangesNothing(t *testing.T) {
 				}
 				for _, m := range msgs {
 					for range 3 {
-						again = append(again, redeliver(m))
+						again = append(again, broker.Redelivery(m))
 					}
 					id := header(m, events.HeaderEventID)
 					// Only events this consumer acts on are recorded.

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -46,55 +47,16 @@ func produceEvent(t *testing.T, topic, orderID string, p events.Payload) events.
 	return e
 }
 
-// messagesFor returns every message on topic keyed key, reading the key's
-// partition from the oldest offset to the current end.
+// messagesFor returns every message on topic keyed key.
 func messagesFor(t *testing.T, topic, key string) []*sarama.ConsumerMessage {
 	t.Helper()
-	client, err := sarama.NewClient(brokerList(), broker.Config("e2e-reader"))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	msgs, err := broker.MessagesFor(ctx, brokerList(), topic, key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer client.Close()
-	parts, err := client.Partitions(topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := sarama.NewHashPartitioner(topic).Partition(&sarama.ProducerMessage{Key: sarama.StringEncoder(key)}, int32(len(parts)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	end, err := client.GetOffset(topic, p, sarama.OffsetNewest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if end == 0 {
-		return nil
-	}
-	c, err := sarama.NewConsumerFromClient(client)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	pc, err := c.ConsumePartition(topic, p, sarama.OffsetOldest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pc.Close()
-	var out []*sarama.ConsumerMessage
-	timeout := time.After(60 * time.Second)
-	for {
-		select {
-		case m := <-pc.Messages():
-			if string(m.Key) == key {
-				out = append(out, m)
-			}
-			if m.Offset >= end-1 {
-				return out
-			}
-		case <-timeout:
-			t.Fatalf("reading %s/%d: timed out before offset %d", topic, p, end)
-		}
-	}
+	return msgs
 }
 
 // eventuallyMessages waits until topic holds at least want messages keyed key.
@@ -109,15 +71,6 @@ func eventuallyMessages(t *testing.T, topic, key string, want int) []*sarama.Con
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-}
-
-// redeliver re-produces m, unchanged, to its topic.
-func redeliver(m *sarama.ConsumerMessage) *sarama.ProducerMessage {
-	pm := &sarama.ProducerMessage{Topic: m.Topic, Key: sarama.ByteEncoder(m.Key), Value: sarama.ByteEncoder(m.Value)}
-	for _, h := range m.Headers {
-		pm.Headers = append(pm.Headers, *h)
-	}
-	return pm
 }
 
 func header(m *sarama.ConsumerMessage, key string) string {
