@@ -9,19 +9,16 @@ package payment
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
+	"net/http"
 	"time"
 
 	"github.com/jmoiron/sqlx"
-	"golang.org/x/sync/errgroup"
 
-	"github.com/choreo-saga/choreo/pkg/broker"
 	"github.com/choreo-saga/choreo/pkg/consumer"
 	"github.com/choreo-saga/choreo/pkg/events"
 	"github.com/choreo-saga/choreo/pkg/idem"
-	"github.com/choreo-saga/choreo/pkg/outbox"
+	"github.com/choreo-saga/choreo/pkg/participant"
 	"github.com/choreo-saga/choreo/pkg/pg"
 	"github.com/choreo-saga/choreo/pkg/web"
 	"github.com/choreo-saga/choreo/services/payment/internal/httpapi"
@@ -38,83 +35,28 @@ type Config struct {
 	Logger       *slog.Logger `ignored:"true"`
 }
 
-// Validate reports the first bad setting, naming its variable.
-func (c Config) Validate() error {
-	if err := pg.ValidateURL(c.DatabaseURL); err != nil {
-		return fmt.Errorf("DATABASE_URL: %w", err)
-	}
-	if err := broker.ValidateAddrs(c.KafkaBrokers); err != nil {
-		return fmt.Errorf("KAFKA_BROKERS: %w", err)
-	}
-	if c.HTTPAddr == "" {
-		return errors.New("HTTP_ADDR: empty")
-	}
-	return nil
+// runtime is the part of the configuration every participant shares.
+func (c Config) runtime() participant.Config {
+	return participant.Config{HTTPAddr: c.HTTPAddr, DatabaseURL: c.DatabaseURL, KafkaBrokers: c.KafkaBrokers, Logger: c.Logger}
 }
 
+// Validate reports the first bad setting, naming its variable.
+func (c Config) Validate() error { return c.runtime().Validate() }
+
 // Run runs the service until ctx ends: its HTTP API, its consumer group and
-// its outbox relay. It returns after all three stopped, the message in hand
-// finished and its offset committed.
+// its outbox relay (see package participant for the steps). It returns after
+// all three stopped, the message in hand finished and its offset committed.
 func Run(ctx context.Context, cfg Config) error {
-	if err := cfg.Validate(); err != nil {
-		return err
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	log := cfg.Logger.With("service", saga.Service)
-
-	db, err := pg.Open(ctx, cfg.DatabaseURL, 30*time.Second)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	if err := pg.Migrate(ctx, db, log, idem.Schema, outbox.Schema,
-		pg.Schema{Name: saga.Service, FS: store.Migrations, Dir: "migrations"}); err != nil {
-		return err
-	}
-
-	dlq := events.DeadLetterTopic(saga.Service)
-	topics := append([]string{events.TopicPayment, dlq}, saga.Topics...)
-	if err := broker.EnsureTopics(ctx, cfg.KafkaBrokers, saga.Service, topics...); err != nil {
-		return err
-	}
-	producer, err := broker.NewSyncProducer(cfg.KafkaBrokers, saga.Service)
-	if err != nil {
-		return err
-	}
-	defer producer.Close()
-
-	relay, err := outbox.NewRelay(outbox.RelayConfig{
-		DB: db, DatabaseURL: cfg.DatabaseURL, Publisher: producer, Logger: log,
+	return participant.Run(ctx, cfg.runtime(), participant.Spec{
+		Name:     saga.Service,
+		Produces: events.TopicPayment,
+		Consumes: saga.Topics,
+		Schema:   pg.Schema{Name: saga.Service, FS: store.Migrations, Dir: "migrations"},
+		Routes:   saga.Routes(time.Now),
+		API: func(log *slog.Logger, db *sqlx.DB, checks map[string]web.Check) http.Handler {
+			return httpapi.Routes(log, store.New(db), checks)
+		},
 	})
-	if err != nil {
-		return err
-	}
-	group, err := consumer.New(consumer.Config{
-		Brokers:    cfg.KafkaBrokers,
-		GroupID:    saga.Service,
-		Topics:     saga.Topics,
-		Handler:    EventHandler(db, log),
-		DeadLetter: outbox.DeadLetter(db, dlq, saga.Service),
-		Logger:     log,
-	})
-	if err != nil {
-		return err
-	}
-	api := httpapi.Routes(log, store.New(db), map[string]web.Check{
-		"database": db.PingContext,
-		"kafka":    func(ctx context.Context) error { return broker.Ping(ctx, cfg.KafkaBrokers) },
-	})
-
-	g, ctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return relay.Run(ctx) })
-	g.Go(func() error { return group.Run(ctx) })
-	g.Go(func() error { return web.Serve(ctx, cfg.HTTPAddr, api, log) })
-	log.Info("payment service started", "http", cfg.HTTPAddr, "consumes", saga.Topics)
-	err = g.Wait()
-	log.Info("payment service stopped", "err", err)
-	return err
 }
 
 // EventHandler returns the service's Kafka message handler: the idempotent

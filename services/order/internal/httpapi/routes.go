@@ -2,6 +2,7 @@
 package httpapi
 
 import (
+	_ "embed"
 	"log/slog"
 	"net/http"
 	"time"
@@ -10,11 +11,18 @@ import (
 	"github.com/choreo-saga/choreo/services/order/internal/store"
 )
 
+// spec is this service's OpenAPI document, served at GET /openapi.yaml.
+// openapi_test.go fails when it and the routes below disagree.
+//
+//go:embed openapi.yaml
+var spec []byte
+
 // Routes is the whole HTTP API of the order service. now stamps the events
 // the API emits.
 func Routes(log *slog.Logger, st *store.Store, now func() time.Time, checks map[string]web.Check) http.Handler {
 	r := web.NewRouter(log, checks)
 	r.Method(http.MethodPost, "/orders", createOrder(log, st, now))
 	r.Method(http.MethodGet, "/orders/{id}", getOrder(log, st))
+	r.Method(http.MethodGet, "/openapi.yaml", openAPI(spec))
 	return r
 }

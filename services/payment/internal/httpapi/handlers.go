@@ -80,6 +80,16 @@ func getPayment(log *slog.Logger, st *store.Store) http.Handler {
 	})
 }
 
+// openAPI serves doc, the OpenAPI document built into the binary, so a
+// client reads the contract of the very version it talks to.
+func openAPI(doc []byte) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/yaml")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		_, _ = w.Write(doc)
+	})
+}
+
 // pathID reads a path parameter that must be a short, non-empty id.
 func pathID(r *http.Request, name string) (string, error) {
 	id := chi.URLParam(r, name)

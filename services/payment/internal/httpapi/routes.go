@@ -2,6 +2,7 @@
 package httpapi
 
 import (
+	_ "embed"
 	"log/slog"
 	"net/http"
 
@@ -9,11 +10,18 @@ import (
 	"github.com/choreo-saga/choreo/services/payment/internal/store"
 )
 
+// spec is this service's OpenAPI document, served at GET /openapi.yaml.
+// openapi_test.go fails when it and the routes below disagree.
+//
+//go:embed openapi.yaml
+var spec []byte
+
 // Routes is the whole HTTP API of the payment service.
 func Routes(log *slog.Logger, st *store.Store, checks map[string]web.Check) http.Handler {
 	r := web.NewRouter(log, checks)
 	r.Method(http.MethodPut, "/accounts/{customer_id}", putAccount(log, st))
 	r.Method(http.MethodGet, "/accounts/{customer_id}", getAccount(log, st))
 	r.Method(http.MethodGet, "/payments/{order_id}", getPayment(log, st))
+	r.Method(http.MethodGet, "/openapi.yaml", openAPI(spec))
 	return r
 }

@@ -1,0 +1,310 @@
+// Package apitest keeps each service's OpenAPI document honest. A service's
+// tests hand it the router they serve and the document they publish; it
+// fails the test when the document is not valid OpenAPI 3, when the two
+// disagree on which routes exist, when a response the service gives is not
+// the one documented for its operation and status, when a JSON body the
+// service writes does not match the schema that documents it, or when
+// GET /openapi.yaml serves something other than the document.
+//
+// It is a test helper: only _test.go files import it, so neither it nor its
+// OpenAPI library ends up in a service binary.
+package apitest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"mime"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/go-chi/chi/v5"
+)
+
+// SpecPath is where every service serves its OpenAPI document.
+const SpecPath = "/openapi.yaml"
+
+// Load parses specYAML and validates it as an OpenAPI 3 document: required
+// fields, resolvable $refs, path parameters declared for every template
+// segment, and every example valid against its schema. It fails t
+// otherwise.
+func Load(t testing.TB, specYAML []byte) *openapi3.T {
+	t.Helper()
+	doc, err := load(specYAML)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return doc
+}
+
+func load(specYAML []byte) (*openapi3.T, error) {
+	doc, err := openapi3.NewLoader().LoadFromData(specYAML)
+	if err != nil {
+		return nil, fmt.Errorf("parse OpenAPI document: %w", err)
+	}
+	if !strings.HasPrefix(doc.OpenAPI, "3.") {
+		return nil, fmt.Errorf("OpenAPI document: openapi is %q, want 3.x", doc.OpenAPI)
+	}
+	if err := doc.Validate(context.Background(), openapi3.EnableMultiError()); err != nil {
+		return nil, fmt.Errorf("invalid OpenAPI document: %w", err)
+	}
+	return doc, nil
+}
+
+// CheckRoutesDocumented fails t unless specYAML is a valid OpenAPI 3
+// document (see Load) whose operations are exactly the routes h serves:
+// every (method, path) the router matches is documented, and every
+// documented one is served. h must be the chi router the service runs.
+func CheckRoutesDocumented(t testing.TB, h http.Handler, specYAML []byte) {
+	t.Helper()
+	if err := checkRoutes(h, specYAML); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func checkRoutes(h http.Handler, specYAML []byte) error {
+	doc, err := load(specYAML)
+	if err != nil {
+		return err
+	}
+	served, err := servedRoutes(h)
+	if err != nil {
+		return err
+	}
+	return diffRoutes(documentedRoutes(doc), served)
+}
+
+// route is one operation: "GET /orders/{id}".
+type route struct{ method, path string }
+
+func (r route) String() string { return r.method + " " + r.path }
+
+// chiParam matches a chi path parameter with a regexp, {id:[0-9]+}, which
+// OpenAPI writes as plain {id}.
+var chiParam = regexp.MustCompile(`\{([^{}:]+):[^{}]*\}`)
+
+// servedRoutes walks h, which must be a chi router, for its routes.
+func servedRoutes(h http.Handler) ([]route, error) {
+	r, ok := h.(chi.Routes)
+	if !ok {
+		return nil, fmt.Errorf("router is a %T, not a chi router; cannot list its routes", h)
+	}
+	var routes []route
+	err := chi.Walk(r, func(method, path string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
+		routes = append(routes, route{method, chiParam.ReplaceAllString(path, "{$1}")})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("walk router: %w", err)
+	}
+	return routes, nil
+}
+
+// documentedRoutes lists doc's operations.
+func documentedRoutes(doc *openapi3.T) []route {
+	var routes []route
+	for path, item := range doc.Paths.Map() {
+		for method := range item.Operations() {
+			routes = append(routes, route{strings.ToUpper(method), path})
+		}
+	}
+	return routes
+}
+
+// diffRoutes returns an error naming each route that only one side has.
+func diffRoutes(documented, served []route) error {
+	undocumented := missing(served, documented)
+	unserved := missing(documented, served)
+	if len(undocumented) == 0 && len(unserved) == 0 {
+		return nil
+	}
+	var b strings.Builder
+	b.WriteString("OpenAPI document and router disagree:")
+	for _, r := range undocumented {
+		fmt.Fprintf(&b, "\n  served but not documented: %s", r)
+	}
+	for _, r := range unserved {
+		fmt.Fprintf(&b, "\n  documented but not served: %s", r)
+	}
+	return fmt.Errorf("%s", b.String())
+}
+
+// missing returns the routes of want that got lacks, sorted.
+func missing(want, got []route) []string {
+	var out []string
+	for _, r := range want {
+		if !slices.Contains(got, r) {
+			out = append(out, r.String())
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// CheckSchema fails t unless v, encoded as the handlers encode it, is valid
+// against the schema specYAML names in components/schemas. With the
+// document's schemas closed (additionalProperties: false) and their fields
+// required, this catches a field renamed, added or dropped in a Go struct
+// that the document did not follow.
+func CheckSchema(t testing.TB, specYAML []byte, name string, v any) {
+	t.Helper()
+	if err := checkSchema(specYAML, name, v); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func checkSchema(specYAML []byte, name string, v any) error {
+	doc, err := load(specYAML)
+	if err != nil {
+		return err
+	}
+	ref := doc.Components.Schemas[name]
+	if ref == nil || ref.Value == nil {
+		return fmt.Errorf("OpenAPI document has no schema %q in components/schemas", name)
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode %T: %w", v, err)
+	}
+	var decoded any
+	if err := json.Unmarshal(b, &decoded); err != nil {
+		return fmt.Errorf("decode %T: %w", v, err)
+	}
+	if err := doc.ValidateSchemaJSON(ref.Value, decoded); err != nil {
+		return fmt.Errorf("%T encoded as %s does not match schema %s: %w", v, b, name, err)
+	}
+	return nil
+}
+
+// CheckSpecServed fails t unless h answers GET /openapi.yaml with 200, a
+// YAML content type and exactly specYAML, so the document the tests check
+// is the one clients get.
+func CheckSpecServed(t testing.TB, h http.Handler, specYAML []byte) {
+	t.Helper()
+	if err := checkSpecServed(h, specYAML); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func checkSpecServed(h http.Handler, specYAML []byte) error {
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, SpecPath, nil))
+	if rec.Code != http.StatusOK {
+		return fmt.Errorf("GET %s: status %d, want 200; body: %s", SpecPath, rec.Code, rec.Body)
+	}
+	if ct := rec.Header().Get("Content-Type"); ct != "application/yaml" {
+		return fmt.Errorf("GET %s: Content-Type %q, want application/yaml", SpecPath, ct)
+	}
+	if !bytes.Equal(rec.Body.Bytes(), specYAML) {
+		return fmt.Errorf("GET %s: body (%d bytes) differs from the document on disk (%d bytes); is the embedded file stale?",
+			SpecPath, rec.Body.Len(), len(specYAML))
+	}
+	return nil
+}
+
+// CheckResponse serves req on h and fails t unless the answer has status
+// want and is documented: for a request a documented operation handles, the
+// operation lists the status (or a default response), the Content-Type, and
+// a schema the JSON body is valid against. A request no operation handles —
+// an unknown path, 404, or an unlisted method, 405 — must answer with a
+// body valid against components/schemas/Problem, the problem shape every
+// service shares.
+//
+// h must be a chi router: the route it matched tells which operation
+// documents the answer.
+func CheckResponse(t testing.TB, h http.Handler, specYAML []byte, req *http.Request, want int) {
+	t.Helper()
+	if err := checkResponse(h, specYAML, req, want); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func checkResponse(h http.Handler, specYAML []byte, req *http.Request, want int) error {
+	doc, err := load(specYAML)
+	if err != nil {
+		return err
+	}
+	// A routing context of our own, which chi then fills in rather than
+	// taking one from its pool, so the matched pattern is readable after.
+	rctx := chi.NewRouteContext()
+	req = req.WithContext(context.WithValue(req.Context(), chi.RouteCtxKey, rctx))
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+
+	name := req.Method + " " + req.URL.RequestURI()
+	if rec.Code != want {
+		return fmt.Errorf("%s: status %d, want %d; body: %s", name, rec.Code, want, rec.Body)
+	}
+	ct := rec.Header().Get("Content-Type")
+	mediaType := ""
+	if ct != "" {
+		if mediaType, _, err = mime.ParseMediaType(ct); err != nil {
+			return fmt.Errorf("%s: Content-Type %q: %w", name, ct, err)
+		}
+	}
+
+	var schema *openapi3.Schema
+	op := operation(doc, req.Method, chiParam.ReplaceAllString(rctx.RoutePattern(), "{$1}"))
+	if op == nil {
+		ref := doc.Components.Schemas["Problem"]
+		if ref == nil || ref.Value == nil {
+			return fmt.Errorf("%s: no operation handles it, and the document has no components/schemas/Problem to check the answer against", name)
+		}
+		if mediaType != "application/problem+json" {
+			return fmt.Errorf("%s: no operation handles it; Content-Type %q, want application/problem+json", name, ct)
+		}
+		schema = ref.Value
+	} else {
+		resp := op.Responses.Status(rec.Code)
+		if resp == nil {
+			resp = op.Responses.Default()
+		}
+		if resp == nil || resp.Value == nil {
+			return fmt.Errorf("%s: status %d is not documented for the operation (%s)", name, rec.Code, op.OperationID)
+		}
+		if len(resp.Value.Content) == 0 {
+			if rec.Body.Len() > 0 {
+				return fmt.Errorf("%s: status %d is documented without a body, got %d bytes", name, rec.Code, rec.Body.Len())
+			}
+			return nil
+		}
+		media := resp.Value.Content.Get(mediaType)
+		if mediaType == "" || media == nil {
+			return fmt.Errorf("%s: status %d: Content-Type %q is not documented for the operation (%s)", name, rec.Code, ct, op.OperationID)
+		}
+		if media.Schema == nil || media.Schema.Value == nil {
+			return nil
+		}
+		schema = media.Schema.Value
+	}
+	if mediaType != "application/json" && !strings.HasSuffix(mediaType, "+json") {
+		return nil // not JSON: the document has the media type, which is what can be checked
+	}
+	var body any
+	if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
+		return fmt.Errorf("%s: body is not JSON: %w; body: %s", name, err, rec.Body)
+	}
+	if err := doc.ValidateSchemaJSON(schema, body); err != nil {
+		return fmt.Errorf("%s: status %d body does not match the documented schema: %w; body: %s", name, rec.Code, err, rec.Body)
+	}
+	return nil
+}
+
+// operation returns doc's operation for method on the route pattern, nil
+// if there is none.
+func operation(doc *openapi3.T, method, pattern string) *openapi3.Operation {
+	if pattern == "" {
+		return nil
+	}
+	item := doc.Paths.Value(pattern)
+	if item == nil {
+		return nil
+	}
+	return item.GetOperation(method)
+}

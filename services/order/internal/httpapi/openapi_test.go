@@ -1,0 +1,137 @@
+package httpapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/choreo-saga/choreo/internal/apitest"
+	"github.com/choreo-saga/choreo/pkg/events"
+	"github.com/choreo-saga/choreo/pkg/web"
+	"github.com/choreo-saga/choreo/services/order/internal/domain"
+	"github.com/choreo-saga/choreo/services/order/internal/httpapi"
+)
+
+// TestOpenAPI keeps openapi.yaml honest: valid OpenAPI, the routes Routes
+// serves and no others, the bodies the handlers write, and the document
+// served at GET /openapi.yaml. Only answers given before the store is
+// reached are served here, so the store is nil; the bodies of answers that
+// need it are checked through the domain types the handlers encode.
+func TestOpenAPI(t *testing.T) {
+	spec, err := os.ReadFile("openapi.yaml")
+	if err != nil {
+		t.Fatalf("read the OpenAPI document: %v", err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	ok := func(context.Context) error { return nil }
+	down := func(context.Context) error { return errors.New("connection refused") }
+	h := httpapi.Routes(log, nil, time.Now, map[string]web.Check{"database": ok, "kafka": ok})
+	notReady := httpapi.Routes(log, nil, time.Now, map[string]web.Check{"database": down, "kafka": ok})
+
+	t.Run("RoutesDocumented", func(t *testing.T) { apitest.CheckRoutesDocumented(t, h, spec) })
+	t.Run("Served", func(t *testing.T) { apitest.CheckSpecServed(t, h, spec) })
+	t.Run("Schemas", func(t *testing.T) {
+		created := time.Date(2026, 11, 25, 9, 30, 0, 123456000, time.UTC)
+		apitest.CheckSchema(t, spec, "Order", domain.Order{
+			ID: "3f1c9a52-8d0e-4b7a-9a65-2c4e1f0b7d13", CustomerID: "c-1",
+			Items:       []events.Item{{SKU: "SKU-1", Quantity: 2, UnitPrice: 2500}},
+			TotalAmount: 5000, Currency: "JPY",
+			ShippingAddress: events.Address{Country: "JP", PostalCode: "100-0001", Line1: "1-1 Chiyoda"},
+			Status:          domain.StatusPending, CreatedAt: created, UpdatedAt: created,
+			RequestHash: "never shown",
+		})
+		apitest.CheckSchema(t, spec, "Order", domain.Order{
+			ID: "7b2e4d10-5c3a-4f6e-8d21-9e0a1b2c3d4e", CustomerID: "c-2",
+			Items:       []events.Item{{SKU: "SKU-9", Quantity: 50, UnitPrice: 1980}},
+			TotalAmount: 99000, Currency: "JPY", ShippingAddress: events.Address{Country: "JP"},
+			Status: domain.StatusCancelled, CancelReason: events.ReasonOutOfStock,
+			CreatedAt: created, UpdatedAt: created.Add(time.Second),
+		})
+		apitest.CheckSchema(t, spec, "OrderRequest", domain.Request{
+			CustomerID: "c-1", Items: []events.Item{{SKU: "SKU-1", Quantity: 1, UnitPrice: 980}},
+			Currency: "JPY", ShippingAddress: events.Address{Country: "jp"},
+		})
+		apitest.CheckSchema(t, spec, "Problem", web.Problem{
+			Type: "about:blank", Title: "Unprocessable Entity", Status: 422, Detail: "reused", Instance: "/orders",
+		})
+	})
+	t.Run("RequestExampleIsAValidOrder", func(t *testing.T) {
+		// The example a client copies must be one the handler accepts, and
+		// the documented answer must carry the total it is priced at.
+		doc := apitest.Load(t, spec)
+		create := doc.Paths.Value("/orders").Post
+		body, err := json.Marshal(create.RequestBody.Value.Content.Get("application/json").Example)
+		if err != nil {
+			t.Fatalf("encode the request example: %v", err)
+		}
+		req := httptest.NewRequest(http.MethodPost, "/orders", strings.NewReader(string(body)))
+		req.Header.Set("Content-Type", "application/json")
+		r, err := web.Decode[domain.Request](httptest.NewRecorder(), req)
+		if err != nil {
+			t.Fatalf("the request example does not decode: %v", err)
+		}
+		d, err := domain.Validate(r)
+		if err != nil {
+			t.Fatalf("the request example is not a valid order: %v", err)
+		}
+		answer, ok := create.Responses.Status(http.StatusCreated).Value.Content.Get("application/json").Example.(map[string]any)
+		if !ok {
+			t.Fatal("the 201 answer has no example object")
+		}
+		if got := answer["total_amount"]; got != float64(d.TotalAmount) {
+			t.Fatalf("201 example total_amount = %v, want %d, the request example's total", got, d.TotalAmount)
+		}
+	})
+
+	valid := `{"customer_id":"c-1","items":[{"sku":"SKU-1","quantity":2,"unit_price":2500}],"shipping_address":{"country":"JP"}}`
+	huge := `{"items":[` + strings.Repeat(`{"sku":"SKU-1","quantity":1,"unit_price":1},`, web.MaxBodyBytes/40) + `]}`
+	tests := []struct {
+		name   string
+		h      http.Handler
+		method string
+		path   string
+		header http.Header
+		body   string
+		want   int
+	}{
+		{"Healthz", h, "GET", "/healthz", nil, "", 200},
+		{"Ready", h, "GET", "/readyz", nil, "", 200},
+		{"NotReady", notReady, "GET", "/readyz", nil, "", 503},
+		{"OpenAPI", h, "GET", "/openapi.yaml", nil, "", 200},
+		{"CreateEmptyKey", h, "POST", "/orders", http.Header{"Idempotency-Key": {""}}, valid, 400},
+		{"CreateKeyTwice", h, "POST", "/orders", http.Header{"Idempotency-Key": {"k1", "k2"}}, valid, 400},
+		{"CreateKeyTooLong", h, "POST", "/orders", http.Header{"Idempotency-Key": {strings.Repeat("k", 256)}}, valid, 400},
+		{"CreateKeyNotASCII", h, "POST", "/orders", http.Header{"Idempotency-Key": {"キー"}}, valid, 400},
+		{"CreateNotJSON", h, "POST", "/orders", http.Header{"Content-Type": {"text/plain"}}, valid, 415},
+		{"CreateTooLarge", h, "POST", "/orders", nil, huge, 413},
+		{"CreateMalformed", h, "POST", "/orders", nil, `{"customer_id":`, 400},
+		{"CreateUnknownField", h, "POST", "/orders", nil, strings.Replace(valid, `"customer_id"`, `"total_amount":1,"customer_id"`, 1), 400},
+		{"CreateNoItems", h, "POST", "/orders", nil, `{"customer_id":"c-1","items":[],"shipping_address":{"country":"JP"}}`, 400},
+		{"CreateBadCountry", h, "POST", "/orders", nil, strings.Replace(valid, `"JP"`, `"JPN"`, 1), 400},
+		{"CreateTotalOverflows", h, "POST", "/orders", nil, strings.Replace(valid, `"quantity":2`, `"quantity":9223372036854775807`, 1), 400},
+		{"GetNotAUUID", h, "GET", "/orders/42", nil, "", 400},
+		{"UnknownPath", h, "GET", "/customers/c-1", nil, "", 404},
+		{"UnlistedMethodOnOrder", h, "DELETE", "/orders/3f1c9a52-8d0e-4b7a-9a65-2c4e1f0b7d13", nil, "", 405},
+		{"UnlistedMethodOnOrders", h, "GET", "/orders", nil, "", 405},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req := httptest.NewRequest(tt.method, tt.path, strings.NewReader(tt.body))
+			if tt.body != "" {
+				req.Header.Set("Content-Type", "application/json")
+			}
+			for k, vs := range tt.header {
+				req.Header[k] = vs
+			}
+			apitest.CheckResponse(t, tt.h, spec, req, tt.want)
+		})
+	}
+}
