@@ -2,6 +2,8 @@ package web
 
 import (
 	"log/slog"
+	"net/http"
+	"strings"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
@@ -14,10 +16,26 @@ import (
 func NewRouter(log *slog.Logger, checks map[string]Check) *chi.Mux {
 	r := chi.NewRouter()
 	r.Use(middleware.RequestID)
+	r.Use(middleware.GetHead) // HEAD is answered by the GET route
 	r.Use(Recover(log))
 	r.NotFound(NotFound(log))
-	r.MethodNotAllowed(MethodNotAllowed(log))
+	r.MethodNotAllowed(func(w http.ResponseWriter, req *http.Request) {
+		w.Header().Set("Allow", strings.Join(allowed(r, req.URL.Path), ", "))
+		MethodNotAllowed(log)(w, req)
+	})
 	r.Method("GET", "/healthz", Healthz())
 	r.Method("GET", "/readyz", Readyz(log, checks))
 	return r
+}
+
+// allowed lists the methods r routes for path, for the Allow header that
+// RFC 9110 requires on a 405.
+func allowed(r *chi.Mux, path string) []string {
+	var methods []string
+	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		if r.Match(chi.NewRouteContext(), m, path) {
+			methods = append(methods, m)
+		}
+	}
+	return methods
 }
