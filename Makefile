@@ -1,7 +1,11 @@
 # The two commands that do everything on a fresh machine (no Docker needed):
 #   make run    start Kafka + PostgreSQL and the four services (Ctrl-C stops)
 #   make test   start Kafka + PostgreSQL and run every test against them
-.PHONY: run test infra-up infra-down vet
+.PHONY: run test infra-up infra-down vet up down logs local
+
+# The Docker Compose stack (deploy/compose/compose.yaml): Kafka, one
+# PostgreSQL per service and the four services built from deploy/Dockerfile.
+COMPOSE = docker compose -f deploy/compose/compose.yaml
 
 run:
 	bash scripts/run.sh
@@ -17,3 +21,19 @@ infra-down:
 
 vet:
 	go vet ./...
+
+# up builds the images and starts the stack in the background; down stops it
+# and keeps the data volumes (docker compose -f deploy/compose/compose.yaml
+# down -v removes them too); logs follows every container's output.
+up:
+	$(COMPOSE) up --build -d
+
+down:
+	$(COMPOSE) down
+
+logs:
+	$(COMPOSE) logs -f
+
+# local runs the whole system in one process (deploy/local).
+local:
+	go run ./deploy/local

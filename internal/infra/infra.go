@@ -19,6 +19,8 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 )
 
@@ -60,6 +62,9 @@ type Running struct {
 	Endpoints
 	// Stop releases what the source started; a no-op for the environment.
 	Stop func(ctx context.Context) error
+	// StopKafka makes the broker unavailable and StartKafka brings it back
+	// with its data, for fault-injection tests. Nil if the source cannot.
+	StopKafka, StartKafka func(ctx context.Context) error
 }
 
 // ErrNoDocker is returned by Docker when no Docker engine answers.
@@ -93,7 +98,13 @@ const HowToStart = `start Kafka and PostgreSQL first: eval "$(scripts/infra.sh u
 func Discover(ctx context.Context, log *slog.Logger) (*Running, error) {
 	if e, ok := FromEnv(os.Getenv); ok {
 		log.Info("infrastructure from the environment", "mode", e.Mode, "brokers", e.Brokers)
-		return &Running{Endpoints: e, Stop: func(context.Context) error { return nil }}, nil
+		r := &Running{Endpoints: e, Stop: func(context.Context) error { return nil }}
+		// The broker scripts/infra.sh started can be stopped and started by it.
+		if script, err := infraScript(); err == nil {
+			r.StopKafka = func(ctx context.Context) error { return runScript(ctx, script, "kafka-stop") }
+			r.StartKafka = func(ctx context.Context) error { return runScript(ctx, script, "kafka-start") }
+		}
+		return r, nil
 	}
 	if os.Getenv("CI") == "true" {
 		return nil, fmt.Errorf("infra: CI=true requires KAFKA_BROKERS and every *_DATABASE_URL in the environment (real Kafka and PostgreSQL); %s", HowToStart)
@@ -113,4 +124,35 @@ func Discover(ctx context.Context, log *slog.Logger) (*Running, error) {
 	}
 	log.Info("infrastructure embedded", "mode", r.Mode, "brokers", r.Brokers)
 	return r, nil
+}
+
+// infraScript finds scripts/infra.sh by walking up from the working
+// directory to the module root.
+func infraScript() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			script := filepath.Join(dir, "scripts", "infra.sh")
+			if _, err := os.Stat(script); err != nil {
+				return "", err
+			}
+			return script, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("infra: no go.mod above the working directory")
+		}
+		dir = parent
+	}
+}
+
+func runScript(ctx context.Context, script, cmd string) error {
+	out, err := exec.CommandContext(ctx, "bash", script, cmd).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("infra: %s %s: %w\n%s", script, cmd, err, out)
+	}
+	return nil
 }

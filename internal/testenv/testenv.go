@@ -1,6 +1,8 @@
-// Package testenv connects tests to the real PostgreSQL and Kafka that
-// scripts/infra.sh starts. Tests never skip when they are missing: they fail
-// and say how to start them, so a green run always means the real thing ran.
+// Package testenv gives tests a Kafka and a PostgreSQL. Main finds them with
+// infra.Discover: the real ones scripts/infra.sh starts (announced through
+// the environment, and required under CI=true), else testcontainers when a
+// Docker engine answers, else the embedded broker and a throwaway PostgreSQL.
+// Tests never skip: without infrastructure they fail and say how to start it.
 package testenv
 
 import (
@@ -18,6 +20,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jmoiron/sqlx"
 
+	"github.com/choreo-saga/choreo/internal/infra"
 	"github.com/choreo-saga/choreo/pkg/broker"
 	"github.com/choreo-saga/choreo/pkg/idem"
 	"github.com/choreo-saga/choreo/pkg/outbox"
@@ -25,26 +28,48 @@ import (
 )
 
 // HowToStart is appended to every failure caused by missing infrastructure.
-const HowToStart = `start the infrastructure first: eval "$(scripts/infra.sh up)"`
+const HowToStart = infra.HowToStart
 
-// Env returns the environment variable name, failing the test if unset.
-func Env(t testing.TB, name string) string {
-	t.Helper()
-	v := os.Getenv(name)
-	if v == "" {
-		t.Fatalf("%s is not set; %s", name, HowToStart)
+var current *infra.Running
+
+// Main finds or starts the infrastructure, runs the package's tests, and
+// stops what it started. Every package whose tests touch Kafka or
+// PostgreSQL calls it from TestMain:
+//
+//	func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
+func Main(m *testing.M) int {
+	ctx := context.Background()
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	r, err := infra.Discover(ctx, log)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "testenv:", err)
+		return 1
 	}
-	return v
+	fmt.Fprintf(os.Stderr, "testenv: using %s infrastructure (Kafka %s)\n", r.Mode, strings.Join(r.Brokers, ","))
+	current = r
+	code := m.Run()
+	stopCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := r.Stop(stopCtx); err != nil {
+		fmt.Fprintln(os.Stderr, "testenv: stop:", err)
+	}
+	return code
 }
 
-// DatabaseURL returns TEST_DATABASE_URL.
-func DatabaseURL(t testing.TB) string { t.Helper(); return Env(t, "TEST_DATABASE_URL") }
-
-// Brokers returns KAFKA_BROKERS, split on commas.
-func Brokers(t testing.TB) []string {
+// Infra returns what Main found, failing the test if Main was not used.
+func Infra(t testing.TB) *infra.Running {
 	t.Helper()
-	return strings.Split(Env(t, "KAFKA_BROKERS"), ",")
+	if current == nil {
+		t.Fatal("testenv.Main was not called: add func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }")
+	}
+	return current
 }
+
+// DatabaseURL returns the URL of the database reserved for package tests.
+func DatabaseURL(t testing.TB) string { t.Helper(); return Infra(t).DatabaseURLs["test"] }
+
+// Brokers returns the Kafka bootstrap addresses.
+func Brokers(t testing.TB) []string { t.Helper(); return Infra(t).Brokers }
 
 // Logger returns a logger that writes to the test log when -v is given.
 func Logger(t testing.TB) *slog.Logger {

@@ -32,9 +32,12 @@ func NewRouter(log *slog.Logger, checks map[string]Check) *chi.Mux {
 // RFC 9110 requires on a 405.
 func allowed(r *chi.Mux, path string) []string {
 	var methods []string
-	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
 		if r.Match(chi.NewRouteContext(), m, path) {
 			methods = append(methods, m)
+			if m == http.MethodGet {
+				methods = append(methods, http.MethodHead) // see GetHead
+			}
 		}
 	}
 	return methods
