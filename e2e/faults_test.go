@@ -60,9 +60,13 @@ func TestPoisonMessagesAreDeadLettered(t *testing.T) {
 }
 
 // TestServicesSurviveCrashes kills every service with SIGKILL while orders
-// are in flight — between a consumer's commit and its offset commit, and
-// between the relay's publish and its mark — restarts it, and checks each
-// order was charged and reserved exactly once.
+// are in flight, restarts it, and checks each order was charged and reserved
+// exactly once. The kills land at arbitrary moments; whenever one falls
+// between a consumer's commit and its offset commit, or between the relay's
+// publish and its mark, the restarted service sees the event again. The
+// deterministic versions of those two windows are pkg/consumer's
+// TestOffsetIsCommittedOnlyAfterSuccess and pkg/outbox's
+// TestCrashBetweenPublishAndMarkRepublishes.
 func TestServicesSurviveCrashes(t *testing.T) {
 	const orders = 12
 	f := newFixture(t, 1_000_000, 100)

@@ -11,8 +11,8 @@
 //   - an error wrapped with Permanent (undecodable message, unknown type,
 //     invalid payload) is handed to the DeadLetter function with the reason,
 //     then the offset is marked and consumption continues;
-//   - on shutdown the message in hand is finished, its offset marked, and
-//     the group closed, which commits the marked offsets.
+//   - on shutdown the message in hand is finished and its offset marked;
+//     ending the session commits the marked offsets, then the group is left.
 package consumer
 
 import (
@@ -144,7 +144,9 @@ func (g *Group) Run(ctx context.Context) error {
 			sleep(ctx, time.Second)
 		}
 	}
-	// Close commits the offsets marked so far.
+	// Consume committed the marked offsets when its session ended; Close
+	// leaves the group so its partitions move on without waiting for a
+	// session timeout.
 	if err := cg.Close(); err != nil {
 		return fmt.Errorf("consumer: close group %s: %w", g.cfg.GroupID, err)
 	}

@@ -7,7 +7,7 @@
 // the same key, the second blocks until the first ends and then either sees a
 // conflict (the first committed) or proceeds (the first rolled back). A check
 // followed by an insert would let both pass the check and apply the effect
-// twice; see TestOnceConcurrent.
+// twice; TestCheckThenActRaces shows it, TestOnceConcurrent shows the fix.
 //
 // The package never opens or commits a transaction of its own for Once: the
 // caller owns the transaction, so the marker and the effect commit or roll

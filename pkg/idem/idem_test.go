@@ -172,7 +172,12 @@ func TestCheckThenActRaces(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			tx := db.MustBeginTx(ctx, nil)
+			tx, err := db.BeginTxx(ctx, nil)
+			if err != nil {
+				t.Error(err)
+				checked.Done()
+				return
+			}
 			defer tx.Rollback()
 			var seen bool
 			if err := tx.Get(&seen, `SELECT EXISTS (SELECT 1 FROM naive_processed WHERE event_id = $1)`, id); err != nil {
@@ -185,8 +190,14 @@ func TestCheckThenActRaces(t *testing.T) {
 			if seen {
 				return
 			}
-			tx.MustExec(`INSERT INTO naive_processed (event_id) VALUES ($1)`, id)
-			tx.MustExec(`INSERT INTO idem_effects (scope, n) VALUES ($1, 1)`, scope)
+			if _, err := tx.Exec(`INSERT INTO naive_processed (event_id) VALUES ($1)`, id); err != nil {
+				t.Error(err)
+				return
+			}
+			if _, err := tx.Exec(`INSERT INTO idem_effects (scope, n) VALUES ($1, 1)`, scope); err != nil {
+				t.Error(err)
+				return
+			}
 			if err := tx.Commit(); err != nil {
 				t.Error(err)
 			}

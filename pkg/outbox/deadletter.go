@@ -23,7 +23,7 @@ const (
 	HeaderDLQFailedAt  = "dlq_failed_at"
 )
 
-// dlqNamespace derives a stable id for a (topic, partition, offset), so that
+// dlqNamespace derives a stable id for a (topic, partition, offset, time), so that
 // a poison message redelivered after a crash is dead-lettered once.
 var dlqNamespace = uuid.MustParse("6f1c1a52-9b4e-4a4e-8f0e-5e2d3c7a9d10")
 
@@ -37,7 +37,9 @@ var dlqNamespace = uuid.MustParse("6f1c1a52-9b4e-4a4e-8f0e-5e2d3c7a9d10")
 func DeadLetter(db *sqlx.DB, topic, group string) func(ctx context.Context, m *sarama.ConsumerMessage, reason error) error {
 	return func(ctx context.Context, m *sarama.ConsumerMessage, reason error) error {
 		origin := fmt.Sprintf("%s/%d/%d", m.Topic, m.Partition, m.Offset)
-		id := uuid.NewSHA1(dlqNamespace, []byte(origin)).String()
+		// The timestamp tells apart a message at a reused offset of a
+		// topic that was deleted and recreated.
+		id := uuid.NewSHA1(dlqNamespace, fmt.Appendf(nil, "%s@%d", origin, m.Timestamp.UnixNano())).String()
 
 		headers := make(map[string]string, len(m.Headers)+6)
 		for _, h := range m.Headers {

@@ -291,3 +291,34 @@ func equal(a, b []string) bool {
 	}
 	return true
 }
+
+// failFirst fails the first message it is given and accepts the rest, as a
+// produce request that fails for one partition would.
+type failFirst struct{}
+
+func (failFirst) SendMessages(msgs []*sarama.ProducerMessage) error {
+	return sarama.ProducerErrors{{Msg: msgs[0], Err: sarama.ErrNotLeaderForPartition}}
+}
+
+// TestPartialFailureKeepsPerOrderOrder: when one message of a batch fails,
+// the relay marks the others sent — except later messages of the same
+// order, which must not reach Kafka before the failed one.
+func TestPartialFailureKeepsPerOrderOrder(t *testing.T) {
+	db := testenv.DB(t)
+	topic := "partial." + uuid.NewString()
+	a, b := uuid.NewString(), uuid.NewString()
+	a1, a2, b1 := event(t, a), event(t, a), event(t, b)
+	for _, e := range []events.Envelope{a1, a2, b1} {
+		add(t, db, topic, e)
+	}
+	if _, err := newRelay(t, db, failFirst{}).Flush(context.Background()); err == nil {
+		t.Fatal("want the partial failure reported")
+	}
+	var unsentIDs []string
+	if err := db.Select(&unsentIDs, `SELECT headers->>'event_id' FROM outbox WHERE topic = $1 AND sent_at IS NULL ORDER BY id`, topic); err != nil {
+		t.Fatal(err)
+	}
+	if !equal(unsentIDs, []string{a1.ID, a2.ID}) {
+		t.Fatalf("unsent = %v, want order a's two events [%s %s] (b's was acknowledged)", unsentIDs, a1.ID, a2.ID)
+	}
+}

@@ -224,15 +224,21 @@ func (r *Relay) Flush(ctx context.Context) (int, error) {
 			sent = append(sent, rw.ID)
 		}
 	case errors.As(pubErr, &perr):
-		// Mark what Kafka acknowledged; the rest is retried next round.
+		// Mark what Kafka acknowledged, except a message whose key (order)
+		// had an earlier message fail: it is published again after that
+		// one, so one order's events never overtake each other.
 		failed := make(map[*sarama.ProducerMessage]bool, len(perr))
 		for _, e := range perr {
 			failed[e.Msg] = true
 		}
+		blocked := map[string]bool{}
 		for i, m := range msgs {
-			if !failed[m] {
-				sent = append(sent, rows[i].ID)
+			key := string(rows[i].Key)
+			if failed[m] || blocked[key] {
+				blocked[key] = true
+				continue
 			}
+			sent = append(sent, rows[i].ID)
 		}
 	default:
 		return 0, fmt.Errorf("outbox: publish %d messages: %w", len(msgs), pubErr)

@@ -77,6 +77,13 @@ type Spec struct {
 	API func(log *slog.Logger, db *sqlx.DB, checks map[string]web.Check) http.Handler
 }
 
+// Handler returns the participant's Kafka message handler: the idempotent
+// consumer running its Routes. Run consumes with it; tests can call it
+// directly, e.g. from many goroutines with the same message.
+func (s Spec) Handler(db *sqlx.DB, log *slog.Logger) consumer.Handler {
+	return &idem.Handler{DB: db, Consumer: s.Name, Routes: s.Routes, Logger: log}
+}
+
 // Run runs the participant until ctx ends. It returns the first component's
 // error, or nil after a clean shutdown.
 func Run(ctx context.Context, cfg Config, spec Spec) error {
@@ -118,7 +125,7 @@ func Run(ctx context.Context, cfg Config, spec Spec) error {
 		Brokers:    cfg.KafkaBrokers,
 		GroupID:    spec.Name,
 		Topics:     spec.Consumes,
-		Handler:    &idem.Handler{DB: db, Consumer: spec.Name, Routes: spec.Routes, Logger: log},
+		Handler:    spec.Handler(db, log),
 		DeadLetter: outbox.DeadLetter(db, dlq, spec.Name),
 		Logger:     log,
 	})

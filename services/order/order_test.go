@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -18,36 +17,20 @@ import (
 	"github.com/google/uuid"
 	"github.com/jmoiron/sqlx"
 
+	"github.com/choreo-saga/choreo/internal/testenv"
 	"github.com/choreo-saga/choreo/pkg/consumer"
 	"github.com/choreo-saga/choreo/pkg/events"
-	"github.com/choreo-saga/choreo/pkg/idem"
-	"github.com/choreo-saga/choreo/pkg/outbox"
 	"github.com/choreo-saga/choreo/pkg/pg"
 	"github.com/choreo-saga/choreo/services/order"
 	"github.com/choreo-saga/choreo/services/order/internal/httpapi"
 	"github.com/choreo-saga/choreo/services/order/internal/store"
 )
 
-// testDB connects to TEST_DATABASE_URL and brings the schema up to date.
-// The database is shared with other packages' tests running in parallel,
-// so every test uses fresh ids, customers and keys.
+// testDB returns a database of the test's own with the order tables in
+// place, dropped when the test ends.
 func testDB(t *testing.T) *sqlx.DB {
 	t.Helper()
-	url := os.Getenv("TEST_DATABASE_URL")
-	if url == "" {
-		t.Fatal(`TEST_DATABASE_URL is not set: these tests need PostgreSQL. Start it with: eval "$(scripts/infra.sh up)"`)
-	}
-	ctx := context.Background()
-	db, err := pg.Open(ctx, url, 10*time.Second)
-	if err != nil {
-		t.Fatalf("open %s: %v", url, err)
-	}
-	t.Cleanup(func() { db.Close() })
-	if err := pg.Migrate(ctx, db, slog.New(slog.DiscardHandler), idem.Schema, outbox.Schema,
-		pg.Schema{Name: "order", FS: store.Migrations, Dir: "migrations"}); err != nil {
-		t.Fatalf("migrate: %v", err)
-	}
-	return db
+	return testenv.DB(t, pg.Schema{Name: "order", FS: store.Migrations, Dir: "migrations"})
 }
 
 var quiet = slog.New(slog.DiscardHandler)

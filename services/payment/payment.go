@@ -17,7 +17,6 @@ import (
 
 	"github.com/choreo-saga/choreo/pkg/consumer"
 	"github.com/choreo-saga/choreo/pkg/events"
-	"github.com/choreo-saga/choreo/pkg/idem"
 	"github.com/choreo-saga/choreo/pkg/participant"
 	"github.com/choreo-saga/choreo/pkg/pg"
 	"github.com/choreo-saga/choreo/pkg/web"
@@ -47,7 +46,13 @@ func (c Config) Validate() error { return c.runtime().Validate() }
 // its outbox relay (see package participant for the steps). It returns after
 // all three stopped, the message in hand finished and its offset committed.
 func Run(ctx context.Context, cfg Config) error {
-	return participant.Run(ctx, cfg.runtime(), participant.Spec{
+	return participant.Run(ctx, cfg.runtime(), spec())
+}
+
+// spec is what makes this service itself: its topics, tables, reactions
+// and API.
+func spec() participant.Spec {
+	return participant.Spec{
 		Name:     saga.Service,
 		Produces: events.TopicPayment,
 		Consumes: saga.Topics,
@@ -56,13 +61,13 @@ func Run(ctx context.Context, cfg Config) error {
 		API: func(log *slog.Logger, db *sqlx.DB, checks map[string]web.Check) http.Handler {
 			return httpapi.Routes(log, store.New(db), checks)
 		},
-	})
+	}
 }
 
-// EventHandler returns the service's Kafka message handler: the idempotent
-// consumer that applies the payment saga's reactions. Run uses it; it is
-// exported so tests can deliver messages to it directly, e.g. the same
-// message from many goroutines at once.
+// EventHandler returns the Kafka message handler Run consumes with: the
+// idempotent consumer applying the payment service's reactions. It is
+// exported so tests can deliver messages to the real handler directly, e.g.
+// the same message from many goroutines at once.
 func EventHandler(db *sqlx.DB, log *slog.Logger) consumer.Handler {
-	return &idem.Handler{DB: db, Consumer: saga.Service, Routes: saga.Routes(time.Now), Logger: log}
+	return spec().Handler(db, log)
 }

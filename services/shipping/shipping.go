@@ -20,7 +20,6 @@ import (
 
 	"github.com/choreo-saga/choreo/pkg/consumer"
 	"github.com/choreo-saga/choreo/pkg/events"
-	"github.com/choreo-saga/choreo/pkg/idem"
 	"github.com/choreo-saga/choreo/pkg/participant"
 	"github.com/choreo-saga/choreo/pkg/pg"
 	"github.com/choreo-saga/choreo/pkg/web"
@@ -94,7 +93,13 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	return participant.Run(ctx, cfg.runtime(), participant.Spec{
+	return participant.Run(ctx, cfg.runtime(), spec(served))
+}
+
+// spec is what makes this service itself: its topics, tables, reactions
+// and API.
+func spec(served map[string]bool) participant.Spec {
+	return participant.Spec{
 		Name:     saga.Service,
 		Produces: events.TopicShipping,
 		Consumes: saga.Topics,
@@ -103,14 +108,14 @@ func Run(ctx context.Context, cfg Config) error {
 		API: func(log *slog.Logger, db *sqlx.DB, checks map[string]web.Check) http.Handler {
 			return httpapi.Routes(log, store.New(db), checks)
 		},
-	})
+	}
 }
 
-// EventHandler returns the service's Kafka message handler: the idempotent
-// consumer that applies the shipping saga's reactions, delivering to the
-// upper-case country codes in served (see Config.Served). Run uses it; it is
-// exported so tests can deliver messages to it directly, e.g. the same
-// message from many goroutines at once.
+// EventHandler returns the Kafka message handler Run consumes with: the
+// idempotent consumer applying the shipping service's reactions. It delivers to the
+// upper-case country codes in served (see Config.Served). It is
+// exported so tests can deliver messages to the real handler directly, e.g.
+// the same message from many goroutines at once.
 func EventHandler(db *sqlx.DB, log *slog.Logger, served map[string]bool) consumer.Handler {
-	return &idem.Handler{DB: db, Consumer: saga.Service, Routes: saga.Routes(time.Now, served), Logger: log}
+	return spec(served).Handler(db, log)
 }

@@ -5,10 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
-	"net/url"
-	"os"
 	"reflect"
 	"sync"
 	"testing"
@@ -17,12 +13,10 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/google/uuid"
 	"github.com/jmoiron/sqlx"
-	"github.com/lib/pq"
 
+	"github.com/choreo-saga/choreo/internal/testenv"
 	"github.com/choreo-saga/choreo/pkg/consumer"
 	"github.com/choreo-saga/choreo/pkg/events"
-	"github.com/choreo-saga/choreo/pkg/idem"
-	"github.com/choreo-saga/choreo/pkg/outbox"
 	"github.com/choreo-saga/choreo/pkg/pg"
 	"github.com/choreo-saga/choreo/services/inventory"
 	"github.com/choreo-saga/choreo/services/inventory/internal/domain"
@@ -30,63 +24,9 @@ import (
 	"github.com/choreo-saga/choreo/services/inventory/internal/store"
 )
 
-// testSchema isolates this package's tables inside the shared choreo_test
-// database, so other packages' tests (and their outbox relays) never see
-// these rows.
-const testSchema = "inventory_saga_test"
-
-var (
-	dbOnce sync.Once
-	dbConn *sqlx.DB
-	dbErr  error
-)
-
-// testDB returns a database with the inventory schema migrated into
-// testSchema. Without TEST_DATABASE_URL the test fails: a silently skipped
-// database test is a test nobody runs.
-func testDB(t *testing.T) *sqlx.DB {
-	t.Helper()
-	raw := os.Getenv("TEST_DATABASE_URL")
-	if raw == "" {
-		t.Fatal(`TEST_DATABASE_URL is not set; start PostgreSQL and Kafka with: eval "$(scripts/infra.sh up)"`)
-	}
-	dbOnce.Do(func() { dbConn, dbErr = openSchema(raw, testSchema) })
-	if dbErr != nil {
-		t.Fatalf("test database: %v", dbErr)
-	}
-	return dbConn
-}
-
-func openSchema(raw, schema string) (*sqlx.DB, error) {
-	ctx := context.Background()
-	admin, err := pg.Open(ctx, raw, 10*time.Second)
-	if err != nil {
-		return nil, err
-	}
-	_, err = admin.ExecContext(ctx, `CREATE SCHEMA IF NOT EXISTS `+pq.QuoteIdentifier(schema))
-	admin.Close()
-	if err != nil {
-		return nil, err
-	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		return nil, err
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	db, err := pg.Open(ctx, u.String(), 10*time.Second)
-	if err != nil {
-		return nil, err
-	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	if err := pg.Migrate(ctx, db, log, idem.Schema, outbox.Schema,
-		pg.Schema{Name: saga.Service, FS: store.Migrations, Dir: "migrations"}); err != nil {
-		db.Close()
-		return nil, err
-	}
-	return db, nil
-}
+// schema is the inventory service's own tables, which testenv.DB migrates
+// next to processed_events and the outbox in a schema of each test's own.
+var schema = pg.Schema{Name: saga.Service, FS: store.Migrations, Dir: "migrations"}
 
 // fixture is one test's view of the service: its database, a handler that
 // is the one Run wires to Kafka, and ids no other test uses.
@@ -99,36 +39,28 @@ type fixture struct {
 }
 
 func newFixture(t *testing.T) *fixture {
-	db := testDB(t)
+	db := testenv.DB(t, schema)
 	return &fixture{
 		t:       t,
 		db:      db,
 		st:      store.New(db),
-		handler: inventory.EventHandler(db, slog.New(slog.NewTextHandler(io.Discard, nil))),
+		handler: inventory.EventHandler(db, testenv.Logger(t)),
 		address: events.Address{Country: "JP", PostalCode: "100-0001", Line1: "1-1 Chiyoda"},
 	}
 }
 
-// sku creates a SKU with available units and removes it when the test ends.
+// sku creates a SKU with available units.
 func (f *fixture) sku(available int64) string {
 	f.t.Helper()
 	sku := "sku-" + uuid.NewString()[:13]
 	if _, err := f.st.PutStock(context.Background(), sku, available); err != nil {
 		f.t.Fatal(err)
 	}
-	f.t.Cleanup(func() { f.db.Exec(`DELETE FROM stock WHERE sku = $1`, sku) })
 	return sku
 }
 
-// order returns a fresh order id whose rows are removed when the test ends.
-func (f *fixture) order() string {
-	id := "ord-" + uuid.NewString()
-	f.t.Cleanup(func() {
-		f.db.Exec(`DELETE FROM reservations WHERE order_id = $1`, id)
-		f.db.Exec(`DELETE FROM outbox WHERE key = $1`, []byte(id))
-	})
-	return id
-}
+// order returns a fresh order id.
+func (f *fixture) order() string { return "ord-" + uuid.NewString() }
 
 func (f *fixture) envelope(orderID string, p events.Payload) events.Envelope {
 	f.t.Helper()

@@ -3,95 +3,36 @@ package store_test
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
-	"net/url"
-	"os"
 	"reflect"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
+	"github.com/choreo-saga/choreo/internal/testenv"
 	"github.com/choreo-saga/choreo/pkg/events"
-	"github.com/choreo-saga/choreo/pkg/idem"
-	"github.com/choreo-saga/choreo/pkg/outbox"
 	"github.com/choreo-saga/choreo/pkg/pg"
 	"github.com/choreo-saga/choreo/services/inventory/internal/domain"
 	"github.com/choreo-saga/choreo/services/inventory/internal/store"
 )
 
-// testSchema isolates this package's tables inside the shared choreo_test
-// database, so other packages' tests (and their outbox relays) never see
-// these rows.
-const testSchema = "inventory_store_test"
-
-var (
-	dbOnce sync.Once
-	dbConn *sqlx.DB
-	dbErr  error
-)
-
-// testDB returns a database with the inventory schema migrated into
-// testSchema. Without TEST_DATABASE_URL the test fails: a silently skipped
-// database test is a test nobody runs.
+// testDB returns a database of the test's own with the inventory tables in
+// place, dropped when the test ends.
 func testDB(t *testing.T) *sqlx.DB {
 	t.Helper()
-	raw := os.Getenv("TEST_DATABASE_URL")
-	if raw == "" {
-		t.Fatal(`TEST_DATABASE_URL is not set; start PostgreSQL and Kafka with: eval "$(scripts/infra.sh up)"`)
-	}
-	dbOnce.Do(func() { dbConn, dbErr = openSchema(raw, testSchema) })
-	if dbErr != nil {
-		t.Fatalf("test database: %v", dbErr)
-	}
-	return dbConn
-}
-
-func openSchema(raw, schema string) (*sqlx.DB, error) {
-	ctx := context.Background()
-	admin, err := pg.Open(ctx, raw, 10*time.Second)
-	if err != nil {
-		return nil, err
-	}
-	_, err = admin.ExecContext(ctx, `CREATE SCHEMA IF NOT EXISTS `+pq.QuoteIdentifier(schema))
-	admin.Close()
-	if err != nil {
-		return nil, err
-	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		return nil, err
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	db, err := pg.Open(ctx, u.String(), 10*time.Second)
-	if err != nil {
-		return nil, err
-	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	if err := pg.Migrate(ctx, db, log, idem.Schema, outbox.Schema,
-		pg.Schema{Name: "inventory", FS: store.Migrations, Dir: "migrations"}); err != nil {
-		db.Close()
-		return nil, err
-	}
-	return db, nil
+	return testenv.DB(t, pg.Schema{Name: "inventory", FS: store.Migrations, Dir: "migrations"})
 }
 
 // uniq returns an id no other test or run uses.
 func uniq(prefix string) string { return prefix + "-" + uuid.NewString()[:13] }
 
-// putStock creates a SKU and removes it when the test ends.
-func putStock(t *testing.T, st *store.Store, db *sqlx.DB, sku string, available int64) {
+// putStock creates a SKU.
+func putStock(t *testing.T, st *store.Store, sku string, available int64) {
 	t.Helper()
 	if _, err := st.PutStock(context.Background(), sku, available); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { db.Exec(`DELETE FROM stock WHERE sku = $1`, sku) })
 }
 
 func mustStock(t *testing.T, st *store.Store, sku string, available, reserved int64) {
@@ -115,7 +56,7 @@ func TestPutStockKeepsReserved(t *testing.T) {
 	db := testDB(t)
 	st := store.New(db)
 	sku := uniq("put")
-	putStock(t, st, db, sku, 5)
+	putStock(t, st, sku, 5)
 	if err := inTx(t, db, func(tx *sqlx.Tx) error {
 		return store.Reserve(context.Background(), tx, map[string]int64{sku: 2})
 	}); err != nil {
@@ -145,8 +86,8 @@ func TestLockStockReturnsAvailableOfKnownSkus(t *testing.T) {
 	db := testDB(t)
 	st := store.New(db)
 	a, b, ghost := uniq("a"), uniq("b"), uniq("ghost")
-	putStock(t, st, db, a, 3)
-	putStock(t, st, db, b, 0)
+	putStock(t, st, a, 3)
+	putStock(t, st, b, 0)
 	err := inTx(t, db, func(tx *sqlx.Tx) error {
 		got, err := store.LockStock(context.Background(), tx, []string{b, ghost, a, a})
 		if err != nil {
@@ -166,8 +107,8 @@ func TestReserveMovesUnits(t *testing.T) {
 	db := testDB(t)
 	st := store.New(db)
 	a, b := uniq("a"), uniq("b")
-	putStock(t, st, db, a, 5)
-	putStock(t, st, db, b, 1)
+	putStock(t, st, a, 5)
+	putStock(t, st, b, 1)
 	if err := inTx(t, db, func(tx *sqlx.Tx) error {
 		return store.Reserve(context.Background(), tx, map[string]int64{a: 3, b: 1})
 	}); err != nil {
@@ -181,7 +122,7 @@ func TestReleaseReturnsUnits(t *testing.T) {
 	db := testDB(t)
 	st := store.New(db)
 	a := uniq("a")
-	putStock(t, st, db, a, 5)
+	putStock(t, st, a, 5)
 	ctx := context.Background()
 	if err := inTx(t, db, func(tx *sqlx.Tx) error { return store.Reserve(ctx, tx, map[string]int64{a: 4}) }); err != nil {
 		t.Fatal(err)
@@ -198,7 +139,7 @@ func TestCheckForbidsNegativeStock(t *testing.T) {
 	db := testDB(t)
 	st := store.New(db)
 	a := uniq("a")
-	putStock(t, st, db, a, 2)
+	putStock(t, st, a, 2)
 	ctx := context.Background()
 
 	tests := []struct {
@@ -241,9 +182,6 @@ func TestReservationRoundTrip(t *testing.T) {
 	items := []events.Item{{SKU: "a", Quantity: 2, UnitPrice: 150}, {SKU: "b", Quantity: 1, UnitPrice: 99}}
 
 	reserved, tomb := uniq("ord"), uniq("ord")
-	t.Cleanup(func() {
-		db.Exec(`DELETE FROM reservations WHERE order_id = ANY($1)`, pq.Array([]string{reserved, tomb}))
-	})
 	err := inTx(t, db, func(tx *sqlx.Tx) error {
 		if err := store.InsertReservation(ctx, tx, domain.Reservation{OrderID: reserved, Status: domain.StatusReserved, Items: items}, ""); err != nil {
 			return err
@@ -299,7 +237,6 @@ func TestSecondReservationOfAnOrderIsRefused(t *testing.T) {
 	db := testDB(t)
 	ctx := context.Background()
 	id := uniq("ord")
-	t.Cleanup(func() { db.Exec(`DELETE FROM reservations WHERE order_id = $1`, id) })
 	r := domain.Reservation{OrderID: id, Status: domain.StatusReserved, Items: []events.Item{{SKU: "a", Quantity: 1}}}
 	if err := inTx(t, db, func(tx *sqlx.Tx) error { return store.InsertReservation(ctx, tx, r, "") }); err != nil {
 		t.Fatal(err)

@@ -3,21 +3,16 @@ package httpapi_test
 import (
 	"context"
 	"encoding/json"
-	"io"
-	"log/slog"
 	"maps"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/jmoiron/sqlx"
 
-	"github.com/choreo-saga/choreo/pkg/idem"
-	"github.com/choreo-saga/choreo/pkg/outbox"
+	"github.com/choreo-saga/choreo/internal/testenv"
 	"github.com/choreo-saga/choreo/pkg/pg"
 	"github.com/choreo-saga/choreo/services/shipping/internal/domain"
 	"github.com/choreo-saga/choreo/services/shipping/internal/httpapi"
@@ -25,31 +20,10 @@ import (
 	"github.com/choreo-saga/choreo/services/shipping/internal/store"
 )
 
-// testDB opens TEST_DATABASE_URL with the service's tables in place. The
-// database is shared with other packages' tests, so order ids are fresh.
-func testDB(t *testing.T, log *slog.Logger) *sqlx.DB {
-	t.Helper()
-	url := os.Getenv("TEST_DATABASE_URL")
-	if url == "" {
-		t.Fatal(`TEST_DATABASE_URL is not set; these tests need PostgreSQL: run eval "$(scripts/infra.sh up)" from the repository root, then go test again`)
-	}
-	ctx := context.Background()
-	db, err := pg.Open(ctx, url, 10*time.Second)
-	if err != nil {
-		t.Fatalf("open test database: %v", err)
-	}
-	t.Cleanup(func() { db.Close() })
-	if err := pg.Migrate(ctx, db, log, idem.Schema, outbox.Schema,
-		pg.Schema{Name: saga.Service, FS: store.Migrations, Dir: "migrations"}); err != nil {
-		t.Fatalf("migrate: %v", err)
-	}
-	return db
-}
-
 func TestGetShipment(t *testing.T) {
 	ctx := context.Background()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	db := testDB(t, log)
+	log := testenv.Logger(t)
+	db := testenv.DB(t, pg.Schema{Name: saga.Service, FS: store.Migrations, Dir: "migrations"})
 	srv := httptest.NewServer(httpapi.Routes(log, store.New(db), nil))
 	t.Cleanup(srv.Close)
 

@@ -3,9 +3,6 @@ package store_test
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -14,9 +11,9 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
+	"github.com/choreo-saga/choreo/internal/testenv"
 	"github.com/choreo-saga/choreo/pkg/events"
 	"github.com/choreo-saga/choreo/pkg/idem"
-	"github.com/choreo-saga/choreo/pkg/outbox"
 	"github.com/choreo-saga/choreo/pkg/pg"
 	"github.com/choreo-saga/choreo/services/shipping/internal/domain"
 	"github.com/choreo-saga/choreo/services/shipping/internal/saga"
@@ -25,27 +22,11 @@ import (
 
 var served = map[string]bool{"JP": true, "US": true}
 
-// testDB opens TEST_DATABASE_URL and brings its schema up to date. The
-// database is shared with other packages' tests, so every test uses fresh
-// order ids and looks only at its own rows.
+// testDB returns a database of the test's own with the shipping tables in
+// place, dropped when the test ends.
 func testDB(t *testing.T) *sqlx.DB {
 	t.Helper()
-	url := os.Getenv("TEST_DATABASE_URL")
-	if url == "" {
-		t.Fatal(`TEST_DATABASE_URL is not set; these tests need PostgreSQL: run eval "$(scripts/infra.sh up)" from the repository root, then go test again`)
-	}
-	ctx := context.Background()
-	db, err := pg.Open(ctx, url, 10*time.Second)
-	if err != nil {
-		t.Fatalf("open test database: %v", err)
-	}
-	t.Cleanup(func() { db.Close() })
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	if err := pg.Migrate(ctx, db, log, idem.Schema, outbox.Schema,
-		pg.Schema{Name: saga.Service, FS: store.Migrations, Dir: "migrations"}); err != nil {
-		t.Fatalf("migrate: %v", err)
-	}
-	return db
+	return testenv.DB(t, pg.Schema{Name: saga.Service, FS: store.Migrations, Dir: "migrations"})
 }
 
 // reserved returns an InventoryReserved for a fresh order bound for country.

@@ -1,0 +1,622 @@
+package saga_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/google/uuid"
+	"github.com/jmoiron/sqlx"
+
+	"github.com/choreo-saga/choreo/internal/testenv"
+	"github.com/choreo-saga/choreo/pkg/consumer"
+	"github.com/choreo-saga/choreo/pkg/events"
+	"github.com/choreo-saga/choreo/pkg/pg"
+	"github.com/choreo-saga/choreo/services/payment"
+	"github.com/choreo-saga/choreo/services/payment/internal/domain"
+	"github.com/choreo-saga/choreo/services/payment/internal/saga"
+	"github.com/choreo-saga/choreo/services/payment/internal/store"
+)
+
+// schema is the payment service's own tables, which testenv.DB migrates
+// next to processed_events and the outbox in a schema of each test's own.
+var schema = pg.Schema{Name: saga.Service, FS: store.Migrations, Dir: "migrations"}
+
+// fixture is one test's view of the service: its database, a handler that
+// is the one Run wires to Kafka, and the address every order ships to.
+type fixture struct {
+	t       *testing.T
+	db      *sqlx.DB
+	st      *store.Store
+	handler consumer.Handler
+	address events.Address
+}
+
+func newFixture(t *testing.T) *fixture {
+	db := testenv.DB(t, schema)
+	return &fixture{
+		t:       t,
+		db:      db,
+		st:      store.New(db),
+		handler: payment.EventHandler(db, testenv.Logger(t)),
+		address: events.Address{Country: "JP", PostalCode: "100-0001", Line1: "1-1 Chiyoda"},
+	}
+}
+
+// customer opens an account with balance and returns its id.
+func (f *fixture) customer(balance int64) string {
+	f.t.Helper()
+	id := "c-" + uuid.NewString()[:13]
+	if _, err := f.st.PutAccount(context.Background(), id, balance); err != nil {
+		f.t.Fatal(err)
+	}
+	return id
+}
+
+// order returns a fresh order id.
+func (f *fixture) order() string { return uuid.NewString() }
+
+func (f *fixture) envelope(orderID string, p events.Payload) events.Envelope {
+	f.t.Helper()
+	e, err := events.New("test", orderID, p, time.Now())
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return e
+}
+
+// items returns two order lines whose total is amount.
+func items(amount int64) []events.Item {
+	return []events.Item{{SKU: "sku-a", Quantity: 1, UnitPrice: amount - amount/2}, {SKU: "sku-b", Quantity: 1, UnitPrice: amount / 2}}
+}
+
+// created is the order service's OrderCreated for amount.
+func (f *fixture) created(orderID, customerID string, amount int64) events.Envelope {
+	return f.envelope(orderID, events.OrderCreated{
+		CustomerID: customerID, Items: items(amount), TotalAmount: amount, Currency: "JPY", ShippingAddress: f.address,
+	})
+}
+
+func (f *fixture) rejected(orderID string) events.Envelope {
+	return f.envelope(orderID, events.InventoryRejected{
+		Reason: events.ReasonOutOfStock, Shortages: []events.Shortage{{SKU: "sku-a", Requested: 1, Available: 0}},
+	})
+}
+
+func (f *fixture) released(orderID string) events.Envelope {
+	return f.envelope(orderID, events.InventoryReleased{Items: items(1000), Reason: events.ReasonShippingUnavailable})
+}
+
+// deliver hands e to the handler as the consumer group would, from the
+// topic its producer writes to.
+func (f *fixture) deliver(e events.Envelope) error {
+	value, err := e.Encode()
+	if err != nil {
+		return err
+	}
+	topic := events.TopicInventory
+	if e.Type == events.TypeOrderCreated {
+		topic = events.TopicOrder
+	}
+	return f.handler.Handle(context.Background(), &sarama.ConsumerMessage{
+		Topic: topic, Key: []byte(e.OrderID), Value: value,
+	})
+}
+
+func (f *fixture) mustDeliver(e events.Envelope) {
+	f.t.Helper()
+	if err := f.deliver(e); err != nil {
+		f.t.Fatalf("deliver %s: %v", e.Type, err)
+	}
+}
+
+// deliverAll delivers every envelope from a goroutine of its own, released
+// together, and fails the test on any error.
+func (f *fixture) deliverAll(envs ...events.Envelope) {
+	f.t.Helper()
+	start := make(chan struct{})
+	errs := make(chan error, len(envs))
+	var wg sync.WaitGroup
+	for _, e := range envs {
+		wg.Go(func() {
+			<-start
+			errs <- f.deliver(e)
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			f.t.Fatal(err)
+		}
+	}
+}
+
+func (f *fixture) mustBalance(customerID string, want int64) {
+	f.t.Helper()
+	a, err := f.st.Account(context.Background(), customerID)
+	if err != nil {
+		f.t.Fatalf("account %s: %v", customerID, err)
+	}
+	if a.Balance != want {
+		f.t.Fatalf("balance of %s = %d, want %d", customerID, a.Balance, want)
+	}
+}
+
+// payment returns the order's payment record and its detail column.
+func (f *fixture) payment(orderID string) (domain.Payment, string) {
+	f.t.Helper()
+	p, err := f.st.Payment(context.Background(), orderID)
+	if err != nil {
+		f.t.Fatalf("payment %s: %v", orderID, err)
+	}
+	var detail string
+	if err := f.db.Get(&detail, `SELECT detail FROM payments WHERE order_id = $1`, orderID); err != nil {
+		f.t.Fatal(err)
+	}
+	return p, detail
+}
+
+// noPayment fails the test if the order has a payment record.
+func (f *fixture) noPayment(orderID string) {
+	f.t.Helper()
+	if p, err := f.st.Payment(context.Background(), orderID); !errors.Is(err, store.ErrNotFound) {
+		f.t.Fatalf("payment of %s = %+v, %v; want ErrNotFound", orderID, p, err)
+	}
+}
+
+// emitted returns the events the service queued in its outbox for an
+// order, oldest first.
+func (f *fixture) emitted(q sqlx.QueryerContext, orderID string) []events.Envelope {
+	f.t.Helper()
+	var rows []struct {
+		Topic string `db:"topic"`
+		Value []byte `db:"value"`
+	}
+	if err := sqlx.SelectContext(context.Background(), q, &rows,
+		`SELECT topic, value FROM outbox WHERE key = $1 ORDER BY id`, []byte(orderID)); err != nil {
+		f.t.Fatal(err)
+	}
+	out := make([]events.Envelope, len(rows))
+	for i, r := range rows {
+		if r.Topic != events.TopicPayment {
+			f.t.Fatalf("outbox row on topic %q, want %q", r.Topic, events.TopicPayment)
+		}
+		e, err := events.Decode(r.Value)
+		if err != nil {
+			f.t.Fatalf("outbox row %d: %v", i, err)
+		}
+		if e.Source != saga.Service || e.OrderID != orderID {
+			f.t.Fatalf("outbox event source %q order %q, want %q %q", e.Source, e.OrderID, saga.Service, orderID)
+		}
+		out[i] = e
+	}
+	return out
+}
+
+// types returns the event types of envs, in order.
+func types(envs []events.Envelope) []string {
+	out := make([]string, len(envs))
+	for i, e := range envs {
+		out[i] = e.Type
+	}
+	return out
+}
+
+// processed reports how many times the service recorded eventID as applied.
+func (f *fixture) processed(eventID string) int {
+	f.t.Helper()
+	var n int
+	if err := f.db.Get(&n, `SELECT count(*) FROM processed_events WHERE consumer = $1 AND event_id = $2`,
+		saga.Service, eventID); err != nil {
+		f.t.Fatal(err)
+	}
+	return n
+}
+
+func decode(t *testing.T, e events.Envelope, p events.Payload) {
+	t.Helper()
+	if err := e.Decode(p); err != nil {
+		t.Fatalf("decode %s: %v", e.Type, err)
+	}
+}
+
+func TestCharge(t *testing.T) {
+	tests := []struct {
+		name        string
+		account     bool // whether the customer has an account
+		balance     int64
+		amount      int64
+		wantStatus  domain.Status
+		wantBalance int64
+		wantDetail  string // of a decline
+	}{
+		{"EnoughBalanceDebits", true, 10000, 2500, domain.StatusCompleted, 7500, ""},
+		{"ExactBalanceDebits", true, 2500, 2500, domain.StatusCompleted, 0, ""},
+		{"LowBalanceDeclines", true, 2499, 2500, domain.StatusDeclined, 2499, domain.DeclineInsufficientFunds},
+		{"UnknownCustomerDeclines", false, 0, 2500, domain.StatusDeclined, 0, domain.DeclineUnknownCustomer},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			cust := "c-" + uuid.NewString()[:13]
+			if tt.account {
+				cust = f.customer(tt.balance)
+			}
+			id := f.order()
+			e := f.created(id, cust, tt.amount)
+
+			f.mustDeliver(e)
+
+			if tt.account {
+				f.mustBalance(cust, tt.wantBalance)
+			} else if _, err := f.st.Account(context.Background(), cust); !errors.Is(err, store.ErrNotFound) {
+				t.Fatalf("unknown customer's account: err = %v, want ErrNotFound (a decline opens no account)", err)
+			}
+			p, detail := f.payment(id)
+			want := domain.Payment{OrderID: id, CustomerID: cust, Amount: tt.amount, Currency: "JPY", Status: tt.wantStatus}
+			if p != want || detail != tt.wantDetail {
+				t.Fatalf("payment = %+v detail %q, want %+v detail %q", p, detail, want, tt.wantDetail)
+			}
+			if n := f.processed(e.ID); n != 1 {
+				t.Fatalf("processed_events rows for the OrderCreated = %d, want 1", n)
+			}
+
+			out := f.emitted(f.db, id)
+			if tt.wantStatus == domain.StatusCompleted {
+				if len(out) != 1 || out[0].Type != events.TypePaymentCompleted {
+					t.Fatalf("emitted %v, want one PaymentCompleted", types(out))
+				}
+				var got events.PaymentCompleted
+				decode(t, out[0], &got)
+				want := events.PaymentCompleted{CustomerID: cust, Amount: tt.amount, Currency: "JPY", Items: items(tt.amount), ShippingAddress: f.address}
+				if !reflect.DeepEqual(got, want) {
+					t.Fatalf("PaymentCompleted = %+v, want %+v (the order's items and address)", got, want)
+				}
+				return
+			}
+			if len(out) != 1 || out[0].Type != events.TypePaymentDeclined {
+				t.Fatalf("emitted %v, want one PaymentDeclined", types(out))
+			}
+			var got events.PaymentDeclined
+			decode(t, out[0], &got)
+			if want := (events.PaymentDeclined{CustomerID: cust, Amount: tt.amount, Detail: tt.wantDetail}); got != want {
+				t.Fatalf("PaymentDeclined = %+v, want %+v", got, want)
+			}
+		})
+	}
+}
+
+// TestChargeAndEventShareTheTransaction runs the route in a transaction the
+// test owns: the outbox row is there inside it, and rolling back takes the
+// debit and the event away together.
+func TestChargeAndEventShareTheTransaction(t *testing.T) {
+	f := newFixture(t)
+	cust := f.customer(5000)
+	id := f.order()
+	e := f.created(id, cust, 2000)
+	route := saga.Routes(time.Now)[events.TypeOrderCreated]
+	ctx := context.Background()
+
+	tx, err := f.db.BeginTxx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := route(ctx, tx, e); err != nil {
+		tx.Rollback()
+		t.Fatal(err)
+	}
+	if n := len(f.emitted(tx, id)); n != 1 {
+		tx.Rollback()
+		t.Fatalf("inside the tx: %d outbox rows, want 1", n)
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	f.mustBalance(cust, 5000)
+	f.noPayment(id)
+	if n := len(f.emitted(f.db, id)); n != 0 {
+		t.Fatalf("after rollback: %d outbox rows, want 0", n)
+	}
+}
+
+// TestRedeliveredEventAppliesOnce delivers one event many times, one after
+// another and all at once: processed_events lets exactly one delivery
+// through, for a charge and for a refund alike.
+func TestRedeliveredEventAppliesOnce(t *testing.T) {
+	const copies = 8
+	tests := []struct {
+		name       string
+		concurrent bool
+		refund     bool // redeliver the refund of a charged order, not the charge
+	}{
+		{"ChargeSequential", false, false},
+		{"ChargeConcurrent", true, false},
+		{"RefundSequential", false, true},
+		{"RefundConcurrent", true, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			cust := f.customer(10000)
+			id := f.order()
+			e := f.created(id, cust, 3000)
+			wantBalance, wantTypes := int64(7000), []string{events.TypePaymentCompleted}
+			if tt.refund {
+				f.mustDeliver(e)
+				e = f.rejected(id)
+				wantBalance, wantTypes = 10000, []string{events.TypePaymentCompleted, events.TypePaymentRefunded}
+			}
+
+			envs := make([]events.Envelope, copies)
+			for i := range envs {
+				envs[i] = e
+			}
+			if tt.concurrent {
+				f.deliverAll(envs...)
+			} else {
+				for _, e := range envs {
+					f.mustDeliver(e)
+				}
+			}
+
+			f.mustBalance(cust, wantBalance)
+			if got := types(f.emitted(f.db, id)); !reflect.DeepEqual(got, wantTypes) {
+				t.Fatalf("emitted %v, want %v", got, wantTypes)
+			}
+			if n := f.processed(e.ID); n != 1 {
+				t.Fatalf("processed_events rows = %d, want 1", n)
+			}
+			var payments int
+			if err := f.db.Get(&payments, `SELECT count(*) FROM payments WHERE order_id = $1`, id); err != nil {
+				t.Fatal(err)
+			}
+			if payments != 1 {
+				t.Fatalf("%d payment rows, want 1", payments)
+			}
+		})
+	}
+}
+
+func TestRefundCreditsTheCharge(t *testing.T) {
+	tests := []struct {
+		name       string
+		compensate func(f *fixture, orderID string) events.Envelope
+		other      func(f *fixture, orderID string) events.Envelope
+		wantReason string
+	}{
+		{"InventoryRejected", (*fixture).rejected, (*fixture).released, events.ReasonOutOfStock},
+		{"InventoryReleased", (*fixture).released, (*fixture).rejected, events.ReasonShippingUnavailable},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			cust := f.customer(10000)
+			id := f.order()
+			f.mustDeliver(f.created(id, cust, 2500))
+			f.mustBalance(cust, 7500)
+
+			f.mustDeliver(tt.compensate(f, id))
+
+			f.mustBalance(cust, 10000)
+			p, detail := f.payment(id)
+			want := domain.Payment{OrderID: id, CustomerID: cust, Amount: 2500, Currency: "JPY", Status: domain.StatusRefunded}
+			if p != want || detail != tt.wantReason {
+				t.Fatalf("payment = %+v detail %q, want %+v detail %q", p, detail, want, tt.wantReason)
+			}
+			out := f.emitted(f.db, id)
+			if got := types(out); !reflect.DeepEqual(got, []string{events.TypePaymentCompleted, events.TypePaymentRefunded}) {
+				t.Fatalf("emitted %v, want PaymentCompleted then PaymentRefunded", got)
+			}
+			var refunded events.PaymentRefunded
+			decode(t, out[1], &refunded)
+			if w := (events.PaymentRefunded{CustomerID: cust, Amount: 2500, Reason: tt.wantReason}); refunded != w {
+				t.Fatalf("PaymentRefunded = %+v, want %+v", refunded, w)
+			}
+
+			t.Run("SecondRefundIsNoop", func(t *testing.T) {
+				// Another event id passes de-duplication; the REFUNDED
+				// record makes the domain skip.
+				for _, e := range []events.Envelope{tt.compensate(f, id), tt.other(f, id)} {
+					f.mustDeliver(e)
+					if n := f.processed(e.ID); n != 1 {
+						t.Fatalf("processed_events rows for the second refund = %d, want 1", n)
+					}
+				}
+				f.mustBalance(cust, 10000)
+				if n := len(f.emitted(f.db, id)); n != 2 {
+					t.Fatalf("%d events after a second refund, want still 2", n)
+				}
+				if p, _ := f.payment(id); p.Status != domain.StatusRefunded || p.Amount != 2500 {
+					t.Fatalf("payment = %+v, want REFUNDED 2500", p)
+				}
+			})
+		})
+	}
+}
+
+func TestRefundOfDeclinedPaymentIsNoop(t *testing.T) {
+	f := newFixture(t)
+	cust := f.customer(100)
+	id := f.order()
+	f.mustDeliver(f.created(id, cust, 2500))
+	f.mustDeliver(f.rejected(id))
+
+	f.mustBalance(cust, 100)
+	if p, _ := f.payment(id); p.Status != domain.StatusDeclined {
+		t.Fatalf("status = %s, want DECLINED", p.Status)
+	}
+	if got := types(f.emitted(f.db, id)); !reflect.DeepEqual(got, []string{events.TypePaymentDeclined}) {
+		t.Fatalf("emitted %v, want only the PaymentDeclined", got)
+	}
+}
+
+// TestRefundBeforeChargeLeavesTombstone delivers the compensation before the
+// OrderCreated it compensates, as a redelivery after a rebalance can: the
+// saga still ends, and the late charge takes no money.
+func TestRefundBeforeChargeLeavesTombstone(t *testing.T) {
+	tests := []struct {
+		name       string
+		compensate func(f *fixture, orderID string) events.Envelope
+		wantReason string
+	}{
+		{"InventoryRejected", (*fixture).rejected, events.ReasonOutOfStock},
+		{"InventoryReleased", (*fixture).released, events.ReasonShippingUnavailable},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			cust := f.customer(10000)
+			id := f.order()
+
+			f.mustDeliver(tt.compensate(f, id))
+
+			p, detail := f.payment(id)
+			if want := (domain.Payment{OrderID: id, Status: domain.StatusRefunded}); p != want || detail == "" {
+				t.Fatalf("payment = %+v detail %q, want a REFUNDED tombstone of amount 0 that says why", p, detail)
+			}
+			out := f.emitted(f.db, id)
+			if len(out) != 1 || out[0].Type != events.TypePaymentRefunded {
+				t.Fatalf("emitted %v, want one PaymentRefunded", types(out))
+			}
+			var refunded events.PaymentRefunded
+			decode(t, out[0], &refunded)
+			if want := (events.PaymentRefunded{Amount: 0, Reason: tt.wantReason}); refunded != want {
+				t.Fatalf("PaymentRefunded = %+v, want %+v", refunded, want)
+			}
+
+			t.Run("LateChargeIsNoop", func(t *testing.T) {
+				late := f.created(id, cust, 2500)
+				f.mustDeliver(late)
+				f.mustBalance(cust, 10000)
+				if n := len(f.emitted(f.db, id)); n != 1 {
+					t.Fatalf("%d events after the late charge, want still 1", n)
+				}
+				if p, _ := f.payment(id); p.Status != domain.StatusRefunded || p.Amount != 0 {
+					t.Fatalf("payment = %+v, want the REFUNDED tombstone", p)
+				}
+				if n := f.processed(late.ID); n != 1 {
+					t.Fatalf("processed_events rows for the late charge = %d, want 1", n)
+				}
+			})
+		})
+	}
+}
+
+// TestConcurrentOrdersNeverOverdraw charges one customer for several orders
+// at once whose sum exceeds the balance: the account's row lock serialises
+// the charges, so exactly as many succeed as the balance covers.
+func TestConcurrentOrdersNeverOverdraw(t *testing.T) {
+	tests := []struct {
+		name          string
+		balance       int64
+		orders        int
+		amount        int64
+		wantCompleted int
+	}{
+		{"TwoOrdersOneFits", 5000, 2, 3000, 1},
+		{"TenOrdersThreeFit", 3500, 10, 1000, 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			cust := f.customer(tt.balance)
+			ids := make([]string, tt.orders)
+			envs := make([]events.Envelope, tt.orders)
+			for i := range ids {
+				ids[i] = f.order()
+				envs[i] = f.created(ids[i], cust, tt.amount)
+			}
+
+			f.deliverAll(envs...)
+
+			f.mustBalance(cust, tt.balance-int64(tt.wantCompleted)*tt.amount)
+			count := map[domain.Status]int{}
+			for _, id := range ids {
+				p, detail := f.payment(id)
+				count[p.Status]++
+				wantType := events.TypePaymentCompleted
+				if p.Status == domain.StatusDeclined {
+					wantType = events.TypePaymentDeclined
+					if detail != domain.DeclineInsufficientFunds {
+						t.Errorf("order %s declined with %q, want %q", id, detail, domain.DeclineInsufficientFunds)
+					}
+				}
+				if got := types(f.emitted(f.db, id)); !reflect.DeepEqual(got, []string{wantType}) {
+					t.Errorf("order %s (%s) emitted %v, want [%s]", id, p.Status, got, wantType)
+				}
+			}
+			if count[domain.StatusCompleted] != tt.wantCompleted || count[domain.StatusDeclined] != tt.orders-tt.wantCompleted {
+				t.Fatalf("outcomes %v, want %d COMPLETED and %d DECLINED", count, tt.wantCompleted, tt.orders-tt.wantCompleted)
+			}
+		})
+	}
+}
+
+// TestOtherServicesEventsAreAcknowledged: payment has no route for the
+// events it does not react to, so they are acknowledged without effect.
+func TestOtherServicesEventsAreAcknowledged(t *testing.T) {
+	f := newFixture(t)
+	id := f.order()
+	e := f.envelope(id, events.InventoryReserved{Items: items(1000), ShippingAddress: f.address})
+	if err := f.deliver(e); err != nil {
+		t.Fatalf("deliver InventoryReserved = %v, want nil", err)
+	}
+	f.noPayment(id)
+	if n := len(f.emitted(f.db, id)); n != 0 {
+		t.Fatalf("%d events, want 0", n)
+	}
+	if n := f.processed(e.ID); n != 0 {
+		t.Fatalf("processed_events rows = %d, want 0", n)
+	}
+}
+
+func TestInvalidPayloadIsPermanent(t *testing.T) {
+	f := newFixture(t)
+	cust := f.customer(10000)
+	tests := []struct {
+		name    string
+		typ     string
+		payload string
+	}{
+		{"OrderCreatedWithoutItems", events.TypeOrderCreated, `{"customer_id":"` + cust + `","items":[],"total_amount":1,"currency":"JPY","shipping_address":{"country":"JP"}}`},
+		{"OrderCreatedWithNegativeTotal", events.TypeOrderCreated, `{"customer_id":"` + cust + `","items":[{"sku":"a","quantity":1,"unit_price":1}],"total_amount":-1,"currency":"JPY","shipping_address":{"country":"JP"}}`},
+		{"OrderCreatedWithUnknownField", events.TypeOrderCreated, `{"customer_id":"` + cust + `","items":[{"sku":"a","quantity":1,"unit_price":1}],"total_amount":1,"currency":"JPY","shipping_address":{"country":"JP"},"coupon":"x"}`},
+		{"InventoryRejectedWithOtherReason", events.TypeInventoryRejected, `{"reason":"bored","shortages":[]}`},
+		{"InventoryReleasedWithoutReason", events.TypeInventoryReleased, `{"items":[]}`},
+		{"PayloadNotJSON", events.TypeOrderCreated, `"not an object"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			id := f.order()
+			e := events.Envelope{
+				ID: uuid.NewString(), Type: tt.typ, OrderID: id, Source: "test",
+				OccurredAt: time.Now(), Payload: json.RawMessage(tt.payload),
+			}
+			if err := f.deliver(e); !consumer.IsPermanent(err) {
+				t.Fatalf("deliver = %v, want a permanent error", err)
+			}
+			f.noPayment(id)
+			if n := len(f.emitted(f.db, id)); n != 0 {
+				t.Fatalf("%d events, want 0", n)
+			}
+			if n := f.processed(e.ID); n != 0 {
+				t.Fatalf("processed_events rows = %d, want 0: a dead-lettered event was never applied", n)
+			}
+		})
+	}
+	f.mustBalance(cust, 10000)
+
+	t.Run("UndecodableMessage", func(t *testing.T) {
+		err := f.handler.Handle(context.Background(), &sarama.ConsumerMessage{Topic: events.TopicOrder, Value: []byte(`{not json`)})
+		if !consumer.IsPermanent(err) {
+			t.Fatalf("Handle = %v, want a permanent error", err)
+		}
+	})
+}
