@@ -1,8 +1,8 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
-	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -98,21 +98,23 @@ func TestServicesSurviveCrashes(t *testing.T) {
 
 // TestBrokerRestart stops Kafka, takes orders while it is down — the outbox
 // holds their events — and starts it again: every order completes, once.
-// It drives scripts/infra.sh, so it needs the broker that script started.
+// With the real broker it is stopped and started by scripts/infra.sh; with
+// the embedded broker every request to it fails while it is "down".
 func TestBrokerRestart(t *testing.T) {
-	infra := func(cmd string) {
-		t.Helper()
-		out, err := exec.Command("bash", "../scripts/infra.sh", cmd).CombinedOutput()
-		if err != nil {
-			t.Fatalf("scripts/infra.sh %s: %v\n%s", cmd, err, out)
-		}
+	if running.StopKafka == nil || running.StartKafka == nil {
+		t.Fatalf("the %s infrastructure cannot stop and start its broker", running.Mode)
 	}
+	ctx := context.Background()
 	f := newFixture(t, 100000, 10)
-	infra("kafka-stop")
+	if err := running.StopKafka(ctx); err != nil {
+		t.Fatal(err)
+	}
 	stopped := true
 	defer func() {
 		if stopped {
-			infra("kafka-start")
+			if err := running.StartKafka(ctx); err != nil {
+				t.Error(err)
+			}
 		}
 	}()
 
@@ -127,7 +129,9 @@ func TestBrokerRestart(t *testing.T) {
 		get(t, "order", "/orders/"+id, &o)
 		assertEqual(t, "status while Kafka is down", o.Status, "PENDING")
 	}
-	infra("kafka-start")
+	if err := running.StartKafka(ctx); err != nil {
+		t.Fatal(err)
+	}
 	stopped = false
 
 	for _, id := range ids {

@@ -1,16 +1,18 @@
-// Package e2e runs the four services as separate processes against the real
-// Kafka and PostgreSQL started by scripts/infra.sh, drives them over HTTP and
-// Kafka, injects faults (redelivery, concurrent delivery, poison messages,
-// crashes, broker restarts) and asserts the end state in every service's
-// database-backed API.
+// Package e2e runs the four services as separate processes against a Kafka
+// and a PostgreSQL, drives them over HTTP and Kafka, injects faults
+// (redelivery, concurrent delivery, poison messages, crashes, broker
+// restarts) and asserts the end state in every service.
 //
-// It never skips: without the infrastructure it fails and says how to start
-// it.
+// The infrastructure comes from infra.Discover: the real Kafka and
+// PostgreSQL scripts/infra.sh starts (through the environment, and the only
+// source accepted under CI=true), else testcontainers, else the embedded
+// broker and a throwaway PostgreSQL. It logs which one it used.
 package e2e
 
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -22,9 +24,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
-)
 
-const howToStart = `start the infrastructure first: eval "$(scripts/infra.sh up)"`
+	"github.com/choreo-saga/choreo/internal/infra"
+)
 
 // service is one running service process.
 type service struct {
@@ -43,6 +45,7 @@ var (
 	brokers  string
 	dbURLs   = map[string]string{}
 	workDir  string
+	running  *infra.Running
 	// ordersCreated counts the orders the suite sent through a saga.
 	ordersCreated atomic.Int64
 )
@@ -52,15 +55,23 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	required := []string{"KAFKA_BROKERS", "ORDER_DATABASE_URL", "PAYMENT_DATABASE_URL", "INVENTORY_DATABASE_URL", "SHIPPING_DATABASE_URL"}
-	for _, v := range required {
-		if os.Getenv(v) == "" {
-			fmt.Fprintf(os.Stderr, "e2e: %s is not set; %s\n", v, howToStart)
-			return 1
-		}
-	}
-	brokers = os.Getenv("KAFKA_BROKERS")
+	ctx := context.Background()
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	var err error
+	running, err = infra.Discover(ctx, log)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	fmt.Fprintf(os.Stderr, "e2e: using %s infrastructure\n", running.Mode)
+	defer func() {
+		stopCtx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		if err := running.Stop(stopCtx); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e: stop infrastructure:", err)
+		}
+	}()
+	brokers = strings.Join(running.Brokers, ",")
 	workDir, err = os.MkdirTemp("", "choreo-e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
@@ -70,7 +81,7 @@ func run(m *testing.M) int {
 
 	start := time.Now()
 	for _, name := range []string{"order", "payment", "inventory", "shipping"} {
-		dbURLs[name] = os.Getenv(strings.ToUpper(name) + "_DATABASE_URL")
+		dbURLs[name] = running.DatabaseURLs[name]
 		bin := filepath.Join(workDir, name)
 		build := exec.Command("go", "build", "-o", bin, "./services/"+name+"/cmd/"+name)
 		build.Dir = ".."
@@ -108,7 +119,7 @@ func run(m *testing.M) int {
 	}()
 	for _, s := range services {
 		if err := s.waitReady(90 * time.Second); err != nil {
-			fmt.Fprintf(os.Stderr, "e2e: %v; %s\n--- %s log tail ---\n%s\n", err, howToStart, s.name, s.logTail(40))
+			fmt.Fprintf(os.Stderr, "e2e: %v\n--- %s log tail ---\n%s\n", err, s.name, s.logTail(40))
 			return 1
 		}
 	}
@@ -142,7 +153,7 @@ func (s *service) start() error {
 		return err
 	}
 	cmd := exec.Command(s.bin)
-	cmd.Env = s.env
+	cmd.Env = s.env // the environment is overridden by the later entries
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		logf.Close()
@@ -228,5 +239,3 @@ func (s *service) restart(t *testing.T, sig syscall.Signal) {
 		t.Fatalf("%v\n%s", err, s.logTail(30))
 	}
 }
-
-var _ = context.Background
