@@ -1,0 +1,11 @@
+package infra
+
+import "syscall"
+
+// postgresProcAttr runs the server as owner (nil: as we are) in a process
+// group of its own, so the terminal's Ctrl-C reaches only us and we stop the
+// services before the database. If we die without stopping it, even by
+// SIGKILL, the kernel sends it SIGINT: PostgreSQL's fast shutdown.
+func postgresProcAttr(owner *syscall.Credential) *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Credential: owner, Setpgid: true, Pdeathsig: syscall.SIGINT}
+}

@@ -1,0 +1,4 @@
+package infra
+
+// RemoveStaleTempDirs exposes removeStaleTempDirs to the external tests.
+var RemoveStaleTempDirs = removeStaleTempDirs
