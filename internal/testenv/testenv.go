@@ -71,7 +71,8 @@ func DatabaseURL(t testing.TB) string { t.Helper(); return Infra(t).DatabaseURLs
 // Brokers returns the Kafka bootstrap addresses.
 func Brokers(t testing.TB) []string { t.Helper(); return Infra(t).Brokers }
 
-// Logger returns a logger that writes to the test log when -v is given.
+// Logger returns a logger that writes to stderr when -v is given and
+// discards otherwise.
 func Logger(t testing.TB) *slog.Logger {
 	if testing.Verbose() {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -79,7 +80,7 @@ func Logger(t testing.TB) *slog.Logger {
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
 
-// DB connects to TEST_DATABASE_URL inside a fresh PostgreSQL schema of its
+// DB connects to the test database inside a fresh PostgreSQL schema of its
 // own, applies the idem and outbox schemas and the given ones there, and
 // drops it when the test ends. Tests thus share one database server but never
 // see each other's rows — an outbox relay under test publishes only its own.
@@ -100,7 +101,7 @@ func DB(t testing.TB, schemas ...pg.Schema) *sqlx.DB {
 
 	u, err := url.Parse(base)
 	if err != nil {
-		t.Fatalf("TEST_DATABASE_URL: %v", err)
+		t.Fatalf("test database URL: %v", err)
 	}
 	q := u.Query()
 	q.Set("search_path", ns) // lib/pq passes it on as a run-time parameter

@@ -21,7 +21,7 @@ import (
 // Each test gets its own PostgreSQL schema (testenv.DB) and its own topic,
 // so a relay under test sees and publishes only the test's rows.
 
-func producer(t *testing.T) sarama.SyncProducer {
+func producer(t testing.TB) sarama.SyncProducer {
 	t.Helper()
 	p, err := broker.NewSyncProducer(testenv.Brokers(t), "outbox-test")
 	if err != nil {
@@ -31,7 +31,7 @@ func producer(t *testing.T) sarama.SyncProducer {
 	return p
 }
 
-func newRelay(t *testing.T, db *sqlx.DB, pub outbox.Publisher) *outbox.Relay {
+func newRelay(t testing.TB, db *sqlx.DB, pub outbox.Publisher) *outbox.Relay {
 	t.Helper()
 	r, err := outbox.NewRelay(outbox.RelayConfig{
 		DB: db, DatabaseURL: testenv.DatabaseURL(t), Publisher: pub, Logger: testenv.Logger(t),
