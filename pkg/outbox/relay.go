@@ -97,6 +97,9 @@ func NewRelay(cfg RelayConfig) (*Relay, error) {
 	return &Relay{cfg: cfg, log: cfg.Logger.With("component", "outbox-relay")}, nil
 }
 
+// heldBackRetry is how soon Run looks again at rows Flush had to hold back.
+const heldBackRetry = 10 * time.Millisecond
+
 // relayLockID is the advisory lock that elects the active relay of one
 // database. Any constant works; each service has its own database.
 const relayLockID = 0x6f7574626f78 // "outbox"
@@ -152,6 +155,15 @@ func (r *Relay) Run(ctx context.Context) error {
 		failures = 0
 		if n == r.cfg.BatchSize {
 			continue // more is waiting
+		}
+		// Rows held back behind a transaction still running elsewhere
+		// will be publishable in a moment; their NOTIFY has already been
+		// delivered, so check again soon rather than wait for the poll.
+		if held, err := r.unsent(ctx); err == nil && held > 0 {
+			if !sleep(ctx, heldBackRetry) {
+				return nil
+			}
+			continue
 		}
 		if time.Since(lastCleanup) > r.cfg.PollInterval*30 {
 			lastCleanup = time.Now()
@@ -277,6 +289,13 @@ func (rw row) message() (*sarama.ProducerMessage, error) {
 		m.Headers = append(m.Headers, sarama.RecordHeader{Key: []byte(k), Value: []byte(v)})
 	}
 	return m, nil
+}
+
+// unsent counts the rows not yet marked sent, visible or held back.
+func (r *Relay) unsent(ctx context.Context) (int, error) {
+	var n int
+	err := r.cfg.DB.GetContext(ctx, &n, `SELECT count(*) FROM (SELECT 1 FROM outbox WHERE sent_at IS NULL LIMIT 1000) AS u`)
+	return n, err
 }
 
 func (r *Relay) cleanup(ctx context.Context) error {
