@@ -322,3 +322,42 @@ func TestPartialFailureKeepsPerOrderOrder(t *testing.T) {
 		t.Fatalf("unsent = %v, want order a's two events [%s %s] (b's was acknowledged)", unsentIDs, a1.ID, a2.ID)
 	}
 }
+
+// TestRunRetriesRowsHeldBack: a transaction that never touches the outbox
+// (another service's, or another relay's) holds a row back. When it ends
+// there is no NOTIFY, yet Run must publish the row promptly, not at its next
+// poll an hour later.
+func TestRunRetriesRowsHeldBack(t *testing.T) {
+	db := testenv.DB(t)
+	topic := testenv.Topic(t, "outbox-held")
+	ctx := context.Background()
+	r, err := outbox.NewRelay(outbox.RelayConfig{
+		DB: db, DatabaseURL: testenv.DatabaseURL(t), Publisher: producer(t),
+		Logger: testenv.Logger(t), PollInterval: time.Hour,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error)
+	go func() { done <- r.Run(runCtx) }()
+	defer func() { cancel(); <-done }()
+	time.Sleep(300 * time.Millisecond) // let LISTEN start
+
+	other := db.MustBeginTx(ctx, nil)
+	defer other.Rollback()
+	var xid string
+	if err := other.Get(&xid, `SELECT pg_current_xact_id()::text`); err != nil { // takes a txid
+		t.Fatal(err)
+	}
+	e := event(t, uuid.NewString())
+	add(t, db, topic, e)                   // notifies; held back behind other
+	time.Sleep(200 * time.Millisecond)     // the relay has looked and held it back
+	if err := other.Commit(); err != nil { // no NOTIFY
+		t.Fatal(err)
+	}
+	got := eventIDs(testenv.ReadAll(t, topic, 1, 15*time.Second))
+	if len(got) != 1 || got[0] != e.ID {
+		t.Fatalf("published %v, want %s soon after the holding transaction ended", got, e.ID)
+	}
+}
