@@ -76,15 +76,6 @@ const (
 	dockerPGPassword = "postgres"
 )
 
-// dockerDatabaseName is the PostgreSQL database behind a name in Databases,
-// the same names scripts/infra.sh creates.
-func dockerDatabaseName(name string) string {
-	if name == "test" {
-		return "choreo_test"
-	}
-	return name + "_db"
-}
-
 // Docker starts Kafka and PostgreSQL with testcontainers: one Kafka broker
 // (apache/kafka, KRaft) and one PostgreSQL server holding a database per
 // name in Databases. It returns an error wrapping ErrNoDocker, within about
@@ -143,7 +134,7 @@ func Docker(ctx context.Context, log *slog.Logger) (*Running, error) {
 			Scheme:   "postgres",
 			User:     url.UserPassword(dockerPGUser, dockerPGPassword),
 			Host:     pgAddr,
-			Path:     "/" + dockerDatabaseName(name),
+			Path:     "/" + DatabaseName(name),
 			RawQuery: "sslmode=disable",
 		}
 		urls[name] = u.String()
@@ -319,7 +310,7 @@ func dockerPostgres(ctx context.Context, tcLog testcontainers.LoggerOption) (*po
 	for _, name := range Databases {
 		// Names come from Databases, not from input; quoting keeps them
 		// valid identifiers all the same.
-		fmt.Fprintf(&script, "CREATE DATABASE %q;\n", dockerDatabaseName(name))
+		fmt.Fprintf(&script, "CREATE DATABASE %q;\n", DatabaseName(name))
 	}
 	pg, err := postgres.Run(ctx, DockerPostgresImage,
 		tcLog,

@@ -126,8 +126,8 @@ func TestDockerDatabaseNames(t *testing.T) {
 		"test":      "choreo_test",
 	}
 	for _, name := range Databases {
-		if got := dockerDatabaseName(name); got != want[name] {
-			t.Errorf("dockerDatabaseName(%q) = %q, want %q", name, got, want[name])
+		if got := DatabaseName(name); got != want[name] {
+			t.Errorf("DatabaseName(%q) = %q, want %q", name, got, want[name])
 		}
 	}
 }

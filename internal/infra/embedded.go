@@ -10,10 +10,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // EmbeddedOptions configures Embedded.
@@ -48,7 +50,9 @@ const EmbeddedPGEnv = "CHOREO_EMBEDDED_PG"
 // Ctrl-C in the terminal reaches only this process, which stops the services
 // before the database; should this process die without calling Stop, Linux
 // still delivers the child a fast-shutdown signal. Stop stops both servers
-// and removes the temporary directory.
+// and removes the temporary directory. StopKafka and StartKafka simulate a
+// broker outage and its end; the broker keeps its topics, offsets and
+// groups meanwhile.
 func Embedded(ctx context.Context, opts EmbeddedOptions) (*Running, error) {
 	log := opts.Logger
 	if log == nil {
@@ -130,10 +134,50 @@ func Embedded(ctx context.Context, opts EmbeddedOptions) (*Running, error) {
 		log.Info("embedded infrastructure stopped", "err", err)
 		return err
 	}
+	outage := &kfakeOutage{c: kafka, log: log}
 	return &Running{
-		Endpoints: Endpoints{Mode: ModeEmbedded, Brokers: brokers, DatabaseURLs: urls},
-		Stop:      onlyOnce(stop),
+		Endpoints:  Endpoints{Mode: ModeEmbedded, Brokers: brokers, DatabaseURLs: urls},
+		Stop:       onlyOnce(stop),
+		StopKafka:  outage.begin,
+		StartKafka: outage.end,
 	}, nil
+}
+
+// kfakeOutage makes the in-process broker "down" without losing its state:
+// while down, it closes the connection of every request it receives, which
+// clients see as a broker that went away, and they retry. Connections are
+// still accepted, and requests already waiting (a long poll, a join) may
+// finish: the outage begins at each connection's next request.
+type kfakeOutage struct {
+	c    *kfake.Cluster
+	log  *slog.Logger
+	down atomic.Bool
+}
+
+// errBrokerDown closes a connection during an outage.
+var errBrokerDown = errors.New("embedded broker is down")
+
+func (o *kfakeOutage) begin(context.Context) error {
+	if o.down.Swap(true) {
+		return nil
+	}
+	o.log.Info("embedded broker down: every request now closes its connection")
+	o.c.Control(func(kmsg.Request) (kmsg.Response, error, bool) {
+		if !o.down.Load() {
+			o.c.DropControl() // the outage is over; stop intercepting
+			return nil, nil, false
+		}
+		o.c.KeepControl()
+		return nil, errBrokerDown, true
+	})
+	return nil
+}
+
+func (o *kfakeOutage) end(context.Context) error {
+	if o.down.Swap(false) {
+		o.log.Info("embedded broker up again")
+	}
+	return nil
 }
 
 // onlyOnce makes a Stop function safe to call twice, e.g. from a deferred
@@ -192,15 +236,6 @@ func (l kfakeLogger) Logf(level kfake.LogLevel, format string, args ...any) {
 	case kfake.LogLevelWarn:
 		l.log.Warn(fmt.Sprintf(format, args...))
 	}
-}
-
-// embeddedDatabaseName is the PostgreSQL database behind each name in
-// Databases; scripts/infra.sh creates the same ones.
-func embeddedDatabaseName(name string) string {
-	if name == "test" {
-		return "choreo_test"
-	}
-	return name + "_db"
 }
 
 // tempDirPrefix names the temporary directories of Embedded.

@@ -228,7 +228,7 @@ func (p *embeddedPostgres) createDatabases(ctx context.Context) (map[string]stri
 	defer db.Close()
 	urls := map[string]string{}
 	for _, name := range Databases {
-		dbname := embeddedDatabaseName(name)
+		dbname := DatabaseName(name)
 		var exists bool
 		err := db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, dbname).Scan(&exists)
 		if err != nil {

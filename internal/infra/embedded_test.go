@@ -144,6 +144,75 @@ func TestEmbeddedDataDir(t *testing.T) {
 	}
 }
 
+// TestEmbeddedBrokerOutage checks StopKafka and StartKafka: while the broker
+// is down nothing reaches it, and afterwards a consumer group that ran
+// throughout gets the rest, once, in order.
+func TestEmbeddedBrokerOutage(t *testing.T) {
+	r := startEmbedded(t, infra.EmbeddedOptions{})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	topic := "embedded.outage"
+	if err := broker.EnsureTopics(ctx, r.Brokers, "test", topic); err != nil {
+		t.Fatalf("EnsureTopics: %v", err)
+	}
+	received := make(chan string, 100)
+	g, err := consumer.New(consumer.Config{
+		Brokers: r.Brokers, GroupID: "outage-group", Topics: []string{topic}, Logger: logger(t),
+		Handler: consumer.HandlerFunc(func(_ context.Context, m *sarama.ConsumerMessage) error {
+			received <- string(m.Value)
+			return nil
+		}),
+		DeadLetter: func(context.Context, *sarama.ConsumerMessage, error) error { return nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	groupCtx, stopGroup := context.WithCancel(ctx)
+	groupDone := make(chan error, 1)
+	go func() { groupDone <- g.Run(groupCtx) }()
+	receive := func(n int) []string {
+		var got []string
+		for range n {
+			select {
+			case v := <-received:
+				got = append(got, v)
+			case <-time.After(time.Minute):
+				t.Fatalf("received %d of %d messages within a minute: %v", len(got), n, got)
+			}
+		}
+		return got
+	}
+
+	sent := produce(t, r.Brokers, topic, 0, 5)
+	checkSameOrder(t, receive(5), sent)
+
+	if err := r.StopKafka(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := broker.Ping(ctx, r.Brokers); err == nil {
+		t.Fatal("Ping succeeded while the broker is down")
+	}
+	time.Sleep(3 * time.Second) // the group's fetches and heartbeats fail meanwhile
+	if err := r.StartKafka(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := broker.Ping(ctx, r.Brokers); err != nil {
+		t.Fatalf("Ping after StartKafka: %v", err)
+	}
+	sent = produce(t, r.Brokers, topic, 5, 5)
+	checkSameOrder(t, receive(5), sent)
+
+	stopGroup()
+	if err := <-groupDone; err != nil {
+		t.Fatalf("group: %v", err)
+	}
+	select {
+	case v := <-received:
+		t.Errorf("message %s delivered twice", v)
+	default:
+	}
+}
+
 // TestEmbeddedParentKilled checks that PostgreSQL does not outlive a process
 // that dies without calling Stop, here by SIGKILL.
 func TestEmbeddedParentKilled(t *testing.T) {

@@ -28,6 +28,16 @@ import (
 // service, and one for package tests.
 var Databases = []string{"order", "payment", "inventory", "shipping", "test"}
 
+// DatabaseName is the PostgreSQL database behind a name in Databases —
+// "test" is choreo_test, the others <name>_db — the same databases
+// scripts/infra.sh creates.
+func DatabaseName(name string) string {
+	if name == "test" {
+		return "choreo_test"
+	}
+	return name + "_db"
+}
+
 // Mode names where the endpoints came from.
 type Mode string
 

@@ -1,0 +1,281 @@
+// Command local runs the whole of Choreo in one process, on a machine with
+// nothing but Go installed — no Docker, no Kafka, no PostgreSQL to set up:
+//
+//	go run ./deploy/local
+//
+// It starts an in-process Kafka-protocol broker (franz-go's kfake) on
+// 127.0.0.1:9092 and a throwaway PostgreSQL (the machine's own binaries if
+// installed, else downloaded once into the user's cache), then the four
+// services, in this process, on their usual ports: order :8080, payment
+// :8081, inventory :8082, shipping :8083. Once all four answer /readyz it
+// prints the curl commands of a walkthrough. Ctrl-C stops the services, then
+// the broker and the database; a second Ctrl-C exits at once (PostgreSQL
+// still shuts down: it is told to when its parent dies).
+//
+// Flags:
+//
+//	-kafka-addr 127.0.0.1:9092   where the broker listens; port 0 picks one
+//	-pg-port 0                   PostgreSQL's port on 127.0.0.1; 0 picks one
+//	-data-dir DIR                keep the data in DIR between runs (default: throwaway)
+//	-order-addr :8080            the services' HTTP addresses, likewise
+//	                             -payment-addr, -inventory-addr, -shipping-addr
+//	-shipping-countries JP,...   the countries shipping serves
+//	-log-level info              debug, info, warn or error
+//
+// kfake is a faithful Kafka double, not Kafka: for the real broker, use
+// scripts/infra.sh (make run).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"reflect"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"text/template"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/choreo-saga/choreo/internal/infra"
+	"github.com/choreo-saga/choreo/services/inventory"
+	"github.com/choreo-saga/choreo/services/order"
+	"github.com/choreo-saga/choreo/services/payment"
+	"github.com/choreo-saga/choreo/services/shipping"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go func() {
+		// After the first signal, restore the default so a second one
+		// exits at once instead of waiting for the graceful shutdown.
+		<-ctx.Done()
+		stop()
+	}()
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "local:", err)
+		os.Exit(1)
+	}
+}
+
+// run starts the infrastructure and the services, prints the walkthrough to
+// stdout once they are ready, and stops everything when ctx ends. Logs go to
+// stderr.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
+	flags := flag.NewFlagSet("local", flag.ContinueOnError)
+	flags.SetOutput(stderr)
+	var (
+		kafkaAddr     = flags.String("kafka-addr", "127.0.0.1:9092", "`host:port` of the embedded Kafka broker; port 0 picks a free one")
+		pgPort        = flags.Int("pg-port", 0, "PostgreSQL's `port` on 127.0.0.1; 0 picks a free one")
+		dataDir       = flags.String("data-dir", "", "keep Kafka's and PostgreSQL's data in `dir` between runs (default: a temporary directory)")
+		orderAddr     = flags.String("order-addr", serviceDefault[order.Config]("HTTPAddr"), "order service's HTTP `address`")
+		paymentAddr   = flags.String("payment-addr", serviceDefault[payment.Config]("HTTPAddr"), "payment service's HTTP `address`")
+		inventoryAddr = flags.String("inventory-addr", serviceDefault[inventory.Config]("HTTPAddr"), "inventory service's HTTP `address`")
+		shippingAddr  = flags.String("shipping-addr", serviceDefault[shipping.Config]("HTTPAddr"), "shipping service's HTTP `address`")
+		countries     = flags.String("shipping-countries", serviceDefault[shipping.Config]("ServedCountries"), "comma-separated `codes` of the countries shipping serves")
+		logLevel      = flags.String("log-level", "info", "log `level`: debug, info, warn or error")
+	)
+	if err := flags.Parse(args); err != nil {
+		return err
+	}
+	if flags.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", flags.Args())
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		return fmt.Errorf("-log-level: %w", err)
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	start := time.Now()
+
+	// The infrastructure.
+	inf, err := infra.Embedded(ctx, infra.EmbeddedOptions{
+		DataDir:   *dataDir,
+		KafkaAddr: *kafkaAddr,
+		PGPort:    *pgPort,
+		Logger:    log,
+	})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		// Last: the services are gone by now.
+		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		err = errors.Join(err, inf.Stop(stopCtx))
+	}()
+
+	// The services, each with its own database, all on the one broker.
+	// Each tags its log lines with service=<name>.
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		return serviceErr("order", order.Run(gctx, order.Config{
+			HTTPAddr: *orderAddr, DatabaseURL: inf.DatabaseURLs["order"], KafkaBrokers: inf.Brokers, Logger: log,
+		}))
+	})
+	g.Go(func() error {
+		return serviceErr("payment", payment.Run(gctx, payment.Config{
+			HTTPAddr: *paymentAddr, DatabaseURL: inf.DatabaseURLs["payment"], KafkaBrokers: inf.Brokers, Logger: log,
+		}))
+	})
+	g.Go(func() error {
+		return serviceErr("inventory", inventory.Run(gctx, inventory.Config{
+			HTTPAddr: *inventoryAddr, DatabaseURL: inf.DatabaseURLs["inventory"], KafkaBrokers: inf.Brokers, Logger: log,
+		}))
+	})
+	g.Go(func() error {
+		return serviceErr("shipping", shipping.Run(gctx, shipping.Config{
+			HTTPAddr: *shippingAddr, DatabaseURL: inf.DatabaseURLs["shipping"], KafkaBrokers: inf.Brokers,
+			ServedCountries: *countries, Logger: log,
+		}))
+	})
+
+	urls := walkthrough{
+		Order:     baseURL(*orderAddr),
+		Payment:   baseURL(*paymentAddr),
+		Inventory: baseURL(*inventoryAddr),
+		Shipping:  baseURL(*shippingAddr),
+		Kafka:     strings.Join(inf.Brokers, ","),
+		Postgres:  inf.DatabaseURLs["order"],
+	}
+	if err := waitReady(gctx, 2*time.Minute, urls.Order, urls.Payment, urls.Inventory, urls.Shipping); err != nil {
+		// A service that failed to start ended gctx; its error says why.
+		if werr := g.Wait(); werr != nil {
+			return werr
+		}
+		if ctx.Err() != nil {
+			return nil // interrupted while starting
+		}
+		return err
+	}
+	urls.Took = time.Since(start).Round(100 * time.Millisecond)
+	tw := tabwriter.NewWriter(stdout, 0, 8, 1, ' ', 0)
+	if err := walkthroughText.Execute(tw, urls); err != nil {
+		return err
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+
+	err = g.Wait()
+	log.Info("services stopped; stopping the infrastructure", "err", err)
+	return err
+}
+
+// serviceErr names the service in err, and drops the cancellation a
+// shutdown causes.
+func serviceErr(name string, err error) error {
+	if err == nil || errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return fmt.Errorf("%s: %w", name, err)
+}
+
+// serviceDefault returns the default a service's Config declares for field
+// in its struct tag, so the flags default to what cmd/<service> would use.
+func serviceDefault[C any](field string) string {
+	f, ok := reflect.TypeFor[C]().FieldByName(field)
+	if !ok {
+		panic(fmt.Sprintf("%s has no field %s", reflect.TypeFor[C](), field))
+	}
+	return f.Tag.Get("default")
+}
+
+// baseURL turns a listen address such as ":8080" into the URL a client on
+// this machine uses: http://localhost:8080.
+func baseURL(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "http://" + addr
+	}
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		host = "localhost"
+	}
+	return "http://" + net.JoinHostPort(host, port)
+}
+
+// waitReady polls each base URL's /readyz until it answers 200, ctx ends or
+// timeout passes.
+func waitReady(ctx context.Context, timeout time.Duration, bases ...string) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	client := &http.Client{Timeout: 3 * time.Second}
+	for _, base := range bases {
+		for {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/readyz", nil)
+			if err != nil {
+				return err
+			}
+			resp, err := client.Do(req)
+			if err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					break
+				}
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("%s/readyz did not answer 200: %w", base, ctx.Err())
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}
+	return nil
+}
+
+// walkthrough is what walkthroughText shows.
+type walkthrough struct {
+	Order, Payment, Inventory, Shipping string
+	Kafka, Postgres                     string
+	Took                                time.Duration
+}
+
+// walkthroughText is printed once the services are ready, through a
+// tabwriter: the tab before each "#" lines the comments up. The order id is
+// picked out of the response with sed, so the commands run as they are in
+// any POSIX shell.
+var walkthroughText = template.Must(template.New("walkthrough").Parse(`
+Choreo is running, ready in {{.Took}} (embedded Kafka and PostgreSQL)
+
+  order      {{.Order}}
+  payment    {{.Payment}}
+  inventory  {{.Inventory}}
+  shipping   {{.Shipping}}
+  kafka      {{.Kafka}}
+  postgres   {{.Postgres}}  (and payment_db, inventory_db, shipping_db)
+
+Happy path: the customer pays, the stock is reserved, the shipment scheduled.
+
+  curl -s -X PUT {{.Payment}}/accounts/c-1 -H 'Content-Type: application/json' -d '{"balance":10000}'
+  curl -s -X PUT {{.Inventory}}/stock/SKU-1 -H 'Content-Type: application/json' -d '{"available":10}'
+  ID=$(curl -s -X POST {{.Order}}/orders -H 'Content-Type: application/json' \
+    -d '{"customer_id":"c-1","items":[{"sku":"SKU-1","quantity":2,"unit_price":2500}],"currency":"JPY","shipping_address":{"country":"JP","postal_code":"100-0001","line1":"1-1 Chiyoda"}}' \
+    | sed -n 's/.*"id":"\([^"]*\)".*/\1/p'); echo "$ID"
+  curl -s {{.Order}}/orders/$ID	# "status":"COMPLETED"
+  curl -s {{.Payment}}/accounts/c-1	# "balance":5000
+  curl -s {{.Inventory}}/stock/SKU-1	# "available":8, "reserved":2
+
+Compensated: shipping does not serve Brazil, so inventory releases the items
+and payment refunds the charge.
+
+  ID=$(curl -s -X POST {{.Order}}/orders -H 'Content-Type: application/json' \
+    -d '{"customer_id":"c-1","items":[{"sku":"SKU-1","quantity":2,"unit_price":2500}],"currency":"JPY","shipping_address":{"country":"BR","postal_code":"01000-000","line1":"Av. Paulista 1"}}' \
+    | sed -n 's/.*"id":"\([^"]*\)".*/\1/p'); echo "$ID"
+  curl -s {{.Order}}/orders/$ID	# "status":"CANCELLED", "cancel_reason":"shipping_unavailable"
+  curl -s {{.Shipping}}/shipments/$ID	# "status":"FAILED"
+  curl -s {{.Inventory}}/reservations/$ID	# "status":"RELEASED"
+  curl -s {{.Payment}}/payments/$ID	# "status":"REFUNDED"
+  curl -s {{.Payment}}/accounts/c-1	# "balance":5000 again
+
+Ctrl-C stops everything.
+`))
