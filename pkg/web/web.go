@@ -19,6 +19,8 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/go-chi/chi/v5"
 )
 
 // MaxBodyBytes bounds a request body; larger bodies get 413.
@@ -221,4 +223,27 @@ func MethodNotAllowed(log *slog.Logger) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		Respond(w, r, log, Errorf(http.StatusMethodNotAllowed, "method %s not allowed on %s", r.Method, r.URL.Path))
 	}
+}
+
+// MaxIDLen bounds an id taken from a URL path.
+const MaxIDLen = 64
+
+// PathID returns the path parameter name, which must be a non-empty id of at
+// most MaxIDLen bytes, or a 400 *Error.
+func PathID(r *http.Request, name string) (string, error) {
+	id := chi.URLParam(r, name)
+	if id == "" || len(id) > MaxIDLen {
+		return "", Errorf(http.StatusBadRequest, "%s must be 1 to %d characters", name, MaxIDLen)
+	}
+	return id, nil
+}
+
+// OpenAPI serves doc, the service's OpenAPI document built into its binary,
+// so a client reads the contract of the very version it talks to.
+func OpenAPI(doc []byte) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/yaml")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		_, _ = w.Write(doc)
+	})
 }

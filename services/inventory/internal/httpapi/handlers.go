@@ -5,13 +5,9 @@ import (
 	"log/slog"
 	"net/http"
 
-	"github.com/go-chi/chi/v5"
-
 	"github.com/choreo-saga/choreo/pkg/web"
 	"github.com/choreo-saga/choreo/services/inventory/internal/store"
 )
-
-const maxIDLen = 64
 
 type stockRequest struct {
 	// A pointer, so a missing field is an error rather than a silent zero
@@ -31,7 +27,7 @@ func (s stockRequest) Validate() error {
 
 func putStock(log *slog.Logger, st *store.Store) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		sku, err := pathID(r, "sku")
+		sku, err := web.PathID(r, "sku")
 		if err != nil {
 			web.Respond(w, r, log, err)
 			return
@@ -52,7 +48,7 @@ func putStock(log *slog.Logger, st *store.Store) http.Handler {
 
 func getStock(log *slog.Logger, st *store.Store) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		sku, err := pathID(r, "sku")
+		sku, err := web.PathID(r, "sku")
 		if err != nil {
 			web.Respond(w, r, log, err)
 			return
@@ -68,7 +64,7 @@ func getStock(log *slog.Logger, st *store.Store) http.Handler {
 
 func getReservation(log *slog.Logger, st *store.Store) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id, err := pathID(r, "order_id")
+		id, err := web.PathID(r, "order_id")
 		if err != nil {
 			web.Respond(w, r, log, err)
 			return
@@ -80,25 +76,6 @@ func getReservation(log *slog.Logger, st *store.Store) http.Handler {
 		}
 		web.Encode(w, http.StatusOK, res)
 	})
-}
-
-// openAPI serves doc, the OpenAPI document built into the binary, so a
-// client reads the contract of the very version it talks to.
-func openAPI(doc []byte) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/yaml")
-		w.Header().Set("X-Content-Type-Options", "nosniff")
-		_, _ = w.Write(doc)
-	})
-}
-
-// pathID reads a path parameter that must be a short, non-empty id.
-func pathID(r *http.Request, name string) (string, error) {
-	id := chi.URLParam(r, name)
-	if id == "" || len(id) > maxIDLen {
-		return "", web.Errorf(http.StatusBadRequest, "%s must be 1 to %d characters", name, maxIDLen)
-	}
-	return id, nil
 }
 
 // problem maps store errors to HTTP errors; the one place that does.

@@ -22,6 +22,6 @@ func Routes(log *slog.Logger, st *store.Store, checks map[string]web.Check) http
 	r.Method(http.MethodPut, "/stock/{sku}", putStock(log, st))
 	r.Method(http.MethodGet, "/stock/{sku}", getStock(log, st))
 	r.Method(http.MethodGet, "/reservations/{order_id}", getReservation(log, st))
-	r.Method(http.MethodGet, "/openapi.yaml", openAPI(spec))
+	r.Method(http.MethodGet, "/openapi.yaml", web.OpenAPI(spec))
 	return r
 }

@@ -83,16 +83,6 @@ func getOrder(log *slog.Logger, st *store.Store) http.Handler {
 	})
 }
 
-// openAPI serves doc, the OpenAPI document built into the binary, so a
-// client reads the contract of the very version it talks to.
-func openAPI(doc []byte) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/yaml")
-		w.Header().Set("X-Content-Type-Options", "nosniff")
-		_, _ = w.Write(doc)
-	})
-}
-
 // idempotencyKey returns the request's Idempotency-Key, "" if it sent none.
 // A header that is present must be valid: silently ignoring a bad key would
 // drop the protection the client asked for.

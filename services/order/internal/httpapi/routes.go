@@ -23,6 +23,6 @@ func Routes(log *slog.Logger, st *store.Store, now func() time.Time, checks map[
 	r := web.NewRouter(log, checks)
 	r.Method(http.MethodPost, "/orders", createOrder(log, st, now))
 	r.Method(http.MethodGet, "/orders/{id}", getOrder(log, st))
-	r.Method(http.MethodGet, "/openapi.yaml", openAPI(spec))
+	r.Method(http.MethodGet, "/openapi.yaml", web.OpenAPI(spec))
 	return r
 }

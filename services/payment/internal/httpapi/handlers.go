@@ -5,13 +5,9 @@ import (
 	"log/slog"
 	"net/http"
 
-	"github.com/go-chi/chi/v5"
-
 	"github.com/choreo-saga/choreo/pkg/web"
 	"github.com/choreo-saga/choreo/services/payment/internal/store"
 )
-
-const maxIDLen = 64
 
 type accountRequest struct {
 	Balance *int64 `json:"balance"`
@@ -29,7 +25,7 @@ func (a accountRequest) Validate() error {
 
 func putAccount(log *slog.Logger, st *store.Store) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id, err := pathID(r, "customer_id")
+		id, err := web.PathID(r, "customer_id")
 		if err != nil {
 			web.Respond(w, r, log, err)
 			return
@@ -50,7 +46,7 @@ func putAccount(log *slog.Logger, st *store.Store) http.Handler {
 
 func getAccount(log *slog.Logger, st *store.Store) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id, err := pathID(r, "customer_id")
+		id, err := web.PathID(r, "customer_id")
 		if err != nil {
 			web.Respond(w, r, log, err)
 			return
@@ -66,7 +62,7 @@ func getAccount(log *slog.Logger, st *store.Store) http.Handler {
 
 func getPayment(log *slog.Logger, st *store.Store) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id, err := pathID(r, "order_id")
+		id, err := web.PathID(r, "order_id")
 		if err != nil {
 			web.Respond(w, r, log, err)
 			return
@@ -78,25 +74,6 @@ func getPayment(log *slog.Logger, st *store.Store) http.Handler {
 		}
 		web.Encode(w, http.StatusOK, p)
 	})
-}
-
-// openAPI serves doc, the OpenAPI document built into the binary, so a
-// client reads the contract of the very version it talks to.
-func openAPI(doc []byte) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/yaml")
-		w.Header().Set("X-Content-Type-Options", "nosniff")
-		_, _ = w.Write(doc)
-	})
-}
-
-// pathID reads a path parameter that must be a short, non-empty id.
-func pathID(r *http.Request, name string) (string, error) {
-	id := chi.URLParam(r, name)
-	if id == "" || len(id) > maxIDLen {
-		return "", web.Errorf(http.StatusBadRequest, "%s must be 1 to %d characters", name, maxIDLen)
-	}
-	return id, nil
 }
 
 // problem maps store errors to HTTP errors; the one place that does.

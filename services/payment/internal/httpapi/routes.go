@@ -22,6 +22,6 @@ func Routes(log *slog.Logger, st *store.Store, checks map[string]web.Check) http
 	r.Method(http.MethodPut, "/accounts/{customer_id}", putAccount(log, st))
 	r.Method(http.MethodGet, "/accounts/{customer_id}", getAccount(log, st))
 	r.Method(http.MethodGet, "/payments/{order_id}", getPayment(log, st))
-	r.Method(http.MethodGet, "/openapi.yaml", openAPI(spec))
+	r.Method(http.MethodGet, "/openapi.yaml", web.OpenAPI(spec))
 	return r
 }

@@ -20,6 +20,6 @@ var spec []byte
 func Routes(log *slog.Logger, st *store.Store, checks map[string]web.Check) http.Handler {
 	r := web.NewRouter(log, checks)
 	r.Method(http.MethodGet, "/shipments/{order_id}", getShipment(log, st))
-	r.Method(http.MethodGet, "/openapi.yaml", openAPI(spec))
+	r.Method(http.MethodGet, "/openapi.yaml", web.OpenAPI(spec))
 	return r
 }
