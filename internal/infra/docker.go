@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/moby/moby/client"
 	"github.com/testcontainers/testcontainers-go"
 	"github.com/testcontainers/testcontainers-go/modules/postgres"
 	"github.com/testcontainers/testcontainers-go/wait"
@@ -143,7 +144,29 @@ func Docker(ctx context.Context, log *slog.Logger) (*Running, error) {
 	return &Running{
 		Endpoints: Endpoints{Mode: ModeDocker, Brokers: brokers, DatabaseURLs: urls},
 		Stop:      stopBoth,
+		// Pausing freezes the broker with its data and mapped port intact;
+		// a stop and start would give it a new host port.
+		StopKafka:  func(ctx context.Context) error { return pauseContainer(ctx, kafka.GetContainerID(), true) },
+		StartKafka: func(ctx context.Context) error { return pauseContainer(ctx, kafka.GetContainerID(), false) },
 	}, nil
+}
+
+// pauseContainer pauses (or unpauses) a container through the Docker API.
+func pauseContainer(ctx context.Context, id string, pause bool) error {
+	cli, err := testcontainers.NewDockerClientWithOpts(ctx)
+	if err != nil {
+		return fmt.Errorf("infra: docker client: %w", err)
+	}
+	defer cli.Close()
+	if pause {
+		_, err = cli.ContainerPause(ctx, id, client.ContainerPauseOptions{})
+	} else {
+		_, err = cli.ContainerUnpause(ctx, id, client.ContainerUnpauseOptions{})
+	}
+	if err != nil {
+		return fmt.Errorf("infra: pause=%v container %s: %w", pause, id, err)
+	}
+	return nil
 }
 
 // dockerAnswers reports why no Docker engine is usable, or nil when one
