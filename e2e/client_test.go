@@ -259,3 +259,34 @@ func problemJSON(h http.Header) bool {
 }
 
 var _ = fmt.Sprintf
+
+// metric returns the value of the Prometheus sample name{labels…} that svc
+// serves on /metrics, or 0 if it has none yet.
+func metric(t *testing.T, svc, name string, labels map[string]string) float64 {
+	t.Helper()
+	status, _, body := do(t, http.MethodGet, services[svc].baseURL+"/metrics", "", nil, nil)
+	if status != http.StatusOK {
+		t.Fatalf("GET %s /metrics = %d", svc, status)
+	}
+	for _, line := range strings.Split(string(body), "\n") {
+		if !strings.HasPrefix(line, name+"{") {
+			continue
+		}
+		match := true
+		for k, v := range labels {
+			if !strings.Contains(line, k+`="`+v+`"`) {
+				match = false
+				break
+			}
+		}
+		if !match {
+			continue
+		}
+		var v float64
+		if _, err := fmt.Sscan(line[strings.LastIndex(line, " ")+1:], &v); err != nil {
+			t.Fatalf("metric line %q: %v", line, err)
+		}
+		return v
+	}
+	return 0
+}

@@ -31,12 +31,21 @@ func TestPoisonMessagesAreDeadLettered(t *testing.T) {
 	for _, p := range poison {
 		msgs = append(msgs, &sarama.ProducerMessage{Topic: events.TopicOrder, Key: sarama.StringEncoder(p.key), Value: sarama.StringEncoder(p.value)})
 	}
+	deadBefore := metric(t, "payment", "choreo_consumer_dead_letters_total", map[string]string{"group": "payment", "topic": events.TopicOrder})
 	produce(t, msgs...)
 
 	// Consumption goes on past the poison.
 	f := newFixture(t, 10000, 10)
 	o := createOrder(t, f.order(1, 1000, "JP"))
 	wantOrder(t, o.ID, "COMPLETED", "")
+
+	eventually(t, 30*time.Second, func() error {
+		dead := metric(t, "payment", "choreo_consumer_dead_letters_total", map[string]string{"group": "payment", "topic": events.TopicOrder})
+		if dead-deadBefore != float64(len(poison)) {
+			return fmt.Errorf("choreo_consumer_dead_letters_total rose by %v, want %d", dead-deadBefore, len(poison))
+		}
+		return nil
+	})
 
 	dlq := events.DeadLetterTopic("payment")
 	for _, p := range poison {

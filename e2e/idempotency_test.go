@@ -124,6 +124,7 @@ func TestRedeliveryChangesNothing(t *testing.T) {
 			if len(expect) < 4 {
 				t.Fatalf("found only %d event deliveries to check for order %s", len(expect), o.ID)
 			}
+			dupBefore := metric(t, "payment", "choreo_events_handled_total", map[string]string{"consumer": "payment", "type": events.TypeOrderCreated, "outcome": "duplicate"})
 			produce(t, again...)
 			for _, e := range expect {
 				eventually(t, 60*time.Second, func() error {
@@ -133,6 +134,13 @@ func TestRedeliveryChangesNothing(t *testing.T) {
 					return nil
 				})
 			}
+			eventually(t, 30*time.Second, func() error {
+				dup := metric(t, "payment", "choreo_events_handled_total", map[string]string{"consumer": "payment", "type": events.TypeOrderCreated, "outcome": "duplicate"})
+				if dup-dupBefore != 3 {
+					return fmt.Errorf("payment counted %v duplicate OrderCreated, want 3", dup-dupBefore)
+				}
+				return nil
+			})
 			o2 := wantOrder(t, o.ID, tt.wantStatus, tt.wantReason)
 			assertEqual(t, "status", o2.Status, tt.wantStatus)
 			assertEqual(t, "balance", balance(t, f.customer), beforeBalance)

@@ -24,8 +24,23 @@ import (
 
 	"github.com/IBM/sarama"
 	"github.com/cenkalti/backoff/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/choreo-saga/choreo/pkg/broker"
+)
+
+// Metrics: retries show a dependency in trouble (the partition is waiting,
+// not skipping); dead letters need a human.
+var (
+	retries = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "choreo_consumer_retries_total",
+		Help: "Failed attempts at handling a message that will be retried, by group and topic.",
+	}, []string{"group", "topic"})
+	deadLetters = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "choreo_consumer_dead_letters_total",
+		Help: "Messages that could never be processed and were dead-lettered, by group and topic.",
+	}, []string{"group", "topic"})
 )
 
 // Handler processes one message. It returns nil once the message's effects
@@ -204,11 +219,14 @@ func (g *Group) process(sessCtx context.Context, m *sarama.ConsumerMessage) erro
 			log.Error("message cannot be processed; dead-lettering", "reason", err)
 			if dlErr := g.cfg.DeadLetter(ctx, m, err); dlErr != nil {
 				log.Error("dead-letter failed; will retry", "err", dlErr)
+				retries.WithLabelValues(g.cfg.GroupID, m.Topic).Inc()
 				return struct{}{}, dlErr
 			}
+			deadLetters.WithLabelValues(g.cfg.GroupID, m.Topic).Inc()
 			return struct{}{}, nil
 		}
 		log.Warn("handler failed; will retry", "err", err)
+		retries.WithLabelValues(g.cfg.GroupID, m.Topic).Inc()
 		return struct{}{}, err
 	}
 	eb := backoff.NewExponentialBackOff()

@@ -8,6 +8,8 @@ import (
 
 	"github.com/IBM/sarama"
 	"github.com/jmoiron/sqlx"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/choreo-saga/choreo/pkg/consumer"
 	"github.com/choreo-saga/choreo/pkg/events"
@@ -34,6 +36,15 @@ type Handler struct {
 
 var _ consumer.Handler = (*Handler)(nil)
 
+// handled counts events by consumer, type and outcome: "applied",
+// "duplicate" (skipped: already processed) or "not_routed" (another
+// service's event). A rising duplicate rate is the redelivery this package
+// absorbs.
+var handled = promauto.NewCounterVec(prometheus.CounterOpts{
+	Name: "choreo_events_handled_total",
+	Help: "Events handled by the idempotent consumer, by consumer, event type and outcome.",
+}, []string{"consumer", "type", "outcome"})
+
 // Handle implements consumer.Handler.
 func (h *Handler) Handle(ctx context.Context, m *sarama.ConsumerMessage) error {
 	e, err := events.Decode(m.Value)
@@ -44,6 +55,7 @@ func (h *Handler) Handle(ctx context.Context, m *sarama.ConsumerMessage) error {
 	route, ok := h.Routes[e.Type]
 	if !ok {
 		log.Debug("event not for this service; acknowledged")
+		handled.WithLabelValues(h.Consumer, e.Type, "not_routed").Inc()
 		return nil
 	}
 	ran, err := Handle(ctx, h.DB, h.Consumer, e.ID, func(tx *sqlx.Tx) error {
@@ -57,8 +69,10 @@ func (h *Handler) Handle(ctx context.Context, m *sarama.ConsumerMessage) error {
 	}
 	if !ran {
 		log.Info("duplicate event skipped")
+		handled.WithLabelValues(h.Consumer, e.Type, "duplicate").Inc()
 		return nil
 	}
 	log.Info("event applied")
+	handled.WithLabelValues(h.Consumer, e.Type, "applied").Inc()
 	return nil
 }

@@ -11,6 +11,8 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 )
 
 // Publisher is the part of sarama.SyncProducer the relay needs. The producer
@@ -20,8 +22,27 @@ type Publisher interface {
 	SendMessages(msgs []*sarama.ProducerMessage) error
 }
 
+// Metrics, labelled by the relay's Name: the oldest unsent row's age is the
+// one to alert on — it grows while Kafka is unreachable, and events wait.
+var (
+	published = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "choreo_outbox_published_total",
+		Help: "Outbox rows published to Kafka and marked sent.",
+	}, []string{"relay"})
+	publishFailures = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "choreo_outbox_publish_failures_total",
+		Help: "Relay rounds that failed and will be retried.",
+	}, []string{"relay"})
+	oldestUnsent = promauto.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "choreo_outbox_oldest_unsent_seconds",
+		Help: "Age of the oldest outbox row not yet published, 0 when none waits.",
+	}, []string{"relay"})
+)
+
 // RelayConfig configures a Relay.
 type RelayConfig struct {
+	// Name labels the relay's metrics and logs, e.g. the service name.
+	Name string
 	// DB is the service's database, holding the outbox table.
 	DB *sqlx.DB
 	// DatabaseURL is used to LISTEN for new rows on a dedicated connection.
@@ -145,6 +166,7 @@ func (r *Relay) Run(ctx context.Context) error {
 			return nil
 		case err != nil:
 			failures++
+			publishFailures.WithLabelValues(r.cfg.Name).Inc()
 			delay := min(time.Duration(1<<min(failures, 6))*50*time.Millisecond, 3*time.Second)
 			r.log.Error("publish failed; will retry", "err", err, "retry_in", delay)
 			if !sleep(ctx, delay) {
@@ -159,7 +181,11 @@ func (r *Relay) Run(ctx context.Context) error {
 		// Rows held back behind a transaction still running elsewhere
 		// will be publishable in a moment; their NOTIFY has already been
 		// delivered, so check again soon rather than wait for the poll.
-		if held, err := r.unsent(ctx); err == nil && held > 0 {
+		held, age, err := r.unsent(ctx)
+		if err == nil {
+			oldestUnsent.WithLabelValues(r.cfg.Name).Set(age)
+		}
+		if err == nil && held > 0 {
 			if !sleep(ctx, heldBackRetry) {
 				return nil
 			}
@@ -265,6 +291,7 @@ func (r *Relay) Flush(ctx context.Context) (int, error) {
 	if err := tx.Commit(); err != nil {
 		return 0, fmt.Errorf("outbox: commit: %w", err)
 	}
+	published.WithLabelValues(r.cfg.Name).Add(float64(len(sent)))
 	r.log.Debug("published", "count", len(sent), "first_id", rows[0].ID)
 	if pubErr != nil {
 		return len(sent), fmt.Errorf("outbox: %d of %d messages failed: %w", len(rows)-len(sent), len(rows), pubErr)
@@ -291,11 +318,14 @@ func (rw row) message() (*sarama.ProducerMessage, error) {
 	return m, nil
 }
 
-// unsent counts the rows not yet marked sent, visible or held back.
-func (r *Relay) unsent(ctx context.Context) (int, error) {
-	var n int
-	err := r.cfg.DB.GetContext(ctx, &n, `SELECT count(*) FROM (SELECT 1 FROM outbox WHERE sent_at IS NULL LIMIT 1000) AS u`)
-	return n, err
+// unsent counts the rows not yet marked sent, visible or held back, and
+// returns the age in seconds of the oldest.
+func (r *Relay) unsent(ctx context.Context) (n int, oldest float64, err error) {
+	row := r.cfg.DB.QueryRowxContext(ctx, `
+		SELECT count(*), coalesce(extract(epoch FROM now() - min(created_at)), 0)::float8
+		FROM outbox WHERE sent_at IS NULL`)
+	err = row.Scan(&n, &oldest)
+	return n, oldest, err
 }
 
 func (r *Relay) cleanup(ctx context.Context) error {

@@ -116,7 +116,7 @@ func Run(ctx context.Context, cfg Config, spec Spec) error {
 	defer producer.Close()
 
 	relay, err := outbox.NewRelay(outbox.RelayConfig{
-		DB: db, DatabaseURL: cfg.DatabaseURL, Publisher: producer, Logger: log,
+		Name: spec.Name, DB: db, DatabaseURL: cfg.DatabaseURL, Publisher: producer, Logger: log,
 	})
 	if err != nil {
 		return err

@@ -7,11 +7,13 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // NewRouter returns a chi router with what every service's API shares:
 // request ids, panic recovery, problem responses for unknown routes, and
-// GET /healthz and /readyz. Each service adds its own routes in its
+// GET /healthz, /readyz and /metrics (Prometheus: events handled, retries,
+// dead letters, outbox backlog). Each service adds its own routes in its
 // routes.go.
 func NewRouter(log *slog.Logger, checks map[string]Check) *chi.Mux {
 	r := chi.NewRouter()
@@ -25,6 +27,7 @@ func NewRouter(log *slog.Logger, checks map[string]Check) *chi.Mux {
 	})
 	r.Method("GET", "/healthz", Healthz())
 	r.Method("GET", "/readyz", Readyz(log, checks))
+	r.Method("GET", "/metrics", promhttp.Handler())
 	return r
 }
 
