@@ -1,0 +1,52 @@
+package broker_test
+
+import (
+	"testing"
+
+	"github.com/IBM/sarama"
+
+	"github.com/choreo-saga/choreo/pkg/broker"
+)
+
+func TestValidateAddrs(t *testing.T) {
+	tests := []struct {
+		name  string
+		addrs []string
+		ok    bool
+	}{
+		{"One", []string{"127.0.0.1:9092"}, true},
+		{"Several", []string{"kafka-1:9092", " kafka-2:9092"}, true},
+		{"None", nil, false},
+		{"NoPort", []string{"localhost"}, false},
+		{"EmptyEntry", []string{"localhost:9092", ""}, false},
+		{"NoHost", []string{":9092"}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := broker.ValidateAddrs(tt.addrs); (err == nil) != tt.ok {
+				t.Fatalf("ValidateAddrs(%q) = %v, want ok=%v", tt.addrs, err, tt.ok)
+			}
+		})
+	}
+}
+
+// TestConfigKeepsTheGuarantees pins the client settings the saga's
+// guarantees depend on, so a well-meant "tuning" change fails here first.
+func TestConfigKeepsTheGuarantees(t *testing.T) {
+	c := broker.Config("test")
+	checks := []struct {
+		what string
+		ok   bool
+	}{
+		{"acks from all in-sync replicas", c.Producer.RequiredAcks == sarama.WaitForAll},
+		{"idempotent producer", c.Producer.Idempotent},
+		{"one request in flight, so retries cannot reorder", c.Net.MaxOpenRequests == 1},
+		{"new groups start at the oldest offset", c.Consumer.Offsets.Initial == sarama.OffsetOldest},
+		{"config valid for sarama", c.Validate() == nil},
+	}
+	for _, ch := range checks {
+		if !ch.ok {
+			t.Errorf("broker.Config: want %s", ch.what)
+		}
+	}
+}
