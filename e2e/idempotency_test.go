@@ -136,8 +136,8 @@ func TestRedeliveryChangesNothing(t *testing.T) {
 			}
 			eventually(t, 30*time.Second, func() error {
 				dup := metric(t, "payment", "choreo_events_handled_total", map[string]string{"consumer": "payment", "type": events.TypeOrderCreated, "outcome": "duplicate"})
-				if dup-dupBefore != 3 {
-					return fmt.Errorf("payment counted %v duplicate OrderCreated, want 3", dup-dupBefore)
+				if dup-dupBefore < 3 {
+					return fmt.Errorf("payment counted %v duplicate OrderCreated, want at least the 3 redelivered", dup-dupBefore)
 				}
 				return nil
 			})

@@ -179,7 +179,7 @@ func ReadAll(t testing.TB, topic string, want int, within time.Duration) []*sara
 		}
 	}
 	// Linger briefly so that extra (duplicate) messages are seen too.
-	linger := time.After(500 * time.Millisecond)
+	linger := time.After(1500 * time.Millisecond)
 	for {
 		select {
 		case m := <-out:
