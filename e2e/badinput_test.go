@@ -62,6 +62,27 @@ func TestBadInput(t *testing.T) {
 		{"UnknownSKU", "inventory", "GET", "/stock/" + newID("SKU"), "", "", nil, 404},
 		{"NoReservationYet", "inventory", "GET", "/reservations/" + newID("o"), "", "", nil, 404},
 		{"NoShipmentYet", "shipping", "GET", "/shipments/" + newID("o"), "", "", nil, 404},
+		// Input PostgreSQL cannot store (NUL), ids another service could
+		// not be asked about, and amounts whose sums could overflow bigint
+		// are refused at the door: a 400, not a 500 from the database.
+		{"NULInCustomerID", "order", "POST", "/orders", "application/json", strings.Replace(valid, `"c-bad"`, `"c-bad\u0000"`, 1), nil, 400},
+		{"SlashInCustomerID", "order", "POST", "/orders", "application/json", strings.Replace(valid, `"c-bad"`, `"c/bad"`, 1), nil, 400},
+		{"NULInSKU", "order", "POST", "/orders", "application/json", strings.Replace(valid, `"SKU-1"`, `"SKU-1\u0000"`, 1), nil, 400},
+		{"NULInLine1", "order", "POST", "/orders", "application/json", strings.Replace(valid, `"country":"JP"`, `"country":"JP","line1":"1-1\u0000Chiyoda"`, 1), nil, 400},
+		{"NULInPostalCode", "order", "POST", "/orders", "application/json", strings.Replace(valid, `"country":"JP"`, `"country":"JP","postal_code":"\u0000"`, 1), nil, 400},
+		{"TotalAboveCap", "order", "POST", "/orders", "application/json", strings.Replace(valid, `"unit_price":2500`, `"unit_price":500000000000001`, 1), nil, 400},
+		{"QuantityAboveCap", "order", "POST", "/orders", "application/json", strings.Replace(valid, `"quantity":2,"unit_price":2500`, `"quantity":1000000000000001,"unit_price":0`, 1), nil, 400},
+		{"NULInAccountPath", "payment", "PUT", "/accounts/c-bad%00", "application/json", `{"balance":1}`, nil, 400},
+		{"EscapedSlashInAccountPath", "payment", "PUT", "/accounts/c%2Fbad", "application/json", `{"balance":1}`, nil, 400},
+		{"InvalidUTF8InAccountPath", "payment", "GET", "/accounts/c-bad%ff", "", "", nil, 400},
+		{"NULInPaymentPath", "payment", "GET", "/payments/o%00", "", "", nil, 400},
+		{"BalanceAboveCap", "payment", "PUT", "/accounts/c-bad", "application/json", `{"balance":1000000000000001}`, nil, 400},
+		{"NULInStockPath", "inventory", "PUT", "/stock/SKU-bad%00", "application/json", `{"available":5}`, nil, 400},
+		{"EscapedSlashInStockPath", "inventory", "PUT", "/stock/SKU%2Fbad", "application/json", `{"available":5}`, nil, 400},
+		{"NULInReservationPath", "inventory", "GET", "/reservations/o%00", "", "", nil, 400},
+		{"StockAboveCap", "inventory", "PUT", "/stock/SKU-bad", "application/json", `{"available":1000000000000001}`, nil, 400},
+		{"NULInShipmentPath", "shipping", "GET", "/shipments/o%00", "", "", nil, 400},
+		{"EscapedSlashInShipmentPath", "shipping", "GET", "/shipments/o%2F1", "", "", nil, 400},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -258,7 +258,6 @@ func problemJSON(h http.Header) bool {
 	return strings.HasPrefix(h.Get("Content-Type"), "application/problem+json")
 }
 
-
 // metric returns the value of the Prometheus sample name{labels…} that svc
 // serves on /metrics, or 0 if it has none yet.
 func metric(t *testing.T, svc, name string, labels map[string]string) float64 {

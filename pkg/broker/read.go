@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/IBM/sarama"
@@ -47,16 +48,42 @@ func MessagesFor(ctx context.Context, brokers []string, topic, key string) ([]*s
 	}
 	defer pc.Close()
 	var out []*sarama.ConsumerMessage
+	// Errors are drained as they come, so a full error channel cannot stall
+	// the partition consumer; the last one explains why reading stopped.
+	var lastErr error
+	errs := pc.Errors()
 	for {
 		select {
-		case m := <-pc.Messages():
+		case m, ok := <-pc.Messages():
+			if !ok {
+				// The partition consumer gave up, e.g. on an offset that
+				// retention deleted meanwhile. Its errors say why.
+				for cerr := range pc.Errors() {
+					lastErr = cerr
+				}
+				if lastErr == nil {
+					lastErr = errors.New("partition consumer closed")
+				}
+				return out, fmt.Errorf("broker: reading %s/%d stopped before offset %d: %w", topic, p, end, lastErr)
+			}
 			if string(m.Key) == key {
 				out = append(out, m)
 			}
 			if m.Offset >= end-1 {
 				return out, nil
 			}
+		case cerr, ok := <-errs:
+			if !ok {
+				errs = nil // closed with Messages, which reports it
+				continue
+			}
+			// Most errors are retried by the consumer itself; keep reading
+			// until it gives up or ctx ends.
+			lastErr = cerr
 		case <-ctx.Done():
+			if lastErr != nil {
+				return out, fmt.Errorf("broker: reading %s/%d up to offset %d: %w (last consumer error: %v)", topic, p, end, ctx.Err(), lastErr)
+			}
 			return out, fmt.Errorf("broker: reading %s/%d up to offset %d: %w", topic, p, end, ctx.Err())
 		}
 	}

@@ -11,8 +11,9 @@
 //   - an error wrapped with Permanent (undecodable message, unknown type,
 //     invalid payload) is handed to the DeadLetter function with the reason,
 //     then the offset is marked and consumption continues;
-//   - on shutdown the message in hand is finished and its offset marked;
-//     ending the session commits the marked offsets, then the group is left.
+//   - on shutdown the message in hand is finished and its offset marked,
+//     and no further message is started; ending the session commits the
+//     marked offsets, then the group is left.
 package consumer
 
 import (
@@ -190,6 +191,14 @@ func (g *Group) ConsumeClaim(s sarama.ConsumerGroupSession, claim sarama.Consume
 			return nil
 		case m, ok := <-claim.Messages():
 			if !ok {
+				return nil
+			}
+			// select picks at random among ready cases, so a buffered
+			// message can win over an ended session. Once shutdown or a
+			// rebalance has begun, start nothing new: the message stays
+			// unmarked for the partition's next owner, while one started
+			// now could hold shutdown up for a whole HandleTimeout.
+			if s.Context().Err() != nil {
 				return nil
 			}
 			if err := g.process(s.Context(), m); err != nil {

@@ -40,10 +40,35 @@ const (
 // Decode as poison rather than buffered.
 const MaxMessageBytes = 1 << 20
 
+// MaxAmount bounds every amount, price and quantity an event carries, in the
+// currency's smallest unit (1e15 is ¥1,000 trillion, or $10 trillion in
+// cents). Far below math.MaxInt64, it leaves room for the sums and products
+// the services compute in PostgreSQL's bigint — a balance plus a refund,
+// available plus reserved — so no such arithmetic can overflow.
+const MaxAmount = 1_000_000_000_000_000
+
+// TopicOf returns the topic on which eventType is produced, and whether the
+// type is known. A consumer uses it to reject an event that arrived on
+// another service's topic: each service writes only its own.
+func TopicOf(eventType string) (string, bool) {
+	switch eventType {
+	case TypeOrderCreated:
+		return TopicOrder, true
+	case TypePaymentCompleted, TypePaymentDeclined, TypePaymentRefunded:
+		return TopicPayment, true
+	case TypeInventoryReserved, TypeInventoryRejected, TypeInventoryReleased:
+		return TopicInventory, true
+	case TypeShipmentScheduled, TypeShipmentFailed:
+		return TopicShipping, true
+	}
+	return "", false
+}
+
 // Envelope is the wire format of every event: identity and type for
 // routing and de-duplication, and the typed payload as raw JSON.
 type Envelope struct {
-	// ID is unique per event (a UUID). Consumers de-duplicate on it.
+	// ID is unique per event: a UUID in canonical form (lower case,
+	// hyphenated). Consumers de-duplicate on it.
 	ID string `json:"id"`
 	// Type names the payload type, e.g. "PaymentCompleted".
 	Type string `json:"type"`
@@ -104,21 +129,35 @@ func (e Envelope) Encode() ([]byte, error) {
 // Decode parses a message value into an Envelope and checks that its type is
 // known and its payload valid. Errors wrap ErrMalformed, ErrUnknownType or
 // ErrInvalid.
+//
+// Beyond the JSON shape, Decode rejects what PostgreSQL would refuse to
+// store, so such a message is dead-lettered here instead of failing every
+// retry inside a consumer's transaction: an id that is not a canonical
+// UUID, a NUL character anywhere, an order_id that is empty, longer than
+// MaxIDLen or holds control characters.
 func Decode(value []byte) (Envelope, error) {
 	var e Envelope
 	if len(value) > MaxMessageBytes {
 		return e, fmt.Errorf("%w: %d bytes exceeds %d", ErrMalformed, len(value), MaxMessageBytes)
+	}
+	if hasNUL(value) {
+		return e, fmt.Errorf("%w: contains a NUL character (\\u0000), which PostgreSQL text and jsonb cannot store", ErrMalformed)
 	}
 	dec := json.NewDecoder(bytes.NewReader(value))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&e); err != nil {
 		return e, fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
-	if _, err := uuid.Parse(e.ID); err != nil {
-		return e, fmt.Errorf("%w: id %q is not a UUID", ErrMalformed, e.ID)
+	if dec.More() {
+		return e, fmt.Errorf("%w: data after the envelope", ErrMalformed)
 	}
-	if e.OrderID == "" {
-		return e, fmt.Errorf("%w: order_id is empty", ErrMalformed)
+	// uuid.Parse also takes urn:uuid:…, {…}, upper case and the 32-digit
+	// form; only the canonical one is stored and compared as is.
+	if u, err := uuid.Parse(e.ID); err != nil || u.String() != e.ID {
+		return e, fmt.Errorf("%w: id %q is not a UUID in canonical form (lower-case, hyphenated)", ErrMalformed, e.ID)
+	}
+	if err := validateID("order_id", e.OrderID); err != nil {
+		return e, fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
 	p, ok := newPayload(e.Type)
 	if !ok {
@@ -128,6 +167,25 @@ func Decode(value []byte) (Envelope, error) {
 		return e, err
 	}
 	return e, nil
+}
+
+// hasNUL reports whether the JSON text b holds a NUL character: raw (which
+// the JSON decoder rejects anyway) or as the escape \u0000, which it would
+// decode into a string PostgreSQL cannot store. An escaped backslash is
+// skipped whole, so `\\u0000` (a backslash, then "u0000") is no NUL.
+func hasNUL(b []byte) bool {
+	for i := 0; i < len(b); i++ {
+		switch b[i] {
+		case 0:
+			return true
+		case '\\':
+			if i+1 < len(b) && b[i+1] == 'u' && i+6 <= len(b) && bytes.Equal(b[i+2:i+6], []byte("0000")) {
+				return true
+			}
+			i++ // skip the escaped character, so \\ cannot start an escape
+		}
+	}
+	return false
 }
 
 // Decode unmarshals the payload into p, whose EventType must match, and

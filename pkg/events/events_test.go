@@ -47,8 +47,22 @@ func TestNewRejectsInvalidPayload(t *testing.T) {
 	}
 }
 
+// envelope returns an envelope's JSON; orderID and payload are inserted as
+// they are, so they may hold JSON escapes.
+func envelope(id, typ, orderID, payload string) string {
+	return `{"id":"` + id + `","type":"` + typ + `","order_id":"` + orderID + `","payload":` + payload + `}`
+}
+
+// created returns an OrderCreated payload with one item (sku S, quantity 1,
+// unit_price 1) and the given total and address fields.
+func created(total, addressFields string) string {
+	return `{"customer_id":"c","items":[{"sku":"S","quantity":1,"unit_price":1}],` + total +
+		`,"currency":"JPY","shipping_address":{"country":"JP",` + addressFields + `}}`
+}
+
 func TestDecodePoison(t *testing.T) {
 	valid := string(mustEncode(t, events.ShipmentScheduled{Country: "JP"}))
+	id := "6f1c1a52-9b4e-4a4e-8f0e-5e2d3c7a9d10"
 	tests := []struct {
 		name  string
 		value string
@@ -64,6 +78,30 @@ func TestDecodePoison(t *testing.T) {
 		{"PayloadUnknownField", `{"id":"6f1c1a52-9b4e-4a4e-8f0e-5e2d3c7a9d10","type":"ShipmentScheduled","order_id":"o","payload":{"country":"JP","x":1}}`, events.ErrInvalid},
 		{"PayloadWrongShape", `{"id":"6f1c1a52-9b4e-4a4e-8f0e-5e2d3c7a9d10","type":"OrderCreated","order_id":"o","payload":[1,2]}`, events.ErrInvalid},
 		{"Oversize", `{"id":"` + strings.Repeat("x", events.MaxMessageBytes) + `"}`, events.ErrMalformed},
+		// uuid.Parse accepts these spellings; PostgreSQL's uuid type and
+		// string comparison of event ids do not all agree, so only the
+		// canonical form passes.
+		{"IDURN", envelope("urn:uuid:"+id, "ShipmentScheduled", "o", `{"country":"JP"}`), events.ErrMalformed},
+		{"IDBraces", envelope("{"+id+"}", "ShipmentScheduled", "o", `{"country":"JP"}`), events.ErrMalformed},
+		{"IDNoHyphens", envelope(strings.ReplaceAll(id, "-", ""), "ShipmentScheduled", "o", `{"country":"JP"}`), events.ErrMalformed},
+		{"IDUpperCase", envelope(strings.ToUpper(id), "ShipmentScheduled", "o", `{"country":"JP"}`), events.ErrMalformed},
+		{"OrderIDTooLong", envelope(id, "ShipmentScheduled", strings.Repeat("o", 65), `{"country":"JP"}`), events.ErrMalformed},
+		{"OrderIDControlChar", envelope(id, "ShipmentScheduled", `o\n1`, `{"country":"JP"}`), events.ErrMalformed},
+		{"OrderIDDEL", envelope(id, "ShipmentScheduled", "o\x7f", `{"country":"JP"}`), events.ErrMalformed},
+		{"NULInOrderID", envelope(id, "ShipmentScheduled", `o\u0000`, `{"country":"JP"}`), events.ErrMalformed},
+		{"NULInPayload", envelope(id, "ShipmentScheduled", "o", `{"country":"J\u0000"}`), events.ErrMalformed},
+		{"NULInAddressLine", envelope(id, "OrderCreated", "o", created(`"total_amount":1`, `"line1":"a\u0000b"`)), events.ErrMalformed},
+		{"NULAfterEscapedBackslash", envelope(id, "OrderCreated", "o", created(`"total_amount":1`, `"line1":"a\\\u0000"`)), events.ErrMalformed},
+		{"TrailingObject", valid + `{}`, events.ErrMalformed},
+		{"TrailingGarbage", valid + ` x`, events.ErrMalformed},
+		{"TotalAboveMax", envelope(id, "OrderCreated", "o", created(`"total_amount":1000000000000001`, `"line1":"x"`)), events.ErrInvalid},
+		{"UnitPriceAboveMax", envelope(id, "OrderCreated", "o", strings.Replace(created(`"total_amount":1`, `"line1":"x"`), `"unit_price":1`, `"unit_price":1000000000000001`, 1)), events.ErrInvalid},
+		{"QuantityAboveMax", envelope(id, "OrderCreated", "o", strings.Replace(created(`"total_amount":1`, `"line1":"x"`), `"quantity":1`, `"quantity":1000000000000001`, 1)), events.ErrInvalid},
+		{"SKUTooLong", envelope(id, "OrderCreated", "o", strings.Replace(created(`"total_amount":1`, `"line1":"x"`), `"sku":"S"`, `"sku":"`+strings.Repeat("s", 65)+`"`, 1)), events.ErrInvalid},
+		{"SKUControlChar", envelope(id, "OrderCreated", "o", strings.Replace(created(`"total_amount":1`, `"line1":"x"`), `"sku":"S"`, `"sku":"S\t"`, 1)), events.ErrInvalid},
+		{"CustomerIDTooLong", envelope(id, "OrderCreated", "o", strings.Replace(created(`"total_amount":1`, `"line1":"x"`), `"customer_id":"c"`, `"customer_id":"`+strings.Repeat("c", 65)+`"`, 1)), events.ErrInvalid},
+		{"PaymentAmountAboveMax", envelope(id, "PaymentDeclined", "o", `{"customer_id":"c","amount":1000000000000001,"detail":"x"}`), events.ErrInvalid},
+		{"RefundAmountAboveMax", envelope(id, "PaymentRefunded", "o", `{"amount":9223372036854775807,"reason":"out_of_stock"}`), events.ErrInvalid},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -82,5 +120,50 @@ func TestDecodeRejectsMismatchedPayloadType(t *testing.T) {
 	}
 	if err := e.Decode(&events.ShipmentFailed{}); !errors.Is(err, events.ErrInvalid) {
 		t.Fatalf("err = %v, want ErrInvalid", err)
+	}
+}
+
+// TestDecodeAcceptsTheLimits: the checks above reject what is past a limit,
+// not what is at it.
+func TestDecodeAcceptsTheLimits(t *testing.T) {
+	id := "6f1c1a52-9b4e-4a4e-8f0e-5e2d3c7a9d10"
+	max := "1000000000000000"
+	tests := []struct{ name, value string }{
+		{"AmountsAtMax", envelope(id, "OrderCreated", "o", strings.NewReplacer(
+			`"quantity":1`, `"quantity":`+max, `"unit_price":1`, `"unit_price":`+max,
+		).Replace(created(`"total_amount":`+max, `"line1":"x"`)))},
+		{"OrderIDOf64Bytes", envelope(id, "ShipmentScheduled", strings.Repeat("o", 64), `{"country":"JP"}`)},
+		{"NonASCIIOrderID", envelope(id, "ShipmentScheduled", "注文-1", `{"country":"JP"}`)},
+		// An escaped backslash followed by u0000 is text, not a NUL.
+		{"EscapedBackslashThenU0000", envelope(id, "OrderCreated", "o", created(`"total_amount":1`, `"line1":"C:\\u0000"`))},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := events.Decode([]byte(tt.value)); err != nil {
+				t.Fatalf("Decode(%s) = %v, want nil", tt.value, err)
+			}
+		})
+	}
+}
+
+func TestTopicOf(t *testing.T) {
+	tests := []struct{ typ, topic string }{
+		{events.TypeOrderCreated, events.TopicOrder},
+		{events.TypePaymentCompleted, events.TopicPayment},
+		{events.TypePaymentDeclined, events.TopicPayment},
+		{events.TypePaymentRefunded, events.TopicPayment},
+		{events.TypeInventoryReserved, events.TopicInventory},
+		{events.TypeInventoryRejected, events.TopicInventory},
+		{events.TypeInventoryReleased, events.TopicInventory},
+		{events.TypeShipmentScheduled, events.TopicShipping},
+		{events.TypeShipmentFailed, events.TopicShipping},
+	}
+	for _, tt := range tests {
+		if got, ok := events.TopicOf(tt.typ); !ok || got != tt.topic {
+			t.Errorf("TopicOf(%s) = %q, %v; want %q", tt.typ, got, ok, tt.topic)
+		}
+	}
+	if got, ok := events.TopicOf("OrderTeleported"); ok {
+		t.Errorf("TopicOf(unknown) = %q, true; want false", got)
 	}
 }

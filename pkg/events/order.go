@@ -23,8 +23,8 @@ func (OrderCreated) EventType() string { return TypeOrderCreated }
 
 // Validate implements Payload.
 func (p OrderCreated) Validate() error {
-	if p.CustomerID == "" {
-		return errors.New("customer_id is empty")
+	if err := validateID("customer_id", p.CustomerID); err != nil {
+		return err
 	}
 	if p.Currency == "" {
 		return errors.New("currency is empty")

@@ -1,7 +1,5 @@
 package events
 
-import "errors"
-
 // Event types published by the payment service on TopicPayment.
 const (
 	TypePaymentCompleted = "PaymentCompleted"
@@ -24,8 +22,8 @@ func (PaymentCompleted) EventType() string { return TypePaymentCompleted }
 
 // Validate implements Payload.
 func (p PaymentCompleted) Validate() error {
-	if p.CustomerID == "" {
-		return errors.New("customer_id is empty")
+	if err := validateID("customer_id", p.CustomerID); err != nil {
+		return err
 	}
 	if err := validateAmount(p.Amount); err != nil {
 		return err
@@ -50,8 +48,8 @@ func (PaymentDeclined) EventType() string { return TypePaymentDeclined }
 
 // Validate implements Payload.
 func (p PaymentDeclined) Validate() error {
-	if p.CustomerID == "" {
-		return errors.New("customer_id is empty")
+	if err := validateID("customer_id", p.CustomerID); err != nil {
+		return err
 	}
 	return validateAmount(p.Amount)
 }
@@ -73,6 +71,11 @@ func (PaymentRefunded) EventType() string { return TypePaymentRefunded }
 
 // Validate implements Payload.
 func (p PaymentRefunded) Validate() error {
+	if p.CustomerID != "" {
+		if err := validateID("customer_id", p.CustomerID); err != nil {
+			return err
+		}
+	}
 	if err := validateAmount(p.Amount); err != nil {
 		return err
 	}

@@ -3,6 +3,8 @@ package events
 import (
 	"errors"
 	"fmt"
+	"strings"
+	"unicode"
 )
 
 // Item is one order line. Amounts are integers in the currency's smallest
@@ -28,22 +30,44 @@ const (
 	ReasonShippingUnavailable = "shipping_unavailable"
 )
 
+// MaxIDLen bounds an id an event carries (order_id, customer_id, sku) in
+// bytes, the same limit the services' HTTP APIs apply.
+const MaxIDLen = 64
+
 func validateItems(items []Item) error {
 	if len(items) == 0 {
 		return errors.New("items is empty")
 	}
 	for i, it := range items {
-		if it.SKU == "" {
-			return fmt.Errorf("items[%d].sku is empty", i)
+		if err := validateID(fmt.Sprintf("items[%d].sku", i), it.SKU); err != nil {
+			return err
 		}
-		if it.Quantity < 1 {
-			return fmt.Errorf("items[%d].quantity %d < 1", i, it.Quantity)
+		if it.Quantity < 1 || it.Quantity > MaxAmount {
+			return fmt.Errorf("items[%d].quantity %d is not in 1..%d", i, it.Quantity, int64(MaxAmount))
 		}
-		if it.UnitPrice < 0 {
-			return fmt.Errorf("items[%d].unit_price %d < 0", i, it.UnitPrice)
+		if it.UnitPrice < 0 || it.UnitPrice > MaxAmount {
+			return fmt.Errorf("items[%d].unit_price %d is not in 0..%d", i, it.UnitPrice, int64(MaxAmount))
 		}
 	}
 	return nil
+}
+
+// validateID checks an id: 1 to MaxIDLen bytes without control characters,
+// so it can be stored, logged and used as a Kafka key as is.
+func validateID(field, id string) error {
+	if id == "" || len(id) > MaxIDLen {
+		return fmt.Errorf("%s must be 1 to %d bytes, got %d", field, MaxIDLen, len(id))
+	}
+	if hasControl(id) {
+		return fmt.Errorf("%s %q contains a control character", field, id)
+	}
+	return nil
+}
+
+// hasControl reports whether s holds a control character (C0, DEL or C1),
+// NUL included.
+func hasControl(s string) bool {
+	return strings.IndexFunc(s, unicode.IsControl) >= 0
 }
 
 func validateAddress(a Address) error {
@@ -54,8 +78,8 @@ func validateAddress(a Address) error {
 }
 
 func validateAmount(amount int64) error {
-	if amount < 0 {
-		return fmt.Errorf("amount %d < 0", amount)
+	if amount < 0 || amount > MaxAmount {
+		return fmt.Errorf("amount %d is not in 0..%d", amount, int64(MaxAmount))
 	}
 	return nil
 }

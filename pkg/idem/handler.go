@@ -8,6 +8,8 @@ import (
 
 	"github.com/IBM/sarama"
 	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
+	"github.com/lib/pq/pqerror"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
@@ -24,9 +26,13 @@ type Route func(ctx context.Context, tx *sqlx.Tx, e events.Envelope) error
 // domain changes: it decodes the envelope, picks the Route for its type, and
 // runs it through Handle, so a redelivered event is skipped and acknowledged.
 //
-// Undecodable messages and unknown event types are permanent failures, sent
-// to the dead-letter topic. Known event types without a Route belong to
-// other services and are acknowledged without effect.
+// Permanent failures, sent to the dead-letter topic: undecodable messages,
+// unknown event types, a Kafka key other than the envelope's order_id (the
+// key is what keeps one order's events in order), an event type on a topic
+// other than the one its producer writes to, an invalid payload, and a
+// PostgreSQL data exception (SQLSTATE class 22: a value the database cannot
+// store or compute, which no retry changes). Known event types without a
+// Route belong to other services and are acknowledged without effect.
 type Handler struct {
 	DB       *sqlx.DB
 	Consumer string // the de-duplication scope, normally the service name
@@ -51,6 +57,14 @@ func (h *Handler) Handle(ctx context.Context, m *sarama.ConsumerMessage) error {
 	if err != nil {
 		return consumer.Permanent(fmt.Errorf("decode %s/%d/%d: %w", m.Topic, m.Partition, m.Offset, err))
 	}
+	if string(m.Key) != e.OrderID {
+		return consumer.Permanent(fmt.Errorf("event %s at %s/%d/%d: key %q is not its order_id %q, so its order's events may be out of order",
+			e.ID, m.Topic, m.Partition, m.Offset, m.Key, e.OrderID))
+	}
+	if topic, _ := events.TopicOf(e.Type); m.Topic != topic {
+		return consumer.Permanent(fmt.Errorf("event %s at %s/%d/%d: %s belongs on %s, not %s",
+			e.ID, m.Topic, m.Partition, m.Offset, e.Type, topic, m.Topic))
+	}
 	log := h.Logger.With("event_id", e.ID, "event_type", e.Type, "order_id", e.OrderID, "consumer", h.Consumer)
 	route, ok := h.Routes[e.Type]
 	if !ok {
@@ -62,8 +76,8 @@ func (h *Handler) Handle(ctx context.Context, m *sarama.ConsumerMessage) error {
 		return route(ctx, tx, e)
 	})
 	if err != nil {
-		if errors.Is(err, events.ErrInvalid) {
-			return consumer.Permanent(err)
+		if errors.Is(err, events.ErrInvalid) || isDataException(err) {
+			return consumer.Permanent(fmt.Errorf("handle %s %s: %w", e.Type, e.ID, err))
 		}
 		return fmt.Errorf("handle %s %s: %w", e.Type, e.ID, err)
 	}
@@ -75,4 +89,15 @@ func (h *Handler) Handle(ctx context.Context, m *sarama.ConsumerMessage) error {
 	log.Info("event applied")
 	handled.WithLabelValues(h.Consumer, e.Type, "applied").Inc()
 	return nil
+}
+
+// isDataException reports whether err is a PostgreSQL data exception
+// (SQLSTATE class 22): a value out of range, an invalid text
+// representation, a character the encoding cannot hold. It depends on the
+// event's data alone, so retrying would fail forever. Events should never
+// get this far — events.Decode rejects what is known to cause one — so it
+// is a backstop, not the validation.
+func isDataException(err error) bool {
+	var pqErr *pq.Error
+	return errors.As(err, &pqErr) && len(pqErr.Code) >= 2 && pqErr.Code.Class() == pqerror.ClassDataException
 }

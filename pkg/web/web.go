@@ -18,6 +18,7 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"regexp"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -225,15 +226,33 @@ func MethodNotAllowed(log *slog.Logger) http.HandlerFunc {
 	}
 }
 
-// MaxIDLen bounds an id taken from a URL path.
+// MaxIDLen bounds an id in bytes.
 const MaxIDLen = 64
 
-// PathID returns the path parameter name, which must be a non-empty id of at
-// most MaxIDLen bytes, or a 400 *Error.
+// IDPattern is the one rule for the ids clients choose and send — customer
+// ids, SKUs, order ids in paths: 1 to MaxIDLen characters from the URL's
+// unreserved set plus ':' and '@'. Such an id needs no escaping in a path,
+// so the id a client stores under PUT /accounts/{id} is the one every
+// service later looks up; it holds no control character or NUL, which
+// PostgreSQL text cannot store; and chi, which matches the raw escaped
+// path, never sees a '%' it would pass on undecoded. The OpenAPI documents
+// state it as the ids' pattern.
+const IDPattern = `^[A-Za-z0-9._~:@-]{1,64}$`
+
+var idRE = regexp.MustCompile(IDPattern)
+
+// ValidID reports whether id matches IDPattern.
+func ValidID(id string) bool { return idRE.MatchString(id) }
+
+// IDRule describes IDPattern for error details.
+const IDRule = "1 to 64 characters from A-Z a-z 0-9 . _ ~ : @ -"
+
+// PathID returns the path parameter name, which must match IDPattern, or a
+// 400 *Error. An escaped character (%2F, %00, %ff) is refused, not decoded.
 func PathID(r *http.Request, name string) (string, error) {
 	id := chi.URLParam(r, name)
-	if id == "" || len(id) > MaxIDLen {
-		return "", Errorf(http.StatusBadRequest, "%s must be 1 to %d characters", name, MaxIDLen)
+	if !ValidID(id) {
+		return "", Errorf(http.StatusBadRequest, "%s must be %s", name, IDRule)
 	}
 	return id, nil
 }

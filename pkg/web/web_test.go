@@ -98,3 +98,61 @@ func TestRouter(t *testing.T) {
 		})
 	}
 }
+
+// TestPathID serves ids through a real chi router, which matches the raw,
+// still-escaped path: an escaped character must be refused, not passed on
+// as "%2F" to be stored, nor decoded into a NUL that PostgreSQL rejects.
+func TestPathID(t *testing.T) {
+	r := web.NewRouter(slog.New(slog.DiscardHandler), map[string]web.Check{})
+	r.Method(http.MethodGet, "/things/{id}", http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		id, err := web.PathID(req, "id")
+		if err != nil {
+			web.Respond(w, req, slog.New(slog.DiscardHandler), err)
+			return
+		}
+		web.Encode(w, http.StatusOK, map[string]string{"id": id})
+	}))
+	tests := []struct {
+		name, path string
+		want       int
+		id         string
+	}{
+		{"Plain", "/things/c-1", 200, "c-1"},
+		{"UUID", "/things/3f1c9a52-8d0e-4b7a-9a65-2c4e1f0b7d13", 200, "3f1c9a52-8d0e-4b7a-9a65-2c4e1f0b7d13"},
+		{"EveryAllowedPunctuation", "/things/a.b_c~d:e@f-g", 200, "a.b_c~d:e@f-g"},
+		{"MaxLength", "/things/" + strings.Repeat("x", web.MaxIDLen), 200, strings.Repeat("x", web.MaxIDLen)},
+		{"TooLong", "/things/" + strings.Repeat("x", web.MaxIDLen+1), 400, ""},
+		{"EscapedSlash", "/things/a%2Fb", 400, ""},
+		{"EscapedNUL", "/things/a%00b", 400, ""},
+		{"EscapedInvalidUTF8", "/things/%ff", 400, ""},
+		{"EscapedSpace", "/things/a%20b", 400, ""},
+		{"EscapedLetter", "/things/%41", 400, ""},
+		{"NonASCII", "/things/%E6%B3%A8%E6%96%87", 400, ""},
+		{"Plus", "/things/a+b", 400, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := httptest.NewRecorder()
+			r.ServeHTTP(w, httptest.NewRequest(http.MethodGet, tt.path, nil))
+			if w.Code != tt.want {
+				t.Fatalf("GET %s = %d, want %d: %s", tt.path, w.Code, tt.want, w.Body)
+			}
+			if tt.want == 200 && !strings.Contains(w.Body.String(), `"id":"`+tt.id+`"`) {
+				t.Fatalf("GET %s = %s, want id %q", tt.path, w.Body, tt.id)
+			}
+		})
+	}
+}
+
+func TestValidID(t *testing.T) {
+	for _, id := range []string{"a", "c-1", "SKU_1.2", "x~y:z@w", strings.Repeat("9", web.MaxIDLen)} {
+		if !web.ValidID(id) {
+			t.Errorf("ValidID(%q) = false, want true", id)
+		}
+	}
+	for _, id := range []string{"", strings.Repeat("9", web.MaxIDLen+1), "a b", "a/b", "a%2Fb", "a\x00", "a\n", "é", "a\u200bb", "a?b", "a#b"} {
+		if web.ValidID(id) {
+			t.Errorf("ValidID(%q) = true, want false", id)
+		}
+	}
+}

@@ -199,7 +199,7 @@ func TestBadRequests(t *testing.T) {
 		{"FractionalQuantity", "POST", "/orders", "application/json", strings.Replace(valid, `"quantity":1`, `"quantity":1.5`, 1), nil, 400, "quantity"},
 		{"NullBody", "POST", "/orders", "application/json", `null`, nil, 400, "customer_id"},
 		{"NoItems", "POST", "/orders", "application/json", `{"customer_id":"c-1","items":[],"shipping_address":{"country":"JP"}}`, nil, 400, "items"},
-		{"Overflow", "POST", "/orders", "application/json", `{"customer_id":"c-1","items":[{"sku":"A","quantity":9223372036854775807,"unit_price":2}],"shipping_address":{"country":"JP"}}`, nil, 400, "total overflows"},
+		{"Overflow", "POST", "/orders", "application/json", `{"customer_id":"c-1","items":[{"sku":"A","quantity":1000000000000000,"unit_price":1000000000000000}],"shipping_address":{"country":"JP"}}`, nil, 400, "total overflows"},
 		{"NumberBeyondInt64", "POST", "/orders", "application/json", `{"customer_id":"c-1","items":[{"sku":"A","quantity":99999999999999999999,"unit_price":2}],"shipping_address":{"country":"JP"}}`, nil, 400, "quantity"},
 		{"BadCountry", "POST", "/orders", "application/json", strings.Replace(valid, `"JP"`, `"JPN"`, 1), nil, 400, "country"},
 		{"BadCurrency", "POST", "/orders", "application/json", strings.Replace(valid, `"JPY"`, `"yen"`, 1), nil, 400, "currency"},
@@ -241,7 +241,8 @@ func message(t *testing.T, orderID string, p events.Payload) *sarama.ConsumerMes
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &sarama.ConsumerMessage{Topic: events.TopicPayment, Key: []byte(orderID), Value: v}
+	topic, _ := events.TopicOf(e.Type)
+	return &sarama.ConsumerMessage{Topic: topic, Key: []byte(orderID), Value: v}
 }
 
 // createOrder places an order through the API and returns its id.
@@ -347,7 +348,7 @@ func TestSagaInvalidPayloadIsPermanent(t *testing.T) {
 		OccurredAt: time.Now(), Payload: json.RawMessage(`{"amount":1,"reason":"bored"}`),
 	}
 	v, _ := e.Encode()
-	err := handler.Handle(context.Background(), &sarama.ConsumerMessage{Topic: events.TopicPayment, Value: v})
+	err := handler.Handle(context.Background(), &sarama.ConsumerMessage{Topic: events.TopicPayment, Key: []byte(e.OrderID), Value: v})
 	if !consumer.IsPermanent(err) {
 		t.Fatalf("Handle = %v, want a permanent error", err)
 	}

@@ -2,9 +2,11 @@ package httpapi
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 
+	"github.com/choreo-saga/choreo/pkg/events"
 	"github.com/choreo-saga/choreo/pkg/web"
 	"github.com/choreo-saga/choreo/services/inventory/internal/store"
 )
@@ -21,6 +23,10 @@ func (s stockRequest) Validate() error {
 		return errors.New("available is required")
 	case *s.Available < 0:
 		return errors.New("available must be >= 0")
+	case *s.Available > events.MaxAmount:
+		// Released units are added back in SQL; the cap keeps the sum
+		// inside bigint.
+		return fmt.Errorf("available must be at most %d", int64(events.MaxAmount))
 	}
 	return nil
 }

@@ -71,14 +71,16 @@ func (f *fixture) envelope(orderID string, p events.Payload) events.Envelope {
 	return e
 }
 
-// deliver hands e to the handler as the consumer group would.
+// deliver hands e to the handler as the consumer group would, from the
+// topic its producer writes to.
 func (f *fixture) deliver(e events.Envelope) error {
 	value, err := e.Encode()
 	if err != nil {
 		return err
 	}
+	topic, _ := events.TopicOf(e.Type)
 	return f.handler.Handle(context.Background(), &sarama.ConsumerMessage{
-		Topic: events.TopicPayment, Key: []byte(e.OrderID), Value: value,
+		Topic: topic, Key: []byte(e.OrderID), Value: value,
 	})
 }
 

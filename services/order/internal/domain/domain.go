@@ -13,9 +13,11 @@ import (
 	"math"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/choreo-saga/choreo/pkg/events"
+	"github.com/choreo-saga/choreo/pkg/web"
 )
 
 // Status is an order's state.
@@ -31,10 +33,10 @@ const (
 
 // Limits of an order request.
 const (
-	// MaxIDLen bounds customer_id and sku in bytes. It matches the other
-	// services' id limit, so every id the order service accepts can also be
-	// looked up there.
-	MaxIDLen = 64
+	// MaxIDLen bounds customer_id and sku in bytes. They must also match
+	// web.IDPattern, the other services' rule for ids in paths, so every id
+	// the order service accepts can be looked up there.
+	MaxIDLen = web.MaxIDLen
 	// MaxItems bounds the lines of one order, and so the size of every
 	// event that carries them.
 	MaxItems = 100
@@ -68,25 +70,30 @@ type Draft struct {
 // Validate checks r and returns it normalised and with its total. The error
 // text is meant for the client: it names the offending field.
 func Validate(r Request) (Draft, error) {
-	if r.CustomerID == "" || len(r.CustomerID) > MaxIDLen {
-		return Draft{}, fmt.Errorf("customer_id must be 1 to %d bytes", MaxIDLen)
+	if !web.ValidID(r.CustomerID) {
+		return Draft{}, fmt.Errorf("customer_id must be %s", web.IDRule)
 	}
 	if len(r.Items) == 0 || len(r.Items) > MaxItems {
 		return Draft{}, fmt.Errorf("items must hold 1 to %d lines, got %d", MaxItems, len(r.Items))
 	}
 	for i, it := range r.Items {
 		switch {
-		case it.SKU == "" || len(it.SKU) > MaxIDLen:
-			return Draft{}, fmt.Errorf("items[%d].sku must be 1 to %d bytes", i, MaxIDLen)
-		case it.Quantity < 1:
-			return Draft{}, fmt.Errorf("items[%d].quantity must be >= 1, got %d", i, it.Quantity)
-		case it.UnitPrice < 0:
-			return Draft{}, fmt.Errorf("items[%d].unit_price must be >= 0, got %d", i, it.UnitPrice)
+		case !web.ValidID(it.SKU):
+			return Draft{}, fmt.Errorf("items[%d].sku must be %s", i, web.IDRule)
+		case it.Quantity < 1 || it.Quantity > events.MaxAmount:
+			return Draft{}, fmt.Errorf("items[%d].quantity must be 1 to %d, got %d", i, int64(events.MaxAmount), it.Quantity)
+		case it.UnitPrice < 0 || it.UnitPrice > events.MaxAmount:
+			return Draft{}, fmt.Errorf("items[%d].unit_price must be 0 to %d, got %d", i, int64(events.MaxAmount), it.UnitPrice)
 		}
 	}
+	// The total is capped like every amount the saga carries, so the
+	// balances and stock the other services add it to stay in bigint.
 	total, err := Total(r.Items)
 	if err != nil {
-		return Draft{}, err
+		return Draft{}, fmt.Errorf("total exceeds %d: %w", int64(events.MaxAmount), err)
+	}
+	if total > events.MaxAmount {
+		return Draft{}, fmt.Errorf("total exceeds %d: got %d", int64(events.MaxAmount), total)
 	}
 
 	currency := r.Currency
@@ -102,11 +109,11 @@ func Validate(r Request) (Draft, error) {
 		return Draft{}, fmt.Errorf("shipping_address.country must be 2 letters (ISO 3166-1 alpha-2), got %q", addr.Country)
 	}
 	addr.Country = strings.ToUpper(addr.Country)
-	if utf8.RuneCountInString(addr.PostalCode) > MaxAddressFieldLen {
-		return Draft{}, fmt.Errorf("shipping_address.postal_code must be at most %d characters", MaxAddressFieldLen)
+	if err := validateText("shipping_address.postal_code", addr.PostalCode); err != nil {
+		return Draft{}, err
 	}
-	if utf8.RuneCountInString(addr.Line1) > MaxAddressFieldLen {
-		return Draft{}, fmt.Errorf("shipping_address.line1 must be at most %d characters", MaxAddressFieldLen)
+	if err := validateText("shipping_address.line1", addr.Line1); err != nil {
+		return Draft{}, err
 	}
 
 	// A private copy, so a caller reusing its slice cannot change a
@@ -245,6 +252,19 @@ func Transition(current Status, ev Event) (next Status, reason string, changed b
 		return StatusCancelled, ev.Reason, true
 	}
 	return current, "", false
+}
+
+// validateText checks a free-text field: at most MaxAddressFieldLen
+// characters and no control character — NUL, which PostgreSQL cannot store,
+// included; a line break has no place in a one-line field either.
+func validateText(field, s string) error {
+	if utf8.RuneCountInString(s) > MaxAddressFieldLen {
+		return fmt.Errorf("%s must be at most %d characters", field, MaxAddressFieldLen)
+	}
+	if i := strings.IndexFunc(s, unicode.IsControl); i >= 0 {
+		return fmt.Errorf("%s must not contain control characters; found one at byte %d", field, i)
+	}
+	return nil
 }
 
 // isLetters reports whether s is exactly n ASCII letters, upper case unless

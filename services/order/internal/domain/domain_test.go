@@ -70,21 +70,53 @@ func TestValidate(t *testing.T) {
 			}
 		}},
 		{"LineOverflowRejected", func(r *domain.Request) {
-			r.Items[0] = events.Item{SKU: "A", Quantity: 2, UnitPrice: math.MaxInt64/2 + 1}
+			r.Items[0] = events.Item{SKU: "A", Quantity: events.MaxAmount, UnitPrice: events.MaxAmount}
 		}, "total overflows", nil},
 		{"SumOverflowRejected", func(r *domain.Request) {
-			r.Items = []events.Item{{SKU: "A", Quantity: 1, UnitPrice: math.MaxInt64}, {SKU: "B", Quantity: 1, UnitPrice: 1}}
+			r.Items = []events.Item{{SKU: "A", Quantity: events.MaxAmount, UnitPrice: 5000}, {SKU: "B", Quantity: events.MaxAmount, UnitPrice: 5000}}
 		}, "total overflows", nil},
-		{"TotalOfExactlyMaxInt64Accepted", func(r *domain.Request) {
-			r.Items = []events.Item{{SKU: "A", Quantity: 1, UnitPrice: math.MaxInt64 - 1}, {SKU: "B", Quantity: 1, UnitPrice: 1}}
+		{"TotalOfExactlyMaxAmountAccepted", func(r *domain.Request) {
+			r.Items = []events.Item{{SKU: "A", Quantity: 1, UnitPrice: events.MaxAmount - 1}, {SKU: "B", Quantity: 1, UnitPrice: 1}}
 		}, "", func(t *testing.T, d domain.Draft) {
-			if d.TotalAmount != math.MaxInt64 {
-				t.Errorf("total = %d, want MaxInt64", d.TotalAmount)
+			if d.TotalAmount != events.MaxAmount {
+				t.Errorf("total = %d, want MaxAmount", d.TotalAmount)
 			}
 		}},
-		{"HugeQuantityOfFreeItemAccepted", func(r *domain.Request) {
-			r.Items[0] = events.Item{SKU: "A", Quantity: math.MaxInt64, UnitPrice: 0}
+		{"TotalAboveMaxAmountRejected", func(r *domain.Request) {
+			r.Items = []events.Item{{SKU: "A", Quantity: 1, UnitPrice: events.MaxAmount}, {SKU: "B", Quantity: 1, UnitPrice: 1}}
+		}, "total exceeds 1000000000000000", nil},
+		{"LineAboveMaxAmountRejected", func(r *domain.Request) {
+			r.Items[0] = events.Item{SKU: "A", Quantity: 2, UnitPrice: events.MaxAmount/2 + 1}
+		}, "total exceeds", nil},
+		{"MaxQuantityOfFreeItemAccepted", func(r *domain.Request) {
+			r.Items[0] = events.Item{SKU: "A", Quantity: events.MaxAmount, UnitPrice: 0}
 		}, "", nil},
+		// A free item's quantity is not bounded by the total; it still ends
+		// up in the inventory's bigint arithmetic.
+		{"QuantityAboveMaxAmountRejected", func(r *domain.Request) {
+			r.Items[0] = events.Item{SKU: "A", Quantity: events.MaxAmount + 1, UnitPrice: 0}
+		}, "items[0].quantity", nil},
+		{"HugeQuantityOfFreeItemRejected", func(r *domain.Request) {
+			r.Items[0] = events.Item{SKU: "A", Quantity: math.MaxInt64, UnitPrice: 0}
+		}, "items[0].quantity", nil},
+		{"UnitPriceAboveMaxAmountRejected", func(r *domain.Request) {
+			r.Items[0] = events.Item{SKU: "A", Quantity: 1, UnitPrice: events.MaxAmount + 1}
+		}, "items[0].unit_price", nil},
+		// Ids follow web.IDPattern, so the other services can be asked
+		// about every customer and SKU an order names.
+		{"CustomerWithEveryAllowedCharacterAccepted", func(r *domain.Request) { r.CustomerID = "Az09._~:@-" }, "", nil},
+		{"CustomerWithNULRejected", func(r *domain.Request) { r.CustomerID = "c\x00" }, "customer_id", nil},
+		{"CustomerWithSlashRejected", func(r *domain.Request) { r.CustomerID = "c/1" }, "customer_id", nil},
+		{"CustomerWithSpaceRejected", func(r *domain.Request) { r.CustomerID = "c 1" }, "customer_id", nil},
+		{"CustomerWithPercentRejected", func(r *domain.Request) { r.CustomerID = "c%2F1" }, "customer_id", nil},
+		{"NonASCIICustomerRejected", func(r *domain.Request) { r.CustomerID = "顧客" }, "customer_id", nil},
+		{"SKUWithNULRejected", func(r *domain.Request) { r.Items[0].SKU = "S\x00" }, "items[0].sku", nil},
+		{"SKUWithSlashRejected", func(r *domain.Request) { r.Items[0].SKU = "a/b" }, "items[0].sku", nil},
+		{"Line1WithNULRejected", func(r *domain.Request) { r.ShippingAddress.Line1 = "1-1\x00Chiyoda" }, "line1", nil},
+		{"Line1WithNewlineRejected", func(r *domain.Request) { r.ShippingAddress.Line1 = "1-1\nChiyoda" }, "line1", nil},
+		{"Line1WithC1ControlRejected", func(r *domain.Request) { r.ShippingAddress.Line1 = "1-1\u0085Chiyoda" }, "line1", nil},
+		{"PostalCodeWithNULRejected", func(r *domain.Request) { r.ShippingAddress.PostalCode = "\x00" }, "postal_code", nil},
+		{"PostalCodeWithTabRejected", func(r *domain.Request) { r.ShippingAddress.PostalCode = "100\t0001" }, "postal_code", nil},
 		{"MissingCurrencyDefaultsToJPY", func(r *domain.Request) { r.Currency = "" }, "", func(t *testing.T, d domain.Draft) {
 			if d.Currency != "JPY" {
 				t.Errorf("currency = %q, want JPY", d.Currency)
@@ -137,7 +169,7 @@ func TestValidate(t *testing.T) {
 
 func TestValidateOverflowIsErrTotalOverflow(t *testing.T) {
 	r := validRequest()
-	r.Items[0] = events.Item{SKU: "A", Quantity: math.MaxInt64, UnitPrice: 2}
+	r.Items[0] = events.Item{SKU: "A", Quantity: events.MaxAmount, UnitPrice: events.MaxAmount}
 	if _, err := domain.Validate(r); !errors.Is(err, domain.ErrTotalOverflow) {
 		t.Fatalf("Validate error = %v, want ErrTotalOverflow", err)
 	}

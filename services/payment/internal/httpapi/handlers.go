@@ -2,9 +2,11 @@ package httpapi
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 
+	"github.com/choreo-saga/choreo/pkg/events"
 	"github.com/choreo-saga/choreo/pkg/web"
 	"github.com/choreo-saga/choreo/services/payment/internal/store"
 )
@@ -19,6 +21,10 @@ func (a accountRequest) Validate() error {
 		return errors.New("balance is required")
 	case *a.Balance < 0:
 		return errors.New("balance must be >= 0")
+	case *a.Balance > events.MaxAmount:
+		// Refunds are added to the balance in SQL; the cap keeps the sum
+		// inside bigint.
+		return fmt.Errorf("balance must be at most %d", int64(events.MaxAmount))
 	}
 	return nil
 }

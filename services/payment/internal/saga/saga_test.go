@@ -99,10 +99,7 @@ func (f *fixture) deliver(e events.Envelope) error {
 	if err != nil {
 		return err
 	}
-	topic := events.TopicInventory
-	if e.Type == events.TypeOrderCreated {
-		topic = events.TopicOrder
-	}
+	topic, _ := events.TopicOf(e.Type)
 	return f.handler.Handle(context.Background(), &sarama.ConsumerMessage{
 		Topic: topic, Key: []byte(e.OrderID), Value: value,
 	})

@@ -62,6 +62,8 @@ func TestOpenAPI(t *testing.T) {
 		{"NotReady", notReady, "GET", "/readyz", 503},
 		{"OpenAPI", h, "GET", "/openapi.yaml", 200},
 		{"GetShipmentTooLongID", h, "GET", "/shipments/" + strings.Repeat("x", 65), 400},
+		{"GetShipmentEscapedSlashInID", h, "GET", "/shipments/o%2F1", 400},
+		{"GetShipmentNULInID", h, "GET", "/shipments/o%001", 400},
 		{"UnknownPath", h, "GET", "/shipments", 404},
 		{"UnlistedMethod", h, "POST", "/shipments/o-1", 405},
 	}
