@@ -14,6 +14,7 @@ func TestSaga(t *testing.T) {
 		balance, stock  int64
 		qty, price      int64
 		country         string
+		currency        string // "" = JPY, the accounts' currency
 		wantStatus      string
 		wantReason      string
 		wantBalance     int64
@@ -36,6 +37,12 @@ func TestSaga(t *testing.T) {
 			wantPayment: "DECLINED",
 		},
 		{
+			name:    "OtherCurrencyIsDeclined",
+			balance: 10000, stock: 10, qty: 2, price: 2500, country: "JP", currency: "USD",
+			wantStatus: "CANCELLED", wantReason: "payment_declined", wantBalance: 10000, wantAvailable: 10,
+			wantPayment: "DECLINED",
+		},
+		{
 			name:    "OutOfStockIsRefunded",
 			balance: 10000, stock: 1, qty: 2, price: 2500, country: "JP",
 			wantStatus: "CANCELLED", wantReason: "out_of_stock", wantBalance: 10000, wantAvailable: 1,
@@ -51,7 +58,11 @@ func TestSaga(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFixture(t, tt.balance, tt.stock)
-			o := createOrder(t, f.order(tt.qty, tt.price, tt.country))
+			req := f.order(tt.qty, tt.price, tt.country)
+			if tt.currency != "" {
+				req.Currency = tt.currency
+			}
+			o := createOrder(t, req)
 			assertEqual(t, "new order status", o.Status, "PENDING")
 			assertEqual(t, "total", o.TotalAmount, tt.qty*tt.price)
 

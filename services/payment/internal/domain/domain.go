@@ -21,6 +21,7 @@ const (
 const (
 	DeclineInsufficientFunds = "insufficient_funds"
 	DeclineUnknownCustomer   = "unknown_customer"
+	DeclineCurrencyMismatch  = "currency_mismatch"
 )
 
 // Payment is the record of one order's charge.
@@ -36,6 +37,8 @@ type Payment struct {
 type Account struct {
 	CustomerID string `db:"customer_id" json:"customer_id"`
 	Balance    int64  `db:"balance" json:"balance"`
+	// Currency is the ISO 4217 code the balance is held in.
+	Currency string `db:"currency" json:"currency"`
 }
 
 // ChargeAction is what a charge request leads to.
@@ -60,14 +63,17 @@ type ChargeDecision struct {
 	Detail string
 }
 
-// DecideCharge decides what to do when an order asks to be paid. existing is
-// the order's payment record and account the customer's, each nil if absent.
-func DecideCharge(existing *Payment, account *Account, amount int64) ChargeDecision {
+// DecideCharge decides what to do when an order asks to be paid amount in
+// currency. existing is the order's payment record and account the
+// customer's, each nil if absent.
+func DecideCharge(existing *Payment, account *Account, amount int64, currency string) ChargeDecision {
 	switch {
 	case existing != nil:
 		return ChargeDecision{Action: ChargeSkip}
 	case account == nil:
 		return ChargeDecision{Action: ChargeDecline, Detail: DeclineUnknownCustomer}
+	case account.Currency != currency:
+		return ChargeDecision{Action: ChargeDecline, Detail: DeclineCurrencyMismatch}
 	case amount < 0:
 		return ChargeDecision{Action: ChargeDecline, Detail: fmt.Sprintf("negative amount %d", amount)}
 	case account.Balance < amount:

@@ -7,7 +7,7 @@ import (
 )
 
 func TestDecideCharge(t *testing.T) {
-	acct := func(b int64) *domain.Account { return &domain.Account{CustomerID: "c-1", Balance: b} }
+	acct := func(b int64) *domain.Account { return &domain.Account{CustomerID: "c-1", Balance: b, Currency: "JPY"} }
 	tests := []struct {
 		name     string
 		existing *domain.Payment
@@ -20,13 +20,14 @@ func TestDecideCharge(t *testing.T) {
 		{"ZeroAmountDebits", nil, acct(0), 0, domain.ChargeDebit, ""},
 		{"LowBalanceDeclines", nil, acct(4999), 5000, domain.ChargeDecline, domain.DeclineInsufficientFunds},
 		{"UnknownCustomerDeclines", nil, nil, 1, domain.ChargeDecline, domain.DeclineUnknownCustomer},
+		{"OtherCurrencyDeclines", nil, &domain.Account{CustomerID: "c-1", Balance: 99999, Currency: "USD"}, 5000, domain.ChargeDecline, domain.DeclineCurrencyMismatch},
 		{"AlreadyChargedSkips", &domain.Payment{Status: domain.StatusCompleted}, acct(99999), 5000, domain.ChargeSkip, ""},
 		{"AlreadyDeclinedSkips", &domain.Payment{Status: domain.StatusDeclined}, acct(99999), 5000, domain.ChargeSkip, ""},
 		{"RefundArrivedFirstSkips", &domain.Payment{Status: domain.StatusRefunded}, acct(99999), 5000, domain.ChargeSkip, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := domain.DecideCharge(tt.existing, tt.account, tt.amount)
+			got := domain.DecideCharge(tt.existing, tt.account, tt.amount, "JPY")
 			if got.Action != tt.want || got.Detail != tt.detail {
 				t.Fatalf("DecideCharge = %+v, want action %v detail %q", got, tt.want, tt.detail)
 			}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"regexp"
 
 	"github.com/choreo-saga/choreo/pkg/events"
 	"github.com/choreo-saga/choreo/pkg/web"
@@ -13,10 +14,21 @@ import (
 
 type accountRequest struct {
 	Balance *int64 `json:"balance"`
+	// Currency defaults to JPY.
+	Currency string `json:"currency"`
 }
 
-func (a accountRequest) Validate() error {
+// defaultCurrency is the currency of an account created without one, and of
+// orders placed without one.
+const defaultCurrency = "JPY"
+
+func (a *accountRequest) Validate() error {
+	if a.Currency == "" {
+		a.Currency = defaultCurrency
+	}
 	switch {
+	case !currencyCode.MatchString(a.Currency):
+		return fmt.Errorf("currency %q is not a three-letter ISO 4217 code", a.Currency)
 	case a.Balance == nil:
 		return errors.New("balance is required")
 	case *a.Balance < 0:
@@ -28,6 +40,8 @@ func (a accountRequest) Validate() error {
 	}
 	return nil
 }
+
+var currencyCode = regexp.MustCompile(`^[A-Z]{3}$`)
 
 func putAccount(log *slog.Logger, st *store.Store) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -41,7 +55,7 @@ func putAccount(log *slog.Logger, st *store.Store) http.Handler {
 			web.Respond(w, r, log, err)
 			return
 		}
-		a, err := st.PutAccount(r.Context(), id, *req.Balance)
+		a, err := st.PutAccount(r.Context(), id, *req.Balance, req.Currency)
 		if err != nil {
 			web.Respond(w, r, log, err)
 			return

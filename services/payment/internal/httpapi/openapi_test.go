@@ -36,7 +36,7 @@ func TestOpenAPI(t *testing.T) {
 	t.Run("RoutesDocumented", func(t *testing.T) { apitest.CheckRoutesDocumented(t, h, spec) })
 	t.Run("Served", func(t *testing.T) { apitest.CheckSpecServed(t, h, spec) })
 	t.Run("Schemas", func(t *testing.T) {
-		apitest.CheckSchema(t, spec, "Account", domain.Account{CustomerID: "c-1", Balance: 100000})
+		apitest.CheckSchema(t, spec, "Account", domain.Account{CustomerID: "c-1", Balance: 100000, Currency: "JPY"})
 		apitest.CheckSchema(t, spec, "Payment", domain.Payment{
 			OrderID: "3f1c9a52-8d0e-4b7a-9a65-2c4e1f0b7d13", CustomerID: "c-1",
 			Amount: 5000, Currency: "JPY", Status: domain.StatusDeclined,
@@ -64,7 +64,8 @@ func TestOpenAPI(t *testing.T) {
 		{"PutAccountNotJSON", h, "PUT", "/accounts/c-1", "text/plain", `{"balance":1}`, 415},
 		{"PutAccountTooLarge", h, "PUT", "/accounts/c-1", "application/json", `{"balance":` + strings.Repeat(" ", web.MaxBodyBytes) + `1}`, 413},
 		{"PutAccountNegative", h, "PUT", "/accounts/c-1", "application/json", `{"balance":-1}`, 400},
-		{"PutAccountUnknownField", h, "PUT", "/accounts/c-1", "application/json", `{"balance":1,"currency":"JPY"}`, 400},
+		{"PutAccountUnknownField", h, "PUT", "/accounts/c-1", "application/json", `{"balance":1,"owner":"x"}`, 400},
+		{"PutAccountBadCurrency", h, "PUT", "/accounts/c-1", "application/json", `{"balance":1,"currency":"yen"}`, 400},
 		{"PutAccountAboveMaxAmount", h, "PUT", "/accounts/c-1", "application/json", `{"balance":1000000000000001}`, 400},
 		{"PutAccountEscapedSlashInID", h, "PUT", "/accounts/c%2F1", "application/json", `{"balance":1}`, 400},
 		{"PutAccountNULInID", h, "PUT", "/accounts/c%001", "application/json", `{"balance":1}`, 400},

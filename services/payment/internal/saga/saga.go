@@ -61,7 +61,7 @@ func charge(ctx context.Context, tx *sqlx.Tx, orderID string, o events.OrderCrea
 	if err != nil {
 		return err
 	}
-	d := domain.DecideCharge(existing, account, o.TotalAmount)
+	d := domain.DecideCharge(existing, account, o.TotalAmount, o.Currency)
 	p := domain.Payment{OrderID: orderID, CustomerID: o.CustomerID, Amount: o.TotalAmount, Currency: o.Currency}
 	switch d.Action {
 	case domain.ChargeSkip:

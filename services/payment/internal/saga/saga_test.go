@@ -52,7 +52,7 @@ func newFixture(t *testing.T) *fixture {
 func (f *fixture) customer(balance int64) string {
 	f.t.Helper()
 	id := "c-" + uuid.NewString()[:13]
-	if _, err := f.st.PutAccount(context.Background(), id, balance); err != nil {
+	if _, err := f.st.PutAccount(context.Background(), id, balance, "JPY"); err != nil {
 		f.t.Fatal(err)
 	}
 	return id

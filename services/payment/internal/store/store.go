@@ -29,13 +29,15 @@ type Store struct{ db *sqlx.DB }
 // New returns a Store on db.
 func New(db *sqlx.DB) *Store { return &Store{db: db} }
 
-// PutAccount sets a customer's balance, creating the account if needed.
-func (s *Store) PutAccount(ctx context.Context, customerID string, balance int64) (domain.Account, error) {
+// PutAccount sets a customer's balance and its currency, creating the
+// account if needed.
+func (s *Store) PutAccount(ctx context.Context, customerID string, balance int64, currency string) (domain.Account, error) {
 	var a domain.Account
 	err := s.db.GetContext(ctx, &a, `
-		INSERT INTO accounts (customer_id, balance) VALUES ($1, $2)
-		ON CONFLICT (customer_id) DO UPDATE SET balance = EXCLUDED.balance, updated_at = now()
-		RETURNING customer_id, balance`, customerID, balance)
+		INSERT INTO accounts (customer_id, balance, currency) VALUES ($1, $2, $3)
+		ON CONFLICT (customer_id) DO UPDATE
+		SET balance = EXCLUDED.balance, currency = EXCLUDED.currency, updated_at = now()
+		RETURNING customer_id, balance, currency`, customerID, balance, currency)
 	if err != nil {
 		return a, fmt.Errorf("put account %s: %w", customerID, err)
 	}
@@ -45,7 +47,7 @@ func (s *Store) PutAccount(ctx context.Context, customerID string, balance int64
 // Account returns a customer's account, or ErrNotFound.
 func (s *Store) Account(ctx context.Context, customerID string) (domain.Account, error) {
 	var a domain.Account
-	err := s.db.GetContext(ctx, &a, `SELECT customer_id, balance FROM accounts WHERE customer_id = $1`, customerID)
+	err := s.db.GetContext(ctx, &a, `SELECT customer_id, balance, currency FROM accounts WHERE customer_id = $1`, customerID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return a, ErrNotFound
 	}
@@ -84,7 +86,7 @@ func LockPayment(ctx context.Context, tx *sqlx.Tx, orderID string) (*domain.Paym
 // LockAccount returns the customer's account locked for the rest of tx, or nil.
 func LockAccount(ctx context.Context, tx *sqlx.Tx, customerID string) (*domain.Account, error) {
 	var a domain.Account
-	err := tx.GetContext(ctx, &a, `SELECT customer_id, balance FROM accounts WHERE customer_id = $1 FOR UPDATE`, customerID)
+	err := tx.GetContext(ctx, &a, `SELECT customer_id, balance, currency FROM accounts WHERE customer_id = $1 FOR UPDATE`, customerID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}

@@ -36,7 +36,7 @@ func mustBalance(t *testing.T, st *store.Store, customerID string, want int64) {
 	if err != nil {
 		t.Fatalf("account %s: %v", customerID, err)
 	}
-	if w := (domain.Account{CustomerID: customerID, Balance: want}); got != w {
+	if w := (domain.Account{CustomerID: customerID, Balance: want, Currency: "JPY"}); got != w {
 		t.Fatalf("account = %+v, want %+v", got, w)
 	}
 }
@@ -62,21 +62,21 @@ func TestPutAccountUpserts(t *testing.T) {
 		return at
 	}
 
-	got, err := st.PutAccount(ctx, c, 1000)
+	got, err := st.PutAccount(ctx, c, 1000, "JPY")
 	if err != nil {
 		t.Fatalf("PutAccount (create): %v", err)
 	}
-	if want := (domain.Account{CustomerID: c, Balance: 1000}); got != want {
+	if want := (domain.Account{CustomerID: c, Balance: 1000, Currency: "JPY"}); got != want {
 		t.Fatalf("PutAccount (create) = %+v, want %+v", got, want)
 	}
 	mustBalance(t, st, c, 1000)
 	created := updatedAt()
 
-	got, err = st.PutAccount(ctx, c, 250)
+	got, err = st.PutAccount(ctx, c, 250, "JPY")
 	if err != nil {
 		t.Fatalf("PutAccount (update): %v", err)
 	}
-	if want := (domain.Account{CustomerID: c, Balance: 250}); got != want {
+	if want := (domain.Account{CustomerID: c, Balance: 250, Currency: "JPY"}); got != want {
 		t.Fatalf("PutAccount (update) = %+v, want %+v", got, want)
 	}
 	mustBalance(t, st, c, 250)
@@ -89,7 +89,7 @@ func TestPutAccountUpserts(t *testing.T) {
 	}
 
 	t.Run("ZeroBalanceIsAllowed", func(t *testing.T) {
-		if _, err := st.PutAccount(ctx, c, 0); err != nil {
+		if _, err := st.PutAccount(ctx, c, 0, "JPY"); err != nil {
 			t.Fatalf("PutAccount(0): %v", err)
 		}
 		mustBalance(t, st, c, 0)
@@ -125,7 +125,7 @@ func TestAddBalance(t *testing.T) {
 	st := store.New(db)
 	ctx := context.Background()
 	c := uniq("c")
-	if _, err := st.PutAccount(ctx, c, 1000); err != nil {
+	if _, err := st.PutAccount(ctx, c, 1000, "JPY"); err != nil {
 		t.Fatal(err)
 	}
 	if err := inTx(db, func(tx *sqlx.Tx) error { return store.AddBalance(ctx, tx, c, -1000) }); err != nil {
@@ -155,7 +155,7 @@ func TestCheckForbidsNegativeBalance(t *testing.T) {
 	st := store.New(db)
 	ctx := context.Background()
 	c := uniq("c")
-	if _, err := st.PutAccount(ctx, c, 100); err != nil {
+	if _, err := st.PutAccount(ctx, c, 100, "JPY"); err != nil {
 		t.Fatal(err)
 	}
 
@@ -167,7 +167,7 @@ func TestCheckForbidsNegativeBalance(t *testing.T) {
 			return inTx(db, func(tx *sqlx.Tx) error { return store.AddBalance(ctx, tx, c, -101) })
 		}},
 		{"PutNegativeBalance", func() error {
-			_, err := st.PutAccount(ctx, c, -1)
+			_, err := st.PutAccount(ctx, c, -1, "JPY")
 			return err
 		}},
 		{"RawNegativeBalance", func() error {
@@ -186,7 +186,7 @@ func TestCheckForbidsNegativeBalance(t *testing.T) {
 
 	t.Run("NewAccountWithNegativeBalance", func(t *testing.T) {
 		ghost := uniq("c")
-		if _, err := st.PutAccount(ctx, ghost, -1); !isViolation(err, "check_violation") {
+		if _, err := st.PutAccount(ctx, ghost, -1, "JPY"); !isViolation(err, "check_violation") {
 			t.Fatalf("err = %v, want a check_violation", err)
 		}
 		if _, err := st.Account(ctx, ghost); !errors.Is(err, store.ErrNotFound) {
