@@ -328,6 +328,16 @@ func TestSagaDuplicateDeliveriesConcurrently(t *testing.T) {
 	if s, reason := status(t, h, id); s != "CANCELLED" || reason != events.ReasonPaymentDeclined {
 		t.Fatalf("order = %s %q", s, reason)
 	}
+	// A terminal status looks the same however often it is set, so check
+	// the marker itself: exactly one
+	// delivery applied the event.
+	var markers int
+	if err := db.Get(&markers, `SELECT count(*) FROM processed_events WHERE consumer = 'order'`); err != nil {
+		t.Fatal(err)
+	}
+	if markers != 1 {
+		t.Fatalf("processed_events rows = %d, want 1", markers)
+	}
 }
 
 func TestSagaEventsForUnknownOrdersAreAcknowledged(t *testing.T) {
