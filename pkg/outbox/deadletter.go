@@ -2,9 +2,12 @@ package outbox
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/IBM/sarama"
 	"github.com/google/uuid"
@@ -21,6 +24,26 @@ const (
 	HeaderDLQOffset    = "dlq_origin_offset"
 	HeaderDLQGroup     = "dlq_consumer_group"
 	HeaderDLQFailedAt  = "dlq_failed_at"
+	// HeaderDLQValueTruncated is "true" when the value was cut to
+	// MaxDeadLetterValue bytes; HeaderDLQValueBytes then holds its
+	// original length.
+	HeaderDLQValueTruncated = "dlq_value_truncated"
+	HeaderDLQValueBytes     = "dlq_value_bytes"
+)
+
+// Base64Suffix marks a header whose value is not valid UTF-8 or contains a
+// NUL byte, neither of which the outbox's jsonb column can hold: the dead
+// letter carries it base64-encoded (standard encoding) under its key plus
+// this suffix instead. For the reason, the readable dlq_reason stays, with
+// such characters replaced by U+FFFD.
+const Base64Suffix = "_base64"
+
+// Size limits of a dead letter. Kafka and sarama refuse messages over about
+// 1 MiB, and a poison message may be close to that before the DLQ headers
+// are added; a reason may quote the whole message.
+const (
+	MaxDeadLetterValue  = 512 << 10
+	maxDeadLetterReason = 4 << 10
 )
 
 // dlqNamespace derives a stable id for a (topic, partition, offset, time), so that
@@ -34,6 +57,12 @@ var dlqNamespace = uuid.MustParse("6f1c1a52-9b4e-4a4e-8f0e-5e2d3c7a9d10")
 // lost between a failed handler and the DLQ topic, and it is recorded once
 // per origin offset even if the message is delivered again. Its signature
 // matches consumer.DeadLetterFunc.
+//
+// Whatever the message holds, the dead letter can be stored and published —
+// otherwise the path meant to unblock a consumer would block it: header
+// values PostgreSQL cannot store are base64-encoded (see Base64Suffix), a
+// value over MaxDeadLetterValue is truncated (see HeaderDLQValueTruncated),
+// and the reason is cut to a few KiB.
 func DeadLetter(db *sqlx.DB, topic, group string) func(ctx context.Context, m *sarama.ConsumerMessage, reason error) error {
 	return func(ctx context.Context, m *sarama.ConsumerMessage, reason error) error {
 		origin := fmt.Sprintf("%s/%d/%d", m.Topic, m.Partition, m.Offset)
@@ -41,13 +70,36 @@ func DeadLetter(db *sqlx.DB, topic, group string) func(ctx context.Context, m *s
 		// topic that was deleted and recreated.
 		id := uuid.NewSHA1(dlqNamespace, fmt.Appendf(nil, "%s@%d", origin, m.Timestamp.UnixNano())).String()
 
-		headers := make(map[string]string, len(m.Headers)+6)
+		headers := make(map[string]string, len(m.Headers)+8)
 		for _, h := range m.Headers {
-			if h != nil {
-				headers[string(h.Key)] = string(h.Value)
+			if h == nil {
+				continue
 			}
+			key, keyAltered := cleanText(string(h.Key))
+			value, valueAltered := cleanText(string(h.Value))
+			if keyAltered || valueAltered {
+				headers[key+Base64Suffix] = base64.StdEncoding.EncodeToString(h.Value)
+				continue
+			}
+			headers[key] = value
 		}
-		headers[HeaderDLQReason] = reason.Error()
+
+		why := "unknown"
+		if reason != nil {
+			why = reason.Error()
+		}
+		if len(why) > maxDeadLetterReason {
+			cut := maxDeadLetterReason
+			for cut > 0 && !utf8.RuneStart(why[cut]) {
+				cut--
+			}
+			why = fmt.Sprintf("%s… (truncated from %d bytes)", why[:cut], len(why))
+		}
+		text, altered := cleanText(why)
+		headers[HeaderDLQReason] = text
+		if altered {
+			headers[HeaderDLQReason+Base64Suffix] = base64.StdEncoding.EncodeToString([]byte(why))
+		}
 		headers[HeaderDLQTopic] = m.Topic
 		headers[HeaderDLQPartition] = strconv.Itoa(int(m.Partition))
 		headers[HeaderDLQOffset] = strconv.FormatInt(m.Offset, 10)
@@ -58,6 +110,11 @@ func DeadLetter(db *sqlx.DB, topic, group string) func(ctx context.Context, m *s
 		if value == nil {
 			value = []byte{}
 		}
+		if len(value) > MaxDeadLetterValue {
+			headers[HeaderDLQValueTruncated] = "true"
+			headers[HeaderDLQValueBytes] = strconv.Itoa(len(value))
+			value = value[:MaxDeadLetterValue]
+		}
 		_, err := idem.Handle(ctx, db, group+".dlq", id, func(tx *sqlx.Tx) error {
 			return Add(ctx, tx, Message{Topic: topic, Key: m.Key, Value: value, Headers: headers})
 		})
@@ -66,4 +123,14 @@ func DeadLetter(db *sqlx.DB, topic, group string) func(ctx context.Context, m *s
 		}
 		return nil
 	}
+}
+
+// cleanText returns s as PostgreSQL can store it in text and jsonb — valid
+// UTF-8 without NUL — and whether that changed it.
+func cleanText(s string) (string, bool) {
+	if utf8.ValidString(s) && !strings.ContainsRune(s, 0) {
+		return s, false
+	}
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	return strings.ReplaceAll(s, "\x00", "\uFFFD"), true
 }

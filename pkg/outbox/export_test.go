@@ -1,0 +1,60 @@
+package outbox
+
+import (
+	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+)
+
+// Hooks for the tests in package outbox_test, which cannot live in this
+// package: they use internal/testenv, which imports it.
+
+// OldestUnsent returns the backlog gauge of the relay named name.
+func OldestUnsent(name string) float64 { return value(oldestUnsent.WithLabelValues(name)) }
+
+// Parked returns the parked-rows counter of the relay named name.
+func Parked(name string) float64 { return value(parked.WithLabelValues(name)) }
+
+// value reads a gauge or counter as prometheus/testutil.ToFloat64 would;
+// testutil itself needs a module this repository does not require.
+func value(m prometheus.Metric) float64 {
+	var d dto.Metric
+	if err := m.Write(&d); err != nil {
+		panic(err)
+	}
+	if d.Gauge != nil {
+		return d.Gauge.GetValue()
+	}
+	return d.Counter.GetValue()
+}
+
+// SetGaugeInterval makes r refresh its backlog gauge every d; call it before Run.
+func SetGaugeInterval(r *Relay, d time.Duration) { r.gaugeEvery = d }
+
+// SetUnknownTopicGrace sets how long a topic may stay unknown before its
+// rows are parked.
+func SetUnknownTopicGrace(r *Relay, d time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.unknownTopicGrace = d
+}
+
+// Rounds returns how many rounds r has started.
+func Rounds(r *Relay) int64 { return r.rounds.Load() }
+
+// Listening reports whether r's LISTEN is active.
+func Listening(r *Relay) bool { return r.listening.Load() }
+
+// LeaderPID returns the backend pid of r's leader session, 0 if r does not lead.
+func LeaderPID(r *Relay) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.conn == nil {
+		return 0, nil
+	}
+	var pid int
+	err := r.conn.GetContext(context.Background(), &pid, `SELECT pg_backend_pid()`)
+	return pid, err
+}
