@@ -253,6 +253,9 @@ func (r *Relay) Run(ctx context.Context) error {
 		var retry *time.Timer
 		var retryC <-chan time.Time
 		if res.heldBack {
+			if progress {
+				heldDelay = heldBackRetry // back off only while nothing moves
+			}
 			retry = time.NewTimer(heldDelay)
 			retryC = retry.C
 			heldDelay = min(heldDelay*2, r.cfg.PollInterval)
