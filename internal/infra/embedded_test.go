@@ -3,6 +3,7 @@ package infra_test
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"net"
@@ -257,10 +258,27 @@ func TestEmbeddedParentKilled(t *testing.T) {
 	}
 }
 
+// TestMain keeps TestHelperEmbeddedThenHang out of ordinary runs: it is
+// only ever run, as a child process, by TestEmbeddedParentKilled.
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if os.Getenv("CHOREO_TEST_HELPER") != "1" {
+		skip := "^TestHelperEmbeddedThenHang$"
+		if prev := flag.Lookup("test.skip").Value.String(); prev != "" {
+			skip = prev + "|" + skip
+		}
+		if err := flag.Set("test.skip", skip); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+	}
+	os.Exit(m.Run())
+}
+
 // TestHelperEmbeddedThenHang is TestEmbeddedParentKilled's child process.
 func TestHelperEmbeddedThenHang(t *testing.T) {
 	if os.Getenv("CHOREO_TEST_HELPER") != "1" {
-		t.Skip("helper process for TestEmbeddedParentKilled")
+		t.Fatal("runs only as TestEmbeddedParentKilled's child process")
 	}
 	r, err := infra.Embedded(context.Background(), infra.EmbeddedOptions{Logger: logger(t)})
 	if err != nil {
