@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -706,7 +707,15 @@ func (r *Relay) classify(topic string, err error) failure {
 	return failTransient
 }
 
+// legalTopic is Kafka's rule for topic names. A row naming any other topic
+// can never be published, whatever the broker answers (brokers and fakes
+// differ), so it is parked before it is sent.
+var legalTopic = regexp.MustCompile(`^[a-zA-Z0-9._-]{1,249}$`)
+
 func (rw row) message() (*sarama.ProducerMessage, error) {
+	if !legalTopic.MatchString(rw.Topic) || rw.Topic == "." || rw.Topic == ".." {
+		return nil, fmt.Errorf("outbox: row %d: %q is not a legal Kafka topic name", rw.ID, rw.Topic)
+	}
 	var headers map[string]string
 	if err := json.Unmarshal(rw.Headers, &headers); err != nil {
 		return nil, fmt.Errorf("outbox: row %d headers: %w", rw.ID, err)
