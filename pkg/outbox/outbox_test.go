@@ -99,6 +99,30 @@ func add(t *testing.T, db *sqlx.DB, topic string, e events.Envelope) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	settle(t, db)
+}
+
+// settle waits, up to two seconds, until no committed row is held back. The
+// relay's xmin rule is cluster-wide, so transactions of test packages
+// running in parallel hold fresh rows back for a moment; a test that then
+// expects one Flush to publish them would be flaky. Tests that hold rows
+// back on purpose just wait the two seconds.
+func settle(t testing.TB, db *sqlx.DB) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Second)
+	for time.Now().Before(deadline) {
+		var clear bool
+		if err := db.Get(&clear, `SELECT NOT EXISTS (
+			SELECT 1 FROM outbox
+			WHERE sent_at IS NULL AND parked_at IS NULL
+			  AND txid >= pg_snapshot_xmin(pg_current_snapshot()))`); err != nil {
+			t.Fatal(err)
+		}
+		if clear {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // unsent counts the topic's rows waiting to be published: neither sent nor
