@@ -58,3 +58,8 @@ func LeaderPID(r *Relay) (int, error) {
 	err := r.conn.GetContext(context.Background(), &pid, `SELECT pg_backend_pid()`)
 	return pid, err
 }
+
+// HeldBackRetries returns how many rounds r's held-back retry timer started.
+// Rounds woken by NOTIFY — which other tests sharing the database send on
+// the same channel — are not counted.
+func HeldBackRetries(r *Relay) int64 { return r.retries.Load() }

@@ -151,6 +151,7 @@ type Relay struct {
 	leading   atomic.Bool  // whether conn holds the lock, for housekeeping
 	listening atomic.Bool  // whether LISTEN is active, for tests
 	rounds    atomic.Int64 // rounds run, for tests
+	retries   atomic.Int64 // rounds started by the held-back retry timer, for tests
 
 	mu           sync.Mutex // serialises rounds; guards the fields below
 	conn         *sqlx.Conn // holds the leader lock while non-nil
@@ -269,6 +270,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		case <-wake:
 		case <-ticker.C:
 		case <-retryC:
+			r.retries.Add(1)
 		}
 		if retry != nil {
 			retry.Stop()

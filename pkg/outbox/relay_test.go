@@ -433,10 +433,12 @@ func TestRunBacksOffWhileRowsAreHeldBack(t *testing.T) {
 	r := newRelay(t, db, accept, func(c *outbox.RelayConfig) { c.PollInterval = time.Hour })
 	run(t, r)
 	time.Sleep(2 * time.Second)
-	// 10ms doubling: about 8 rounds in 2s; a busy loop runs about 200.
-	t.Logf("%d rounds in 2s", outbox.Rounds(r))
-	if n := outbox.Rounds(r); n > 20 {
-		t.Fatalf("%d rounds in 2s while a row was held back, want a backoff (≤ 20)", n)
+	// 10ms doubling: about 8 retries in 2s; a fixed 10ms retry makes about
+	// 200. (NOTIFYs from other tests sharing the database wake it too; those
+	// rounds are not retries and are not counted.)
+	t.Logf("%d retries, %d rounds in 2s", outbox.HeldBackRetries(r), outbox.Rounds(r))
+	if n := outbox.HeldBackRetries(r); n < 2 || n > 12 {
+		t.Fatalf("%d held-back retries in 2s, want a backoff from 10ms (2 to 12)", n)
 	}
 	if n := unsent(t, db, "t"); n != 1 {
 		t.Fatalf("unsent = %d while held back, want 1", n)
@@ -455,9 +457,9 @@ func TestStandbyRelayDoesNotSpin(t *testing.T) {
 	run(t, standby)
 	add(t, db, "t", event(t, uuid.NewString()))
 	time.Sleep(time.Second)
-	t.Logf("%d standby rounds in 1s", outbox.Rounds(standby))
-	if n := outbox.Rounds(standby); n > 5 {
-		t.Fatalf("standby ran %d rounds in 1s, want it to wait (≤ 5)", n)
+	t.Logf("%d standby rounds, %d retries in 1s", outbox.Rounds(standby), outbox.HeldBackRetries(standby))
+	if n := outbox.HeldBackRetries(standby); n != 0 {
+		t.Fatalf("standby retried %d times in 1s, want it to wait for a wake-up", n)
 	}
 	if n := unsent(t, db, "t"); n != 1 {
 		t.Fatalf("unsent = %d, want the row left to the leader", n)
