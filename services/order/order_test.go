@@ -233,16 +233,7 @@ func TestBadRequests(t *testing.T) {
 // relay would publish it.
 func message(t *testing.T, orderID string, p events.Payload) *sarama.ConsumerMessage {
 	t.Helper()
-	e, err := events.New("test", orderID, p, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := e.Encode()
-	if err != nil {
-		t.Fatal(err)
-	}
-	topic, _ := events.TopicOf(e.Type)
-	return &sarama.ConsumerMessage{Topic: topic, Key: []byte(orderID), Value: v}
+	return testenv.Message(t, testenv.Event(t, orderID, p))
 }
 
 // createOrder places an order through the API and returns its id.

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/IBM/sarama"
 	"github.com/google/uuid"
 	"github.com/jmoiron/sqlx"
 
@@ -64,24 +63,13 @@ func (f *fixture) order() string { return "ord-" + uuid.NewString() }
 
 func (f *fixture) envelope(orderID string, p events.Payload) events.Envelope {
 	f.t.Helper()
-	e, err := events.New("test", orderID, p, time.Now())
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	return e
+	return testenv.Event(f.t, orderID, p)
 }
 
 // deliver hands e to the handler as the consumer group would, from the
 // topic its producer writes to.
 func (f *fixture) deliver(e events.Envelope) error {
-	value, err := e.Encode()
-	if err != nil {
-		return err
-	}
-	topic, _ := events.TopicOf(e.Type)
-	return f.handler.Handle(context.Background(), &sarama.ConsumerMessage{
-		Topic: topic, Key: []byte(e.OrderID), Value: value,
-	})
+	return f.handler.Handle(context.Background(), testenv.Message(f.t, e))
 }
 
 func (f *fixture) mustDeliver(e events.Envelope) {
@@ -125,36 +113,7 @@ func (f *fixture) reservation(orderID string) domain.Reservation {
 // order, oldest first.
 func (f *fixture) emitted(q sqlx.QueryerContext, orderID string) []events.Envelope {
 	f.t.Helper()
-	var rows []struct {
-		Topic string `db:"topic"`
-		Value []byte `db:"value"`
-	}
-	if err := sqlx.SelectContext(context.Background(), q, &rows,
-		`SELECT topic, value FROM outbox WHERE key = $1 ORDER BY id`, []byte(orderID)); err != nil {
-		f.t.Fatal(err)
-	}
-	out := make([]events.Envelope, len(rows))
-	for i, r := range rows {
-		if r.Topic != events.TopicInventory {
-			f.t.Fatalf("outbox row on topic %q, want %q", r.Topic, events.TopicInventory)
-		}
-		e, err := events.Decode(r.Value)
-		if err != nil {
-			f.t.Fatalf("outbox row %d: %v", i, err)
-		}
-		if e.Source != saga.Service || e.OrderID != orderID {
-			f.t.Fatalf("outbox event source %q order %q, want %q %q", e.Source, e.OrderID, saga.Service, orderID)
-		}
-		out[i] = e
-	}
-	return out
-}
-
-func decode(t *testing.T, e events.Envelope, p events.Payload) {
-	t.Helper()
-	if err := e.Decode(p); err != nil {
-		t.Fatalf("decode %s: %v", e.Type, err)
-	}
+	return testenv.Emitted(f.t, q, orderID, events.TopicInventory, saga.Service)
 }
 
 func TestReserveMovesUnitsAndEmitsOneEvent(t *testing.T) {
@@ -175,7 +134,7 @@ func TestReserveMovesUnitsAndEmitsOneEvent(t *testing.T) {
 		t.Fatalf("emitted %d events %v, want one InventoryReserved", len(out), out)
 	}
 	var p events.InventoryReserved
-	decode(t, out[0], &p)
+	testenv.Payload(t, out[0], &p)
 	if !reflect.DeepEqual(p.Items, items) || p.ShippingAddress != f.address {
 		t.Fatalf("InventoryReserved = %+v, want the PaymentCompleted items and address", p)
 	}
@@ -237,7 +196,7 @@ func TestRejectChangesNoStock(t *testing.T) {
 		t.Fatalf("emitted %v, want one InventoryRejected", out)
 	}
 	var p events.InventoryRejected
-	decode(t, out[0], &p)
+	testenv.Payload(t, out[0], &p)
 	want := []events.Shortage{{SKU: a, Requested: 2, Available: 1}, {SKU: ghost, Requested: 1, Available: 0}}
 	if a > ghost {
 		want[0], want[1] = want[1], want[0]
@@ -273,7 +232,7 @@ func TestReleaseReturnsUnits(t *testing.T) {
 		t.Fatalf("emitted %v, want InventoryReserved then InventoryReleased", out)
 	}
 	var p events.InventoryReleased
-	decode(t, out[1], &p)
+	testenv.Payload(t, out[1], &p)
 	if !reflect.DeepEqual(p.Items, items) || p.Reason != events.ReasonShippingUnavailable {
 		t.Fatalf("InventoryReleased = %+v", p)
 	}
@@ -303,7 +262,7 @@ func TestReleaseBeforeReserveLeavesTombstone(t *testing.T) {
 		t.Fatalf("emitted %v, want one InventoryReleased", out)
 	}
 	var p events.InventoryReleased
-	if decode(t, out[0], &p); len(p.Items) != 0 || p.Reason != events.ReasonShippingUnavailable {
+	if testenv.Payload(t, out[0], &p); len(p.Items) != 0 || p.Reason != events.ReasonShippingUnavailable {
 		t.Fatalf("InventoryReleased = %+v, want no items", p)
 	}
 

@@ -63,11 +63,7 @@ func (f *fixture) order() string { return uuid.NewString() }
 
 func (f *fixture) envelope(orderID string, p events.Payload) events.Envelope {
 	f.t.Helper()
-	e, err := events.New("test", orderID, p, time.Now())
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	return e
+	return testenv.Event(f.t, orderID, p)
 }
 
 // items returns two order lines whose total is amount.
@@ -95,14 +91,7 @@ func (f *fixture) released(orderID string) events.Envelope {
 // deliver hands e to the handler as the consumer group would, from the
 // topic its producer writes to.
 func (f *fixture) deliver(e events.Envelope) error {
-	value, err := e.Encode()
-	if err != nil {
-		return err
-	}
-	topic, _ := events.TopicOf(e.Type)
-	return f.handler.Handle(context.Background(), &sarama.ConsumerMessage{
-		Topic: topic, Key: []byte(e.OrderID), Value: value,
-	})
+	return f.handler.Handle(context.Background(), testenv.Message(f.t, e))
 }
 
 func (f *fixture) mustDeliver(e events.Envelope) {
@@ -172,29 +161,7 @@ func (f *fixture) noPayment(orderID string) {
 // order, oldest first.
 func (f *fixture) emitted(q sqlx.QueryerContext, orderID string) []events.Envelope {
 	f.t.Helper()
-	var rows []struct {
-		Topic string `db:"topic"`
-		Value []byte `db:"value"`
-	}
-	if err := sqlx.SelectContext(context.Background(), q, &rows,
-		`SELECT topic, value FROM outbox WHERE key = $1 ORDER BY id`, []byte(orderID)); err != nil {
-		f.t.Fatal(err)
-	}
-	out := make([]events.Envelope, len(rows))
-	for i, r := range rows {
-		if r.Topic != events.TopicPayment {
-			f.t.Fatalf("outbox row on topic %q, want %q", r.Topic, events.TopicPayment)
-		}
-		e, err := events.Decode(r.Value)
-		if err != nil {
-			f.t.Fatalf("outbox row %d: %v", i, err)
-		}
-		if e.Source != saga.Service || e.OrderID != orderID {
-			f.t.Fatalf("outbox event source %q order %q, want %q %q", e.Source, e.OrderID, saga.Service, orderID)
-		}
-		out[i] = e
-	}
-	return out
+	return testenv.Emitted(f.t, q, orderID, events.TopicPayment, saga.Service)
 }
 
 // types returns the event types of envs, in order.
@@ -215,13 +182,6 @@ func (f *fixture) processed(eventID string) int {
 		f.t.Fatal(err)
 	}
 	return n
-}
-
-func decode(t *testing.T, e events.Envelope, p events.Payload) {
-	t.Helper()
-	if err := e.Decode(p); err != nil {
-		t.Fatalf("decode %s: %v", e.Type, err)
-	}
 }
 
 func TestCharge(t *testing.T) {
@@ -271,7 +231,7 @@ func TestCharge(t *testing.T) {
 					t.Fatalf("emitted %v, want one PaymentCompleted", types(out))
 				}
 				var got events.PaymentCompleted
-				decode(t, out[0], &got)
+				testenv.Payload(t, out[0], &got)
 				want := events.PaymentCompleted{CustomerID: cust, Amount: tt.amount, Currency: "JPY", Items: items(tt.amount), ShippingAddress: f.address}
 				if !reflect.DeepEqual(got, want) {
 					t.Fatalf("PaymentCompleted = %+v, want %+v (the order's items and address)", got, want)
@@ -282,7 +242,7 @@ func TestCharge(t *testing.T) {
 				t.Fatalf("emitted %v, want one PaymentDeclined", types(out))
 			}
 			var got events.PaymentDeclined
-			decode(t, out[0], &got)
+			testenv.Payload(t, out[0], &got)
 			if want := (events.PaymentDeclined{CustomerID: cust, Amount: tt.amount, Detail: tt.wantDetail}); got != want {
 				t.Fatalf("PaymentDeclined = %+v, want %+v", got, want)
 			}
@@ -412,7 +372,7 @@ func TestRefundCreditsTheCharge(t *testing.T) {
 				t.Fatalf("emitted %v, want PaymentCompleted then PaymentRefunded", got)
 			}
 			var refunded events.PaymentRefunded
-			decode(t, out[1], &refunded)
+			testenv.Payload(t, out[1], &refunded)
 			if w := (events.PaymentRefunded{CustomerID: cust, Amount: 2500, Reason: tt.wantReason}); refunded != w {
 				t.Fatalf("PaymentRefunded = %+v, want %+v", refunded, w)
 			}
@@ -483,7 +443,7 @@ func TestRefundBeforeChargeLeavesTombstone(t *testing.T) {
 				t.Fatalf("emitted %v, want one PaymentRefunded", types(out))
 			}
 			var refunded events.PaymentRefunded
-			decode(t, out[0], &refunded)
+			testenv.Payload(t, out[0], &refunded)
 			if want := (events.PaymentRefunded{Amount: 0, Reason: tt.wantReason}); refunded != want {
 				t.Fatalf("PaymentRefunded = %+v, want %+v", refunded, want)
 			}

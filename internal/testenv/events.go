@@ -1,0 +1,74 @@
+package testenv
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/jmoiron/sqlx"
+
+	"github.com/choreo-saga/choreo/pkg/events"
+)
+
+// Event wraps p in a fresh envelope for orderID, from source "test".
+func Event(t testing.TB, orderID string, p events.Payload) events.Envelope {
+	t.Helper()
+	e, err := events.New("test", orderID, p, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// Message is e as a consumer group hands it to a handler: on the topic its
+// type is produced to, keyed by its order id.
+func Message(t testing.TB, e events.Envelope) *sarama.ConsumerMessage {
+	t.Helper()
+	value, err := e.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	topic, ok := events.TopicOf(e.Type)
+	if !ok {
+		t.Fatalf("no topic for event type %q", e.Type)
+	}
+	return &sarama.ConsumerMessage{Topic: topic, Key: []byte(e.OrderID), Value: value}
+}
+
+// Emitted returns the events queued in the outbox q sees for orderID,
+// oldest first, failing the test unless each is on topic and from source.
+func Emitted(t testing.TB, q sqlx.QueryerContext, orderID, topic, source string) []events.Envelope {
+	t.Helper()
+	var rows []struct {
+		Topic string `db:"topic"`
+		Value []byte `db:"value"`
+	}
+	if err := sqlx.SelectContext(context.Background(), q, &rows,
+		`SELECT topic, value FROM outbox WHERE key = $1 ORDER BY id`, []byte(orderID)); err != nil {
+		t.Fatal(err)
+	}
+	out := make([]events.Envelope, len(rows))
+	for i, r := range rows {
+		if r.Topic != topic {
+			t.Fatalf("outbox row on topic %q, want %q", r.Topic, topic)
+		}
+		e, err := events.Decode(r.Value)
+		if err != nil {
+			t.Fatalf("outbox row %d: %v", i, err)
+		}
+		if e.Source != source || e.OrderID != orderID {
+			t.Fatalf("outbox event source %q order %q, want %q %q", e.Source, e.OrderID, source, orderID)
+		}
+		out[i] = e
+	}
+	return out
+}
+
+// Payload decodes e's payload into p, failing the test on error.
+func Payload(t testing.TB, e events.Envelope, p events.Payload) {
+	t.Helper()
+	if err := e.Decode(p); err != nil {
+		t.Fatalf("decode %s: %v", e.Type, err)
+	}
+}
