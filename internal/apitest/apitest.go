@@ -14,10 +14,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"log/slog"
 	"mime"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -25,6 +28,8 @@ import (
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/go-chi/chi/v5"
+
+	"github.com/choreo-saga/choreo/pkg/web"
 )
 
 // SpecPath is where every service serves its OpenAPI document.
@@ -307,4 +312,34 @@ func operation(doc *openapi3.T, method, pattern string) *openapi3.Operation {
 		return nil
 	}
 	return item.GetOperation(method)
+}
+
+// API is a service's router with its OpenAPI document: Ready built with
+// readiness checks that pass, NotReady with a database that is down.
+type API struct {
+	Spec            []byte
+	Ready, NotReady http.Handler
+}
+
+// Start reads the OpenAPI document in the test's directory (openapi.yaml),
+// builds the service's router twice with build, and runs the checks every
+// service shares as subtests: every served route documented and vice versa,
+// and the document served at GET /openapi.yaml.
+func Start(t *testing.T, build func(log *slog.Logger, checks map[string]web.Check) http.Handler) API {
+	t.Helper()
+	spec, err := os.ReadFile("openapi.yaml")
+	if err != nil {
+		t.Fatalf("read the OpenAPI document: %v", err)
+	}
+	log := slog.New(slog.DiscardHandler)
+	ok := func(context.Context) error { return nil }
+	down := func(context.Context) error { return errors.New("connection refused") }
+	api := API{
+		Spec:     spec,
+		Ready:    build(log, map[string]web.Check{"database": ok, "kafka": ok}),
+		NotReady: build(log, map[string]web.Check{"database": down, "kafka": ok}),
+	}
+	t.Run("RoutesDocumented", func(t *testing.T) { CheckRoutesDocumented(t, api.Ready, spec) })
+	t.Run("Served", func(t *testing.T) { CheckSpecServed(t, api.Ready, spec) })
+	return api
 }

@@ -1,13 +1,9 @@
 package httpapi_test
 
 import (
-	"context"
-	"errors"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"testing"
 
@@ -24,18 +20,10 @@ import (
 // reached are served here, so the store is nil; the bodies of answers that
 // need it are checked through the domain types the handlers encode.
 func TestOpenAPI(t *testing.T) {
-	spec, err := os.ReadFile("openapi.yaml")
-	if err != nil {
-		t.Fatalf("read the OpenAPI document: %v", err)
-	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	ok := func(context.Context) error { return nil }
-	down := func(context.Context) error { return errors.New("connection refused") }
-	h := httpapi.Routes(log, nil, map[string]web.Check{"database": ok, "kafka": ok})
-	notReady := httpapi.Routes(log, nil, map[string]web.Check{"database": down, "kafka": down})
-
-	t.Run("RoutesDocumented", func(t *testing.T) { apitest.CheckRoutesDocumented(t, h, spec) })
-	t.Run("Served", func(t *testing.T) { apitest.CheckSpecServed(t, h, spec) })
+	api := apitest.Start(t, func(log *slog.Logger, checks map[string]web.Check) http.Handler {
+		return httpapi.Routes(log, nil, checks)
+	})
+	spec, h, notReady := api.Spec, api.Ready, api.NotReady
 	t.Run("Schemas", func(t *testing.T) {
 		apitest.CheckSchema(t, spec, "Stock", domain.Stock{SKU: "SKU-1", Available: 118, Reserved: 2})
 		apitest.CheckSchema(t, spec, "Reservation", domain.Reservation{
