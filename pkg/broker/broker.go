@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -124,4 +125,34 @@ func Ping(ctx context.Context, brokers []string) error {
 	case <-ctx.Done():
 		return fmt.Errorf("broker: %w", ctx.Err())
 	}
+}
+
+// Probe is a readiness check of the brokers that remembers its last answer
+// for a while, so that frequent probes (a load balancer, a container
+// healthcheck) do not each open a connection to Kafka.
+type Probe struct {
+	brokers []string
+	ttl     time.Duration
+
+	mu      sync.Mutex
+	checked time.Time
+	last    error
+}
+
+// NewProbe returns a Probe of brokers whose answers are reused for ttl.
+func NewProbe(brokers []string, ttl time.Duration) *Probe {
+	return &Probe{brokers: brokers, ttl: ttl}
+}
+
+// Check returns Ping's answer, at most ttl old. Concurrent callers share
+// one Ping.
+func (p *Probe) Check(ctx context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.checked.IsZero() && time.Since(p.checked) < p.ttl {
+		return p.last
+	}
+	p.last = Ping(ctx, p.brokers)
+	p.checked = time.Now()
+	return p.last
 }

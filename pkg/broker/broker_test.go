@@ -1,7 +1,9 @@
 package broker_test
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	"github.com/IBM/sarama"
 
@@ -48,5 +50,20 @@ func TestConfigKeepsTheGuarantees(t *testing.T) {
 		if !ch.ok {
 			t.Errorf("broker.Config: want %s", ch.what)
 		}
+	}
+}
+
+// TestProbeReusesItsAnswer: within its ttl a Probe answers from memory, so
+// it does not notice a change (here: the broker address is closed from the
+// start, so the first answer is an error) until the ttl ends.
+func TestProbeReusesItsAnswer(t *testing.T) {
+	p := broker.NewProbe([]string{"127.0.0.1:1"}, time.Hour)
+	first := p.Check(context.Background())
+	if first == nil {
+		t.Fatal("want an error from a closed port")
+	}
+	// The very same error value: remembered, not a second Ping.
+	if err := p.Check(context.Background()); err != first {
+		t.Fatalf("second Check = %v, want the remembered %v", err, first)
 	}
 }

@@ -134,7 +134,7 @@ func Run(ctx context.Context, cfg Config, spec Spec) error {
 	}
 	api := spec.API(log, db, map[string]web.Check{
 		"database": db.PingContext,
-		"kafka":    func(ctx context.Context) error { return broker.Ping(ctx, cfg.KafkaBrokers) },
+		"kafka":    broker.NewProbe(cfg.KafkaBrokers, time.Second).Check,
 	})
 
 	g, ctx := errgroup.WithContext(ctx)

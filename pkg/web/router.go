@@ -18,6 +18,7 @@ import (
 func NewRouter(log *slog.Logger, checks map[string]Check) *chi.Mux {
 	r := chi.NewRouter()
 	r.Use(middleware.RequestID)
+	r.Use(echoRequestID)      // so a client can quote it, and find the log line
 	r.Use(middleware.GetHead) // HEAD is answered by the GET route
 	r.Use(Recover(log))
 	r.NotFound(NotFound(log))
@@ -44,4 +45,15 @@ func allowed(r *chi.Mux, path string) []string {
 		}
 	}
 	return methods
+}
+
+// echoRequestID returns the request's id in the X-Request-Id header; the
+// service's error logs carry the same id.
+func echoRequestID(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if id := middleware.GetReqID(r.Context()); id != "" {
+			w.Header().Set(middleware.RequestIDHeader, id)
+		}
+		next.ServeHTTP(w, r)
+	})
 }

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
 )
 
 // MaxBodyBytes bounds a request body; larger bodies get 413.
@@ -62,10 +63,12 @@ type Problem struct {
 func Respond(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
 	var we *Error
 	if !errors.As(err, &we) {
-		log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path,
+			"request_id", middleware.GetReqID(r.Context()), "err", err)
 		we = &Error{Status: http.StatusInternalServerError, Detail: "internal error; see the service log"}
 	} else if we.Status >= 500 {
-		log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path,
+			"request_id", middleware.GetReqID(r.Context()), "err", err)
 	}
 	p := Problem{
 		Type:     "about:blank",

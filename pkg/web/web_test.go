@@ -92,6 +92,9 @@ func TestRouter(t *testing.T) {
 				b, _ := io.ReadAll(w.Body)
 				t.Fatalf("Content-Type = %q, body %s", w.Header().Get("Content-Type"), b)
 			}
+			if w.Header().Get("X-Request-Id") == "" {
+				t.Fatal("no X-Request-Id in the response")
+			}
 			if tt.allow != "" && w.Header().Get("Allow") != tt.allow {
 				t.Fatalf("Allow = %q, want %q", w.Header().Get("Allow"), tt.allow)
 			}
