@@ -53,7 +53,7 @@ func Emitted(t testing.TB, q sqlx.QueryerContext, orderID, topic, source string)
 		if r.Topic != topic {
 			t.Fatalf("outbox row on topic %q, want %q", r.Topic, topic)
 		}
-		e, err := events.Decode(r.Value)
+		e, _, err := events.Decode(r.Value)
 		if err != nil {
 			t.Fatalf("outbox row %d: %v", i, err)
 		}

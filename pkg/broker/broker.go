@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -53,25 +54,103 @@ func Config(clientID string) *sarama.Config {
 	return c
 }
 
-// EnsureTopics creates each topic that does not exist yet, waiting with
-// backoff up to a minute for the cluster to answer. It is safe to call from
-// several services at once: "already exists" is success.
+// TopicSettings is how the services create their topics. The durability
+// pair comes from the environment (KAFKA_REPLICATION_FACTOR and
+// KAFKA_MIN_INSYNC_REPLICAS): with replication factor R and
+// min.insync.replicas M, a write acknowledged with acks=all (see Config) is on
+// at least M brokers, so it survives the loss of M-1 of them, and a partition
+// keeps accepting writes while R-M of its replicas are down. A production
+// cluster uses R=3, M=2; the defaults (1 and 1) suit a single local broker.
+//
+// The envconfig tags let a service embed TopicSettings in its own config
+// (envconfig.Process("", &cfg) reads the variables named here).
+type TopicSettings struct {
+	// Partitions of each new topic; see Partitions.
+	Partitions int32 `envconfig:"KAFKA_PARTITIONS" default:"3"`
+	// ReplicationFactor: how many brokers hold a copy of each partition.
+	ReplicationFactor int16 `envconfig:"KAFKA_REPLICATION_FACTOR" default:"1"`
+	// MinInsyncReplicas is set as the topic's min.insync.replicas: how
+	// many replicas must have a write before an acks=all produce succeeds.
+	MinInsyncReplicas int16 `envconfig:"KAFKA_MIN_INSYNC_REPLICAS" default:"1"`
+}
+
+// DefaultTopicSettings returns what EnsureTopics uses: Partitions
+// partitions, replication factor 1, min.insync.replicas 1 (a single broker).
+func DefaultTopicSettings() TopicSettings {
+	return TopicSettings{Partitions: Partitions, ReplicationFactor: 1, MinInsyncReplicas: 1}
+}
+
+// Validate checks 1 <= min.insync.replicas <= replication factor and at
+// least one partition; its errors name the environment variables.
+func (s TopicSettings) Validate() error {
+	var errs []error
+	if s.Partitions < 1 {
+		errs = append(errs, fmt.Errorf("KAFKA_PARTITIONS=%d: a topic needs at least 1 partition", s.Partitions))
+	}
+	if s.ReplicationFactor < 1 {
+		errs = append(errs, fmt.Errorf("KAFKA_REPLICATION_FACTOR=%d: must be at least 1", s.ReplicationFactor))
+	}
+	switch {
+	case s.MinInsyncReplicas < 1:
+		errs = append(errs, fmt.Errorf("KAFKA_MIN_INSYNC_REPLICAS=%d: must be at least 1", s.MinInsyncReplicas))
+	case s.ReplicationFactor >= 1 && s.MinInsyncReplicas > s.ReplicationFactor:
+		errs = append(errs, fmt.Errorf("KAFKA_MIN_INSYNC_REPLICAS=%d exceeds KAFKA_REPLICATION_FACTOR=%d: no acks=all write could ever succeed",
+			s.MinInsyncReplicas, s.ReplicationFactor))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("broker: topic settings: %w", err)
+	}
+	return nil
+}
+
+// detail is the CreateTopics request for s.
+func (s TopicSettings) detail() *sarama.TopicDetail {
+	minISR := strconv.Itoa(int(s.MinInsyncReplicas))
+	return &sarama.TopicDetail{
+		NumPartitions:     s.Partitions,
+		ReplicationFactor: s.ReplicationFactor,
+		ConfigEntries:     map[string]*string{"min.insync.replicas": &minISR},
+	}
+}
+
+// EnsureTopics is EnsureTopicsWith(DefaultTopicSettings()).
 func EnsureTopics(ctx context.Context, brokers []string, clientID string, topics ...string) error {
+	return EnsureTopicsWith(ctx, brokers, clientID, DefaultTopicSettings(), topics...)
+}
+
+// EnsureTopicsWith creates each topic that does not exist yet with the given
+// settings, waiting with backoff up to a minute for the cluster to answer
+// (a cluster still starting up may refuse a replication factor larger than
+// the brokers registered so far; that is retried too). It is safe to call
+// from several services at once: "already exists" is success, and an
+// existing topic is left as it is, whatever its settings — changing a live
+// topic's replication is an operator's reassignment, not a start-up step.
+func EnsureTopicsWith(ctx context.Context, brokers []string, clientID string, s TopicSettings, topics ...string) error {
+	if err := s.Validate(); err != nil {
+		return err
+	}
+	var last error // the last attempt's error, kept when ctx ends the retries
 	create := func() (struct{}, error) {
 		admin, err := sarama.NewClusterAdmin(brokers, Config(clientID))
 		if err != nil {
-			return struct{}{}, fmt.Errorf("connect admin: %w", err)
+			last = fmt.Errorf("connect admin: %w", err)
+			return struct{}{}, last
 		}
 		defer admin.Close()
 		for _, t := range topics {
-			err := admin.CreateTopic(t, &sarama.TopicDetail{NumPartitions: Partitions, ReplicationFactor: 1}, false)
+			err := admin.CreateTopic(t, s.detail(), false)
 			if err != nil && !errors.Is(err, sarama.ErrTopicAlreadyExists) {
-				return struct{}{}, fmt.Errorf("create topic %s: %w", t, err)
+				last = fmt.Errorf("create topic %s (replication factor %d, min.insync.replicas %d): %w",
+					t, s.ReplicationFactor, s.MinInsyncReplicas, err)
+				return struct{}{}, last
 			}
 		}
 		return struct{}{}, nil
 	}
 	if _, err := backoff.Retry(ctx, create, backoff.WithMaxElapsedTime(time.Minute)); err != nil {
+		if last != nil && !errors.Is(err, last) {
+			return fmt.Errorf("broker: ensure topics: %w (last attempt: %w)", err, last)
+		}
 		return fmt.Errorf("broker: ensure topics: %w", err)
 	}
 	return nil

@@ -126,47 +126,46 @@ func (e Envelope) Encode() ([]byte, error) {
 	return b, nil
 }
 
-// Decode parses a message value into an Envelope and checks that its type is
-// known and its payload valid. Errors wrap ErrMalformed, ErrUnknownType or
-// ErrInvalid.
+// Decode parses a message value into its Envelope and its typed payload —
+// an OrderCreated, a PaymentCompleted, … as a value, never a pointer — and
+// checks that the type is known and the payload valid. It is the one place
+// a consumer decodes a message; reactions receive the typed payload.
+// Errors wrap ErrMalformed, ErrUnknownType or ErrInvalid.
 //
 // Beyond the JSON shape, Decode rejects what PostgreSQL would refuse to
 // store, so such a message is dead-lettered here instead of failing every
 // retry inside a consumer's transaction: an id that is not a canonical
 // UUID, a NUL character anywhere, an order_id that is empty, longer than
 // MaxIDLen or holds control characters.
-func Decode(value []byte) (Envelope, error) {
+func Decode(value []byte) (Envelope, Payload, error) {
 	var e Envelope
 	if len(value) > MaxMessageBytes {
-		return e, fmt.Errorf("%w: %d bytes exceeds %d", ErrMalformed, len(value), MaxMessageBytes)
+		return e, nil, fmt.Errorf("%w: %d bytes exceeds %d", ErrMalformed, len(value), MaxMessageBytes)
 	}
 	if hasNUL(value) {
-		return e, fmt.Errorf("%w: contains a NUL character (\\u0000), which PostgreSQL text and jsonb cannot store", ErrMalformed)
+		return e, nil, fmt.Errorf("%w: contains a NUL character (\\u0000), which PostgreSQL text and jsonb cannot store", ErrMalformed)
 	}
 	dec := json.NewDecoder(bytes.NewReader(value))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&e); err != nil {
-		return e, fmt.Errorf("%w: %v", ErrMalformed, err)
+		return e, nil, fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
 	if dec.More() {
-		return e, fmt.Errorf("%w: data after the envelope", ErrMalformed)
+		return e, nil, fmt.Errorf("%w: data after the envelope", ErrMalformed)
 	}
 	// uuid.Parse also takes urn:uuid:…, {…}, upper case and the 32-digit
 	// form; only the canonical one is stored and compared as is.
 	if u, err := uuid.Parse(e.ID); err != nil || u.String() != e.ID {
-		return e, fmt.Errorf("%w: id %q is not a UUID in canonical form (lower-case, hyphenated)", ErrMalformed, e.ID)
+		return e, nil, fmt.Errorf("%w: id %q is not a UUID in canonical form (lower-case, hyphenated)", ErrMalformed, e.ID)
 	}
 	if err := validateID("order_id", e.OrderID); err != nil {
-		return e, fmt.Errorf("%w: %v", ErrMalformed, err)
+		return e, nil, fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
-	p, ok := newPayload(e.Type)
-	if !ok {
-		return e, fmt.Errorf("%w: %q", ErrUnknownType, e.Type)
+	p, err := e.typedPayload()
+	if err != nil {
+		return e, nil, err
 	}
-	if err := e.decodeInto(p); err != nil {
-		return e, err
-	}
-	return e, nil
+	return e, p, nil
 }
 
 // hasNUL reports whether the JSON text b holds a NUL character: raw (which
@@ -189,47 +188,68 @@ func hasNUL(b []byte) bool {
 }
 
 // Decode unmarshals the payload into p, whose EventType must match, and
-// validates it. Errors wrap ErrInvalid.
+// validates it. Errors wrap ErrInvalid. Consumers get their payload from
+// the package-level Decode; this is for tools and tests holding an
+// Envelope.
 func (e Envelope) Decode(p Payload) error {
 	if p.EventType() != e.Type {
 		return fmt.Errorf("%w: event %s is %s, not %s", ErrInvalid, e.ID, e.Type, p.EventType())
 	}
-	return e.decodeInto(p)
+	if err := e.unmarshal(p); err != nil {
+		return err
+	}
+	return e.validate(p)
 }
 
-func (e Envelope) decodeInto(p Payload) error {
+func (e Envelope) unmarshal(into any) error {
 	dec := json.NewDecoder(bytes.NewReader(e.Payload))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(p); err != nil {
+	if err := dec.Decode(into); err != nil {
 		return fmt.Errorf("%w: %s: %v", ErrInvalid, e.Type, err)
 	}
+	return nil
+}
+
+func (e Envelope) validate(p Payload) error {
 	if err := p.Validate(); err != nil {
 		return fmt.Errorf("%w: %s: %v", ErrInvalid, e.Type, err)
 	}
 	return nil
 }
 
-// newPayload returns an empty payload for a known event type.
-func newPayload(eventType string) (Payload, bool) {
-	switch eventType {
+// typedPayload decodes and validates the payload as the type e.Type names.
+func (e Envelope) typedPayload() (Payload, error) {
+	switch e.Type {
 	case TypeOrderCreated:
-		return new(OrderCreated), true
+		return decodeAs[OrderCreated](e)
 	case TypePaymentCompleted:
-		return new(PaymentCompleted), true
+		return decodeAs[PaymentCompleted](e)
 	case TypePaymentDeclined:
-		return new(PaymentDeclined), true
+		return decodeAs[PaymentDeclined](e)
 	case TypePaymentRefunded:
-		return new(PaymentRefunded), true
+		return decodeAs[PaymentRefunded](e)
 	case TypeInventoryReserved:
-		return new(InventoryReserved), true
+		return decodeAs[InventoryReserved](e)
 	case TypeInventoryRejected:
-		return new(InventoryRejected), true
+		return decodeAs[InventoryRejected](e)
 	case TypeInventoryReleased:
-		return new(InventoryReleased), true
+		return decodeAs[InventoryReleased](e)
 	case TypeShipmentScheduled:
-		return new(ShipmentScheduled), true
+		return decodeAs[ShipmentScheduled](e)
 	case TypeShipmentFailed:
-		return new(ShipmentFailed), true
+		return decodeAs[ShipmentFailed](e)
 	}
-	return nil, false
+	return nil, fmt.Errorf("%w: %q", ErrUnknownType, e.Type)
+}
+
+// decodeAs decodes e's payload as a P value and validates it.
+func decodeAs[P Payload](e Envelope) (Payload, error) {
+	var p P
+	if err := e.unmarshal(&p); err != nil {
+		return nil, err
+	}
+	if err := e.validate(p); err != nil {
+		return nil, err
+	}
+	return p, nil
 }

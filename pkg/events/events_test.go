@@ -28,13 +28,13 @@ func TestRoundTrip(t *testing.T) {
 		Items:           []events.Item{{SKU: "SKU-1", Quantity: 2, UnitPrice: 2500}},
 		ShippingAddress: events.Address{Country: "JP"},
 	}
-	e, err := events.Decode(mustEncode(t, in))
+	e, p, err := events.Decode(mustEncode(t, in))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out events.OrderCreated
-	if err := e.Decode(&out); err != nil {
-		t.Fatal(err)
+	out, ok := p.(events.OrderCreated)
+	if !ok {
+		t.Fatalf("payload is a %T, want events.OrderCreated", p)
 	}
 	if e.Type != events.TypeOrderCreated || e.OrderID != "order-1" || out.TotalAmount != 5000 || out.Items[0].SKU != "SKU-1" {
 		t.Fatalf("round trip lost data: %+v %+v", e, out)
@@ -105,7 +105,7 @@ func TestDecodePoison(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := events.Decode([]byte(tt.value))
+			_, _, err := events.Decode([]byte(tt.value))
 			if !errors.Is(err, tt.want) {
 				t.Fatalf("Decode error = %v, want %v", err, tt.want)
 			}
@@ -114,7 +114,7 @@ func TestDecodePoison(t *testing.T) {
 }
 
 func TestDecodeRejectsMismatchedPayloadType(t *testing.T) {
-	e, err := events.Decode(mustEncode(t, events.ShipmentScheduled{Country: "JP"}))
+	e, _, err := events.Decode(mustEncode(t, events.ShipmentScheduled{Country: "JP"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +139,7 @@ func TestDecodeAcceptsTheLimits(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := events.Decode([]byte(tt.value)); err != nil {
+			if _, _, err := events.Decode([]byte(tt.value)); err != nil {
 				t.Fatalf("Decode(%s) = %v, want nil", tt.value, err)
 			}
 		})
@@ -165,5 +165,18 @@ func TestTopicOf(t *testing.T) {
 	}
 	if got, ok := events.TopicOf("OrderTeleported"); ok {
 		t.Errorf("TopicOf(unknown) = %q, true; want false", got)
+	}
+}
+
+func TestValidID(t *testing.T) {
+	for _, id := range []string{"a", "c-1", "SKU_1.2", "x~y:z@w", strings.Repeat("9", events.MaxIDLen)} {
+		if !events.ValidID(id) {
+			t.Errorf("ValidID(%q) = false, want true", id)
+		}
+	}
+	for _, id := range []string{"", strings.Repeat("9", events.MaxIDLen+1), "a b", "a/b", "a%2Fb", "a\x00", "a\n", "é", "a\u200bb", "a?b", "a#b"} {
+		if events.ValidID(id) {
+			t.Errorf("ValidID(%q) = true, want false", id)
+		}
 	}
 }

@@ -3,6 +3,7 @@ package events
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"unicode"
 )
@@ -33,6 +34,25 @@ const (
 // MaxIDLen bounds an id an event carries (order_id, customer_id, sku) in
 // bytes, the same limit the services' HTTP APIs apply.
 const MaxIDLen = 64
+
+// IDPattern is the one rule for the ids clients choose and send — customer
+// ids, SKUs, order ids in paths: 1 to MaxIDLen characters from the URL's
+// unreserved set plus ':' and '@'. Such an id needs no escaping in a path,
+// so the id a client stores under PUT /accounts/{id} is the one every
+// service later looks up; it holds no control character or NUL, which
+// PostgreSQL text cannot store; and chi, which matches the raw escaped
+// path, never sees a '%' it would pass on undecoded. The OpenAPI documents
+// state it as the ids' pattern. (Decode is more lenient with ids already in
+// flight: it refuses only what cannot be stored, see validateID.)
+const IDPattern = `^[A-Za-z0-9._~:@-]{1,64}$`
+
+var idRE = regexp.MustCompile(IDPattern)
+
+// ValidID reports whether id matches IDPattern.
+func ValidID(id string) bool { return idRE.MatchString(id) }
+
+// IDRule describes IDPattern for error details.
+const IDRule = "1 to 64 characters from A-Z a-z 0-9 . _ ~ : @ -"
 
 func validateItems(items []Item) error {
 	if len(items) == 0 {

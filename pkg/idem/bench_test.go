@@ -9,12 +9,12 @@ import (
 	"github.com/choreo-saga/choreo/internal/testenv"
 )
 
-// BenchmarkHandle measures one idempotent delivery: begin, record the event,
+// BenchmarkMark measures one idempotent delivery: begin, record the event,
 // apply a one-row effect, commit. "Duplicate" measures the cost of skipping
 // a redelivery.
 //
-//	go test -run '^$' -bench Handle ./pkg/idem
-func BenchmarkHandle(b *testing.B) {
+//	go test -run '^$' -bench Mark ./pkg/idem
+func BenchmarkMark(b *testing.B) {
 	db := testenv.DB(b)
 	if _, err := db.Exec(`CREATE TABLE IF NOT EXISTS idem_effects (scope text NOT NULL, n int NOT NULL)`); err != nil {
 		b.Fatal(err)

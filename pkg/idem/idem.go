@@ -1,5 +1,6 @@
-// Package idem makes a Kafka consumer idempotent: it runs a handler at most
-// once per (consumer, event id), however often the broker delivers the event.
+// Package idem is the idempotent consumer's primitive: Mark tells, within
+// the caller's transaction, whether (consumer, event id) is seen for the
+// first time, however often the broker delivers the event.
 //
 // The mechanism is a row in processed_events, inserted in the same database
 // transaction as the handler's business change. The table's primary key, not
@@ -7,11 +8,11 @@
 // the same key, the second blocks until the first ends and then either sees a
 // conflict (the first committed) or proceeds (the first rolled back). A check
 // followed by an insert would let both pass the check and apply the effect
-// twice; TestCheckThenActRaces shows it, TestOnceConcurrent shows the fix.
+// twice; TestCheckThenActRaces shows it, TestMarkConcurrent shows the fix.
 //
-// The package never opens or commits a transaction of its own for Once: the
-// caller owns the transaction, so the marker and the effect commit or roll
-// back together.
+// It is the de-duplication primitive only: it never opens or commits a
+// transaction. The caller (package participant's runtime) owns the
+// transaction, so the marker and the effect commit or roll back together.
 package idem
 
 import (
@@ -19,8 +20,6 @@ import (
 	"database/sql"
 	"embed"
 	"fmt"
-
-	"github.com/jmoiron/sqlx"
 
 	"github.com/choreo-saga/choreo/pkg/pg"
 )
@@ -36,43 +35,27 @@ type Execer interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 }
 
-// Once records eventID as processed by consumer and, if it was not recorded
-// before, runs fn. Both happen in tx, which the caller commits. It reports
-// whether fn ran; false means the event is a duplicate and should be
-// acknowledged without further work. An error from fn is returned as is and
-// the caller must roll back, which also forgets the marker.
-func Once(ctx context.Context, tx Execer, consumer, eventID string, fn func() error) (ran bool, err error) {
+// Mark records, within tx, that consumer processed eventID, and reports
+// whether it is the first to do so. false means a duplicate: the caller
+// acknowledges the event and changes nothing. The caller commits tx with
+// its business change, or rolls both back — which also forgets the mark,
+// so a failed attempt is retried.
+//
+// A second transaction marking the same event blocks on the primary key
+// until the first ends, then sees the conflict (the first committed) or
+// proceeds (it rolled back): concurrent deliveries apply once.
+func Mark(ctx context.Context, tx Execer, consumer, eventID string) (first bool, err error) {
 	res, err := tx.ExecContext(ctx,
 		`INSERT INTO processed_events (consumer, event_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`,
 		consumer, eventID)
 	if err != nil {
-		return false, fmt.Errorf("idem: record event %s for %s: %w", eventID, consumer, err)
+		return false, fmt.Errorf("idem: mark event %s for %s: %w", eventID, consumer, err)
 	}
 	n, err := res.RowsAffected()
 	if err != nil {
 		return false, fmt.Errorf("idem: rows affected: %w", err)
 	}
-	if n == 0 {
-		return false, nil
-	}
-	if err := fn(); err != nil {
-		return false, err
-	}
-	return true, nil
-}
-
-// Handle is Once in a transaction of its own: it begins a transaction on db,
-// runs fn through Once and commits. Use it from a consumer whose whole
-// handling of one event is a single unit of work. It reports whether fn ran.
-func Handle(ctx context.Context, db *sqlx.DB, consumer, eventID string, fn func(tx *sqlx.Tx) error) (ran bool, err error) {
-	err = pg.InTx(ctx, db, func(tx *sqlx.Tx) error {
-		ran, err = Once(ctx, tx, consumer, eventID, func() error { return fn(tx) })
-		return err
-	})
-	if err != nil {
-		return false, err
-	}
-	return ran, nil
+	return n == 1, nil
 }
 
 // Schema is the processed_events schema for pg.Migrate.

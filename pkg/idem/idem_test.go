@@ -12,6 +12,7 @@ import (
 
 	"github.com/choreo-saga/choreo/internal/testenv"
 	"github.com/choreo-saga/choreo/pkg/idem"
+	"github.com/choreo-saga/choreo/pkg/pg"
 )
 
 // effects is a stand-in for a business table: each applied event adds a row.
@@ -40,16 +41,24 @@ func countMarkers(t *testing.T, db *sqlx.DB, consumer, eventID string) int {
 	return n
 }
 
-func apply(ctx context.Context, db *sqlx.DB, scope, eventID string, fail error) (bool, error) {
-	return idem.Handle(ctx, db, scope, eventID, func(tx *sqlx.Tx) error {
+// apply is what a consumer does with Mark: in one transaction, mark the
+// event and, the first time only, make the effect; fail rolls both back.
+func apply(ctx context.Context, db *sqlx.DB, scope, eventID string, fail error) (ran bool, err error) {
+	err = pg.InTx(ctx, db, func(tx *sqlx.Tx) error {
+		first, err := idem.Mark(ctx, tx, scope, eventID)
+		if err != nil || !first {
+			return err
+		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO idem_effects (scope, n) VALUES ($1, 1)`, scope); err != nil {
 			return err
 		}
+		ran = true
 		return fail
 	})
+	return ran && err == nil, err
 }
 
-func TestHandle(t *testing.T) {
+func TestMark(t *testing.T) {
 	db := testenv.DB(t)
 	effects(t, db)
 	ctx := context.Background()
@@ -109,10 +118,10 @@ func TestHandle(t *testing.T) {
 	})
 }
 
-// TestOnceConcurrent hands the same event to many goroutines at once, each
+// TestMarkConcurrent hands the same event to many goroutines at once, each
 // in its own transaction, as a redelivery racing the original would. The
 // unique key lets exactly one apply it.
-func TestOnceConcurrent(t *testing.T) {
+func TestMarkConcurrent(t *testing.T) {
 	db := testenv.DB(t)
 	effects(t, db)
 	ctx := context.Background()
@@ -152,7 +161,7 @@ func TestOnceConcurrent(t *testing.T) {
 	}
 }
 
-// TestCheckThenActRaces shows why Once relies on the unique key instead of
+// TestCheckThenActRaces shows why Mark relies on the unique key instead of
 // looking first: two deliveries that both check before either records the
 // event both decide "new" and apply the effect twice. The barrier makes the
 // interleaving that happens in production under load certain here.

@@ -17,8 +17,9 @@ import (
 	"embed"
 	"encoding/json"
 	"fmt"
+	"strings"
+	"unicode/utf8"
 
-	"github.com/choreo-saga/choreo/pkg/events"
 	"github.com/choreo-saga/choreo/pkg/pg"
 )
 
@@ -72,22 +73,17 @@ func Add(ctx context.Context, tx Execer, m Message) error {
 	return nil
 }
 
-// AddEvent stores an event for topic within tx, keyed by its order id so that
-// all of one order's events share a partition and keep their order.
-func AddEvent(ctx context.Context, tx Execer, topic string, e events.Envelope) error {
-	value, err := e.Encode()
-	if err != nil {
-		return err
+// StorableText returns s as PostgreSQL can store it in text and jsonb —
+// valid UTF-8 without NUL, other bytes replaced by U+FFFD — and whether that
+// changed it. Header values and reasons headed for the outbox go through it.
+func StorableText(s string) (string, bool) { return cleanText(s) }
+
+func cleanText(s string) (string, bool) {
+	if utf8.ValidString(s) && !strings.ContainsRune(s, 0) {
+		return s, false
 	}
-	return Add(ctx, tx, Message{
-		Topic: topic,
-		Key:   []byte(e.OrderID),
-		Value: value,
-		Headers: map[string]string{
-			events.HeaderEventID:   e.ID,
-			events.HeaderEventType: e.Type,
-		},
-	})
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	return strings.ReplaceAll(s, "\x00", "\uFFFD"), true
 }
 
 // Schema is the outbox schema for pg.Migrate.

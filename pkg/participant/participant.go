@@ -1,19 +1,22 @@
-// Package participant runs one service of the saga. Every participant is
-// built the same way, and this is the one place that says how:
+// Package participant is the runtime every service of the saga runs on. It
+// owns everything that makes a service a reliable participant, so a service
+// supplies only what makes it itself (a Spec: its name, tables, reactions
+// and HTTP API):
 //
-//  1. open its own database and apply the shared schemas (processed_events,
-//     outbox) and its own;
+//  1. open the service's database and apply the shared schemas
+//     (processed_events, outbox) and its own;
 //  2. create the topics it produces, dead-letters to and consumes;
 //  3. start the outbox relay, which alone publishes to Kafka;
-//  4. start the consumer group, whose handler is the idempotent consumer
-//     (idem.Handler) running the participant's reactions;
+//  4. start the consumer group, handing each message down one chain of
+//     Middleware — Metrics, Decode, Guard, Route, Classify, Transaction,
+//     Dedupe — to the service's typed Reaction (see On), inside the one
+//     transaction that also marks the event processed and queues what the
+//     reaction emits (Tx.Emit);
 //  5. serve its HTTP API with health and readiness endpoints;
 //
-// and stop all three together when the context ends, finishing the message
-// in hand and committing its offset.
-//
-// A service supplies only what makes it itself: a Spec with its name,
-// topics, tables, reactions and API.
+// and stop them together when the context ends, finishing the message in
+// hand and committing its offset. Messages that can never be processed go
+// to the service's dead-letter topic (DeadLetter).
 package participant
 
 import (
@@ -22,8 +25,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"time"
 
+	"github.com/IBM/sarama"
 	"github.com/jmoiron/sqlx"
 	"golang.org/x/sync/errgroup"
 
@@ -36,13 +41,19 @@ import (
 	"github.com/choreo-saga/choreo/pkg/web"
 )
 
-// Config is the runtime configuration every participant shares. Services
-// read it from the environment (HTTP_ADDR, DATABASE_URL, KAFKA_BROKERS).
+// Config is the configuration every service shares. A service's own Config
+// embeds it, so the variables below are read by the same names everywhere.
 type Config struct {
-	HTTPAddr     string
-	DatabaseURL  string
-	KafkaBrokers []string
-	Logger       *slog.Logger
+	HTTPAddr     string       `envconfig:"HTTP_ADDR"`
+	DatabaseURL  string       `envconfig:"DATABASE_URL" required:"true"`
+	KafkaBrokers []string     `envconfig:"KAFKA_BROKERS" required:"true"`
+	Logger       *slog.Logger `ignored:"true"`
+}
+
+// DefaultConfig returns the defaults, serving HTTP on httpAddr; there are
+// none for the database and the brokers.
+func DefaultConfig(httpAddr string) Config {
+	return Config{HTTPAddr: httpAddr}
 }
 
 // Validate reports the first bad setting, naming its environment variable.
@@ -59,29 +70,62 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// Spec is what distinguishes one participant from another.
+// Spec is what distinguishes one service from another.
 type Spec struct {
 	// Name is the consumer group, the de-duplication scope, the source of
 	// the events it emits, and the prefix of its dead-letter topic.
 	Name string
 	// Produces is the topic its reactions and API emit to.
 	Produces string
-	// Consumes are the topics its reactions listen to.
-	Consumes []string
 	// Schema holds its own tables.
 	Schema pg.Schema
-	// Routes are its reactions, by event type.
-	Routes map[string]idem.Route
+	// Reactions are what it does with the events it consumes; the topics
+	// it consumes follow from their types.
+	Reactions []Reaction
 	// API builds its HTTP handler; checks are the readiness probes to
 	// serve on /readyz.
 	API func(log *slog.Logger, db *sqlx.DB, checks map[string]web.Check) http.Handler
+	// Now is the clock reactions read through Tx.Now; nil means time.Now.
+	Now func() time.Time
 }
 
-// Handler returns the participant's Kafka message handler: the idempotent
-// consumer running its Routes. Run consumes with it; tests can call it
-// directly, e.g. from many goroutines with the same message.
+// Consumes returns the topics the service's reactions listen to.
+func (s Spec) Consumes() []string {
+	var topics []string
+	for _, r := range s.Reactions {
+		if t, ok := events.TopicOf(r.eventType); ok && !slices.Contains(topics, t) {
+			topics = append(topics, t)
+		}
+	}
+	return topics
+}
+
+// Handler returns the service's Kafka message handler: the chain of
+// middleware ending in its reactions. Run consumes with it; tests can call
+// it directly, e.g. from many goroutines with the same message.
 func (s Spec) Handler(db *sqlx.DB, log *slog.Logger) consumer.Handler {
-	return &idem.Handler{DB: db, Consumer: s.Name, Routes: s.Routes, Logger: log}
+	now := s.Now
+	if now == nil {
+		now = time.Now
+	}
+	h := Chain(React,
+		Metrics(s.Name),
+		Decode(log.With("consumer", s.Name)),
+		Guard,
+		Route(s.Reactions),
+		Classify,
+		Transaction(db, s.Name, s.Produces, now),
+		Dedupe(s.Name),
+	)
+	return consumer.HandlerFunc(func(ctx context.Context, m *sarama.ConsumerMessage) error {
+		return h(ctx, &Delivery{Msg: m})
+	})
+}
+
+// DeadLetterTo returns the function that parks the service's poison
+// messages on its dead-letter topic (see DeadLetter).
+func (s Spec) DeadLetterTo(db *sqlx.DB) consumer.DeadLetterFunc {
+	return DeadLetter(db, events.DeadLetterTopic(s.Name), s.Name)
 }
 
 // Run runs the participant until ctx ends. It returns the first component's
@@ -105,7 +149,7 @@ func Run(ctx context.Context, cfg Config, spec Spec) error {
 	}
 
 	dlq := events.DeadLetterTopic(spec.Name)
-	topics := append([]string{spec.Produces, dlq}, spec.Consumes...)
+	topics := append([]string{spec.Produces, dlq}, spec.Consumes()...)
 	if err := broker.EnsureTopics(ctx, cfg.KafkaBrokers, spec.Name, topics...); err != nil {
 		return err
 	}
@@ -124,9 +168,9 @@ func Run(ctx context.Context, cfg Config, spec Spec) error {
 	group, err := consumer.New(consumer.Config{
 		Brokers:    cfg.KafkaBrokers,
 		GroupID:    spec.Name,
-		Topics:     spec.Consumes,
+		Topics:     spec.Consumes(),
 		Handler:    spec.Handler(db, log),
-		DeadLetter: outbox.DeadLetter(db, dlq, spec.Name),
+		DeadLetter: spec.DeadLetterTo(db),
 		Logger:     log,
 	})
 	if err != nil {
@@ -141,7 +185,7 @@ func Run(ctx context.Context, cfg Config, spec Spec) error {
 	g.Go(func() error { return relay.Run(ctx) })
 	g.Go(func() error { return group.Run(ctx) })
 	g.Go(func() error { return web.Serve(ctx, cfg.HTTPAddr, api, log) })
-	log.Info("service started", "http", cfg.HTTPAddr, "produces", spec.Produces, "consumes", spec.Consumes)
+	log.Info("service started", "http", cfg.HTTPAddr, "produces", spec.Produces, "consumes", spec.Consumes())
 	err = g.Wait()
 	log.Info("service stopped", "err", err)
 	return err

@@ -18,11 +18,13 @@ import (
 	"mime"
 	"net"
 	"net/http"
-	"regexp"
 	"time"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
+
+	"github.com/choreo-saga/choreo/pkg/events"
+	"github.com/choreo-saga/choreo/pkg/fault"
 )
 
 // MaxBodyBytes bounds a request body; larger bodies get 413.
@@ -58,11 +60,24 @@ type Problem struct {
 	Instance string `json:"instance,omitempty"`
 }
 
+// statusOf is the one mapping from a domain's kind of failure (package
+// fault) to an HTTP status.
+var statusOf = map[error]int{
+	fault.NotFound: http.StatusNotFound,
+	fault.Conflict: http.StatusConflict,
+	fault.Invalid:  http.StatusUnprocessableEntity,
+}
+
 // Respond writes err as application/problem+json. An *Error keeps its status
-// and detail; anything else is a 500 whose cause is logged, not shown.
+// and detail; a *fault.Error gets its kind's status and its message as the
+// detail; anything else is a 500 whose cause is logged, not shown.
 func Respond(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
 	var we *Error
-	if !errors.As(err, &we) {
+	var fe *fault.Error
+	if !errors.As(err, &we) && errors.As(err, &fe) && statusOf[fe.Kind] != 0 {
+		we = &Error{Status: statusOf[fe.Kind], Detail: fe.Detail(), Err: err}
+	}
+	if we == nil {
 		log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path,
 			"request_id", middleware.GetReqID(r.Context()), "err", err)
 		we = &Error{Status: http.StatusInternalServerError, Detail: "internal error; see the service log"}
@@ -229,33 +244,13 @@ func MethodNotAllowed(log *slog.Logger) http.HandlerFunc {
 	}
 }
 
-// MaxIDLen bounds an id in bytes.
-const MaxIDLen = 64
-
-// IDPattern is the one rule for the ids clients choose and send — customer
-// ids, SKUs, order ids in paths: 1 to MaxIDLen characters from the URL's
-// unreserved set plus ':' and '@'. Such an id needs no escaping in a path,
-// so the id a client stores under PUT /accounts/{id} is the one every
-// service later looks up; it holds no control character or NUL, which
-// PostgreSQL text cannot store; and chi, which matches the raw escaped
-// path, never sees a '%' it would pass on undecoded. The OpenAPI documents
-// state it as the ids' pattern.
-const IDPattern = `^[A-Za-z0-9._~:@-]{1,64}$`
-
-var idRE = regexp.MustCompile(IDPattern)
-
-// ValidID reports whether id matches IDPattern.
-func ValidID(id string) bool { return idRE.MatchString(id) }
-
-// IDRule describes IDPattern for error details.
-const IDRule = "1 to 64 characters from A-Z a-z 0-9 . _ ~ : @ -"
-
-// PathID returns the path parameter name, which must match IDPattern, or a
-// 400 *Error. An escaped character (%2F, %00, %ff) is refused, not decoded.
+// PathID returns the path parameter name, which must follow the id rule
+// (events.ValidID), or a 400 *Error. An escaped character (%2F, %00, %ff)
+// is refused, not decoded.
 func PathID(r *http.Request, name string) (string, error) {
 	id := chi.URLParam(r, name)
-	if !ValidID(id) {
-		return "", Errorf(http.StatusBadRequest, "%s must be %s", name, IDRule)
+	if !events.ValidID(id) {
+		return "", Errorf(http.StatusBadRequest, "%s must be %s", name, events.IDRule)
 	}
 	return id, nil
 }

@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -9,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/choreo-saga/choreo/pkg/events"
+	"github.com/choreo-saga/choreo/pkg/fault"
 	"github.com/choreo-saga/choreo/pkg/web"
 )
 
@@ -123,8 +126,8 @@ func TestPathID(t *testing.T) {
 		{"Plain", "/things/c-1", 200, "c-1"},
 		{"UUID", "/things/3f1c9a52-8d0e-4b7a-9a65-2c4e1f0b7d13", 200, "3f1c9a52-8d0e-4b7a-9a65-2c4e1f0b7d13"},
 		{"EveryAllowedPunctuation", "/things/a.b_c~d:e@f-g", 200, "a.b_c~d:e@f-g"},
-		{"MaxLength", "/things/" + strings.Repeat("x", web.MaxIDLen), 200, strings.Repeat("x", web.MaxIDLen)},
-		{"TooLong", "/things/" + strings.Repeat("x", web.MaxIDLen+1), 400, ""},
+		{"MaxLength", "/things/" + strings.Repeat("x", events.MaxIDLen), 200, strings.Repeat("x", events.MaxIDLen)},
+		{"TooLong", "/things/" + strings.Repeat("x", events.MaxIDLen+1), 400, ""},
 		{"EscapedSlash", "/things/a%2Fb", 400, ""},
 		{"EscapedNUL", "/things/a%00b", 400, ""},
 		{"EscapedInvalidUTF8", "/things/%ff", 400, ""},
@@ -147,15 +150,31 @@ func TestPathID(t *testing.T) {
 	}
 }
 
-func TestValidID(t *testing.T) {
-	for _, id := range []string{"a", "c-1", "SKU_1.2", "x~y:z@w", strings.Repeat("9", web.MaxIDLen)} {
-		if !web.ValidID(id) {
-			t.Errorf("ValidID(%q) = false, want true", id)
-		}
+// TestRespondMapsFaultKinds: a domain's kind of failure reaches the client
+// as its status, with the domain's message as the problem's detail.
+func TestRespondMapsFaultKinds(t *testing.T) {
+	tests := []struct {
+		name   string
+		err    error
+		status int
+	}{
+		{"NotFound", fault.Errorf(fault.NotFound, "account c-1"), http.StatusNotFound},
+		{"ConflictWrapped", fmt.Errorf("store: %w", fault.Errorf(fault.Conflict, "stale version")), http.StatusConflict},
+		{"Invalid", fault.Errorf(fault.Invalid, "key reused"), http.StatusUnprocessableEntity},
+		{"WebErrorWins", web.Errorf(http.StatusTeapot, "tea"), http.StatusTeapot},
+		{"Unknown", errors.New("db down"), http.StatusInternalServerError},
 	}
-	for _, id := range []string{"", strings.Repeat("9", web.MaxIDLen+1), "a b", "a/b", "a%2Fb", "a\x00", "a\n", "é", "a\u200bb", "a?b", "a#b"} {
-		if web.ValidID(id) {
-			t.Errorf("ValidID(%q) = true, want false", id)
-		}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := httptest.NewRecorder()
+			web.Respond(w, httptest.NewRequest(http.MethodGet, "/x", nil), slog.New(slog.NewTextHandler(io.Discard, nil)), tt.err)
+			if w.Code != tt.status || w.Header().Get("Content-Type") != "application/problem+json" {
+				t.Fatalf("status %d %q, want %d problem+json", w.Code, w.Header().Get("Content-Type"), tt.status)
+			}
+			var fe *fault.Error
+			if errors.As(tt.err, &fe) && !strings.Contains(w.Body.String(), fe.Detail()) {
+				t.Errorf("body %s lacks the detail %q", w.Body, fe.Detail())
+			}
+		})
 	}
 }

@@ -1,4 +1,4 @@
-package outbox_test
+package participant_test
 
 import (
 	"bytes"
@@ -16,8 +16,10 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/choreo-saga/choreo/internal/testenv"
+	"github.com/choreo-saga/choreo/pkg/broker"
 	"github.com/choreo-saga/choreo/pkg/events"
 	"github.com/choreo-saga/choreo/pkg/outbox"
+	"github.com/choreo-saga/choreo/pkg/participant"
 )
 
 func poison(value []byte, headers ...*sarama.RecordHeader) *sarama.ConsumerMessage {
@@ -48,7 +50,7 @@ func dlqRows(t *testing.T, db *sqlx.DB, topic string) []map[string]string {
 func TestDeadLetterOncePerOrigin(t *testing.T) {
 	db := testenv.DB(t)
 	dlq := "payment.dlq." + uuid.NewString()
-	deadLetter := outbox.DeadLetter(db, dlq, "payment")
+	deadLetter := participant.DeadLetter(db, dlq, "payment")
 	m := poison([]byte(`{"bad":`), &sarama.RecordHeader{Key: []byte(events.HeaderEventID), Value: []byte("ev-1")})
 	for range 2 {
 		if err := deadLetter(context.Background(), m, errors.New("decode: unexpected end of JSON input")); err != nil {
@@ -61,21 +63,21 @@ func TestDeadLetterOncePerOrigin(t *testing.T) {
 	}
 	h := rows[0]
 	for k, want := range map[string]string{
-		outbox.HeaderDLQReason:    "decode: unexpected end of JSON input",
-		outbox.HeaderDLQTopic:     "orders",
-		outbox.HeaderDLQPartition: "2",
-		outbox.HeaderDLQOffset:    "42",
-		outbox.HeaderDLQGroup:     "payment",
-		events.HeaderEventID:      "ev-1",
+		participant.HeaderDLQReason:    "decode: unexpected end of JSON input",
+		participant.HeaderDLQTopic:     "orders",
+		participant.HeaderDLQPartition: "2",
+		participant.HeaderDLQOffset:    "42",
+		participant.HeaderDLQGroup:     "payment",
+		events.HeaderEventID:           "ev-1",
 	} {
 		if h[k] != want {
 			t.Errorf("header %s = %q, want %q", k, h[k], want)
 		}
 	}
-	if _, err := time.Parse(time.RFC3339Nano, h[outbox.HeaderDLQFailedAt]); err != nil {
-		t.Errorf("header %s: %v", outbox.HeaderDLQFailedAt, err)
+	if _, err := time.Parse(time.RFC3339Nano, h[participant.HeaderDLQFailedAt]); err != nil {
+		t.Errorf("header %s: %v", participant.HeaderDLQFailedAt, err)
 	}
-	if _, ok := h[outbox.HeaderDLQValueTruncated]; ok {
+	if _, ok := h[participant.HeaderDLQValueTruncated]; ok {
 		t.Errorf("small value marked truncated")
 	}
 }
@@ -100,10 +102,10 @@ func TestDeadLetterStoresAnyMessage(t *testing.T) {
 	)
 	reason := "handler: bad byte \x00 in \xff" + strings.Repeat("r", 10<<10)
 
-	if err := outbox.DeadLetter(db, dlq, "payment")(context.Background(), m, errors.New(reason)); err != nil {
+	if err := participant.DeadLetter(db, dlq, "payment")(context.Background(), m, errors.New(reason)); err != nil {
 		t.Fatalf("dead-letter: %v", err)
 	}
-	flushAll(t, db, newRelay(t, db, producer(t)), dlq)
+	publishAll(t, db, dlq)
 	got := testenv.ReadAll(t, dlq, 1, 20*time.Second)
 	if len(got) != 1 {
 		t.Fatalf("read %d dead letters, want 1", len(got))
@@ -113,34 +115,63 @@ func TestDeadLetterStoresAnyMessage(t *testing.T) {
 	if string(dl.Key) != "order-1" {
 		t.Errorf("key = %q, want the original", dl.Key)
 	}
-	if len(dl.Value) != outbox.MaxDeadLetterValue || !bytes.Equal(dl.Value, value[:len(dl.Value)]) {
-		t.Errorf("value: %d bytes, want the first %d of the original", len(dl.Value), outbox.MaxDeadLetterValue)
+	if len(dl.Value) != participant.MaxDeadLetterValue || !bytes.Equal(dl.Value, value[:len(dl.Value)]) {
+		t.Errorf("value: %d bytes, want the first %d of the original", len(dl.Value), participant.MaxDeadLetterValue)
 	}
 	header := func(k string) string { return testenv.Header(dl, k) }
-	if header(outbox.HeaderDLQValueTruncated) != "true" || header(outbox.HeaderDLQValueBytes) != "1064960" {
+	if header(participant.HeaderDLQValueTruncated) != "true" || header(participant.HeaderDLQValueBytes) != "1064960" {
 		t.Errorf("truncation headers = %q, %q; want true, 1064960",
-			header(outbox.HeaderDLQValueTruncated), header(outbox.HeaderDLQValueBytes))
+			header(participant.HeaderDLQValueTruncated), header(participant.HeaderDLQValueBytes))
 	}
 	for k, want := range map[string][]byte{"with_nul": nul, "not_utf8": invalid} {
 		if header(k) != "" {
 			t.Errorf("header %s = %q, want it only base64-encoded", k, header(k))
 		}
-		b, err := base64.StdEncoding.DecodeString(header(k + outbox.Base64Suffix))
+		b, err := base64.StdEncoding.DecodeString(header(k + participant.Base64Suffix))
 		if err != nil || !bytes.Equal(b, want) {
-			t.Errorf("header %s = %q (%v), want base64 of %q", k+outbox.Base64Suffix, header(k+outbox.Base64Suffix), err, want)
+			t.Errorf("header %s = %q (%v), want base64 of %q", k+participant.Base64Suffix, header(k+participant.Base64Suffix), err, want)
 		}
 	}
 	if header("plain") != "ok" {
 		t.Errorf("header plain = %q, want it unchanged", header("plain"))
 	}
-	r := header(outbox.HeaderDLQReason)
+	r := header(participant.HeaderDLQReason)
 	if !utf8.ValidString(r) || strings.ContainsRune(r, 0) || !strings.HasPrefix(r, "handler: bad byte") {
 		t.Errorf("reason %.60q…: want readable UTF-8 without NUL", r)
 	}
 	if len(r) > 5<<10 {
 		t.Errorf("reason is %d bytes, want it cut to a few KiB", len(r))
 	}
-	if b, err := base64.StdEncoding.DecodeString(header(outbox.HeaderDLQReason + outbox.Base64Suffix)); err != nil || !bytes.HasPrefix(b, []byte("handler: bad byte \x00 in \xff")) {
+	if b, err := base64.StdEncoding.DecodeString(header(participant.HeaderDLQReason + participant.Base64Suffix)); err != nil || !bytes.HasPrefix(b, []byte("handler: bad byte \x00 in \xff")) {
 		t.Errorf("reason_base64 does not hold the exact reason: %v", err)
 	}
+}
+
+// publishAll publishes the outbox rows for topic with a relay of the
+// test's own, waiting until none is left unsent. Rows can be held back for
+// a moment by transactions running elsewhere in the cluster.
+func publishAll(t *testing.T, db *sqlx.DB, topic string) {
+	t.Helper()
+	p, err := broker.NewSyncProducer(testenv.Brokers(t), "participant-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	r, err := outbox.NewRelay(outbox.RelayConfig{
+		Name: t.Name(), DB: db, DatabaseURL: testenv.DatabaseURL(t), Publisher: p, Logger: testenv.Logger(t),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	testenv.Eventually(t, 30*time.Second, "every row of "+topic+" published", func() bool {
+		if _, err := r.Flush(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		var n int
+		if err := db.Get(&n, `SELECT count(*) FROM outbox WHERE topic = $1 AND sent_at IS NULL`, topic); err != nil {
+			t.Fatal(err)
+		}
+		return n == 0
+	})
 }

@@ -1,11 +1,10 @@
-package outbox
+package participant
 
 import (
 	"context"
 	"encoding/base64"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -14,6 +13,8 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/choreo-saga/choreo/pkg/idem"
+	"github.com/choreo-saga/choreo/pkg/outbox"
+	"github.com/choreo-saga/choreo/pkg/pg"
 )
 
 // Headers set on a dead-lettered message, next to the original headers.
@@ -75,8 +76,8 @@ func DeadLetter(db *sqlx.DB, topic, group string) func(ctx context.Context, m *s
 			if h == nil {
 				continue
 			}
-			key, keyAltered := cleanText(string(h.Key))
-			value, valueAltered := cleanText(string(h.Value))
+			key, keyAltered := outbox.StorableText(string(h.Key))
+			value, valueAltered := outbox.StorableText(string(h.Value))
 			if keyAltered || valueAltered {
 				headers[key+Base64Suffix] = base64.StdEncoding.EncodeToString(h.Value)
 				continue
@@ -95,7 +96,7 @@ func DeadLetter(db *sqlx.DB, topic, group string) func(ctx context.Context, m *s
 			}
 			why = fmt.Sprintf("%s… (truncated from %d bytes)", why[:cut], len(why))
 		}
-		text, altered := cleanText(why)
+		text, altered := outbox.StorableText(why)
 		headers[HeaderDLQReason] = text
 		if altered {
 			headers[HeaderDLQReason+Base64Suffix] = base64.StdEncoding.EncodeToString([]byte(why))
@@ -115,22 +116,15 @@ func DeadLetter(db *sqlx.DB, topic, group string) func(ctx context.Context, m *s
 			headers[HeaderDLQValueBytes] = strconv.Itoa(len(value))
 			value = value[:MaxDeadLetterValue]
 		}
-		_, err := idem.Handle(ctx, db, group+".dlq", id, func(tx *sqlx.Tx) error {
-			return Add(ctx, tx, Message{Topic: topic, Key: m.Key, Value: value, Headers: headers})
+		err := pg.InTx(ctx, db, func(tx *sqlx.Tx) error {
+			if first, err := idem.Mark(ctx, tx, group+".dlq", id); err != nil || !first {
+				return err
+			}
+			return outbox.Add(ctx, tx, outbox.Message{Topic: topic, Key: m.Key, Value: value, Headers: headers})
 		})
 		if err != nil {
-			return fmt.Errorf("outbox: dead-letter %s: %w", origin, err)
+			return fmt.Errorf("dead-letter %s: %w", origin, err)
 		}
 		return nil
 	}
-}
-
-// cleanText returns s as PostgreSQL can store it in text and jsonb — valid
-// UTF-8 without NUL — and whether that changed it.
-func cleanText(s string) (string, bool) {
-	if utf8.ValidString(s) && !strings.ContainsRune(s, 0) {
-		return s, false
-	}
-	s = strings.ToValidUTF8(s, "\uFFFD")
-	return strings.ReplaceAll(s, "\x00", "\uFFFD"), true
 }

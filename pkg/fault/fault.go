@@ -1,0 +1,44 @@
+// Package fault names the kinds of failure a service's domain and store
+// report to its callers — not found, conflict, invalid — so that the HTTP
+// adapter maps each kind to a status in one place (web.Respond) while the
+// domain never imports HTTP.
+//
+//	return fault.Errorf(fault.NotFound, "account %s", id)  // in a store
+//	web.Respond(w, r, log, err)                            // 404 in a handler
+package fault
+
+import (
+	"errors"
+	"fmt"
+)
+
+// The kinds. Test for one with errors.Is(err, fault.NotFound).
+var (
+	// NotFound: the thing asked for does not exist.
+	NotFound = errors.New("not found")
+	// Conflict: the request clashes with the current state, e.g. a stale
+	// version or an order that can no longer change.
+	Conflict = errors.New("conflict")
+	// Invalid: the request is well-formed but cannot be carried out as
+	// asked, e.g. an idempotency key reused for a different request.
+	Invalid = errors.New("invalid")
+)
+
+// Error is a failure of a kind, with a message fit for the client.
+type Error struct {
+	Kind error
+	Msg  string
+}
+
+func (e *Error) Error() string { return e.Msg + ": " + e.Kind.Error() }
+
+// Is makes errors.Is(err, kind) hold for the error's kind.
+func (e *Error) Is(target error) bool { return target == e.Kind }
+
+// Detail is the message for the client, without the kind.
+func (e *Error) Detail() string { return e.Msg }
+
+// Errorf returns an *Error of kind with a formatted message.
+func Errorf(kind error, format string, args ...any) error {
+	return &Error{Kind: kind, Msg: fmt.Sprintf(format, args...)}
+}

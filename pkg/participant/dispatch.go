@@ -1,0 +1,211 @@
+package participant
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
+	"github.com/lib/pq/pqerror"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/choreo-saga/choreo/pkg/consumer"
+	"github.com/choreo-saga/choreo/pkg/events"
+	"github.com/choreo-saga/choreo/pkg/idem"
+)
+
+// A Delivery is one Kafka message on its way through the handler chain.
+// Each step fills in what it learns; the next one relies on it.
+type Delivery struct {
+	Msg     *sarama.ConsumerMessage
+	Event   events.Envelope // set by Decode
+	Payload events.Payload  // set by Decode
+	Log     *slog.Logger    // set by Decode: carries the event's ids
+	Tx      *Tx             // set by Transaction
+	// Outcome is how the message ended: "applied", "duplicate" (already
+	// processed: skipped) or "not_routed" (another service's event).
+	Outcome string
+
+	reaction Reaction // set by Route
+}
+
+// Handler handles one delivery. Like consumer.Handler it returns nil once
+// the message's effects are durable, a consumer.Permanent error if the
+// message can never be processed, and any other error to be retried.
+type Handler func(ctx context.Context, d *Delivery) error
+
+// Middleware wraps a Handler with one concern: decoding, guarding,
+// routing, the transaction, de-duplication, classifying errors, metrics.
+type Middleware func(Handler) Handler
+
+// Chain returns h wrapped in mw, the first outermost.
+func Chain(h Handler, mw ...Middleware) Handler {
+	for i := len(mw) - 1; i >= 0; i-- {
+		h = mw[i](h)
+	}
+	return h
+}
+
+// handled counts events by consumer, type and outcome (see
+// Delivery.Outcome). A rising duplicate rate is the redelivery the
+// runtime absorbs.
+var handled = promauto.NewCounterVec(prometheus.CounterOpts{
+	Name: "choreo_events_handled_total",
+	Help: "Events handled by the idempotent consumer, by consumer, event type and outcome.",
+}, []string{"consumer", "type", "outcome"})
+
+// Metrics counts each handled delivery by outcome.
+func Metrics(service string) Middleware {
+	return func(next Handler) Handler {
+		return func(ctx context.Context, d *Delivery) error {
+			err := next(ctx, d)
+			if err == nil && d.Outcome != "" {
+				handled.WithLabelValues(service, d.Event.Type, d.Outcome).Inc()
+			}
+			return err
+		}
+	}
+}
+
+// Decode parses the message into its envelope and typed payload (see
+// events.Decode); a message that does not parse is permanent.
+func Decode(log *slog.Logger) Middleware {
+	return func(next Handler) Handler {
+		return func(ctx context.Context, d *Delivery) error {
+			m := d.Msg
+			e, p, err := events.Decode(m.Value)
+			if err != nil {
+				return consumer.Permanent(fmt.Errorf("decode %s/%d/%d: %w", m.Topic, m.Partition, m.Offset, err))
+			}
+			d.Event, d.Payload = e, p
+			d.Log = log.With("event_id", e.ID, "event_type", e.Type, "order_id", e.OrderID)
+			return next(ctx, d)
+		}
+	}
+}
+
+// Guard refuses, as permanent, an event whose Kafka key is not its order
+// id (the key is what keeps one order's events in order) or that arrived
+// on a topic other than the one its producer writes to.
+func Guard(next Handler) Handler {
+	return func(ctx context.Context, d *Delivery) error {
+		m, e := d.Msg, d.Event
+		if string(m.Key) != e.OrderID {
+			return consumer.Permanent(fmt.Errorf("event %s at %s/%d/%d: key %q is not its order_id %q, so its order's events may be out of order",
+				e.ID, m.Topic, m.Partition, m.Offset, m.Key, e.OrderID))
+		}
+		if topic, _ := events.TopicOf(e.Type); m.Topic != topic {
+			return consumer.Permanent(fmt.Errorf("event %s at %s/%d/%d: %s belongs on %s, not %s",
+				e.ID, m.Topic, m.Partition, m.Offset, e.Type, topic, m.Topic))
+		}
+		return next(ctx, d)
+	}
+}
+
+// Route picks the reaction for the event's type. Known types without one
+// belong to other services and are acknowledged without effect.
+func Route(reactions []Reaction) Middleware {
+	byType := make(map[string]Reaction, len(reactions))
+	for _, r := range reactions {
+		byType[r.eventType] = r
+	}
+	return func(next Handler) Handler {
+		return func(ctx context.Context, d *Delivery) error {
+			r, ok := byType[d.Event.Type]
+			if !ok {
+				d.Log.Debug("event not for this service; acknowledged")
+				d.Outcome = "not_routed"
+				return nil
+			}
+			d.reaction = r
+			return next(ctx, d)
+		}
+	}
+}
+
+// Classify marks as permanent the errors no retry can fix: an invalid
+// event (events.ErrInvalid) and a PostgreSQL data exception (SQLSTATE
+// class 22: a value the database cannot store or compute). Everything else
+// — a database or broker away, a deadlock — is retried.
+func Classify(next Handler) Handler {
+	return func(ctx context.Context, d *Delivery) error {
+		err := next(ctx, d)
+		if err == nil || consumer.IsPermanent(err) {
+			return err
+		}
+		err = fmt.Errorf("handle %s %s: %w", d.Event.Type, d.Event.ID, err)
+		if errors.Is(err, events.ErrInvalid) || isDataException(err) {
+			return consumer.Permanent(err)
+		}
+		return err
+	}
+}
+
+// Transaction runs the rest of the chain in one database transaction and
+// commits it if that returns nil. It is the runtime's transaction
+// boundary: the processed_events mark, the reaction's changes and the
+// events it emits commit together or not at all.
+func Transaction(db *sqlx.DB, service, produces string, now func() time.Time) Middleware {
+	return func(next Handler) Handler {
+		return func(ctx context.Context, d *Delivery) error {
+			sqlTx, err := db.BeginTxx(ctx, nil)
+			if err != nil {
+				return fmt.Errorf("begin: %w", err)
+			}
+			defer sqlTx.Rollback() //nolint:errcheck // a no-op after Commit
+			d.Tx = &Tx{Tx: sqlTx, Log: d.Log, source: service, produces: produces, orderID: d.Event.OrderID, now: now()}
+			if err := next(ctx, d); err != nil {
+				return err
+			}
+			if err := sqlTx.Commit(); err != nil {
+				return fmt.Errorf("commit: %w", err)
+			}
+			return nil
+		}
+	}
+}
+
+// Dedupe marks the event processed by service within the delivery's
+// transaction (idem.Mark) and stops a duplicate there: it is acknowledged
+// and changes nothing.
+func Dedupe(service string) Middleware {
+	return func(next Handler) Handler {
+		return func(ctx context.Context, d *Delivery) error {
+			first, err := idem.Mark(ctx, d.Tx, service, d.Event.ID)
+			if err != nil {
+				return err
+			}
+			if !first {
+				d.Log.Info("duplicate event skipped")
+				d.Outcome = "duplicate"
+				return nil
+			}
+			return next(ctx, d)
+		}
+	}
+}
+
+// React runs the routed reaction; it is the end of the chain.
+func React(ctx context.Context, d *Delivery) error {
+	if err := d.reaction.react(ctx, d.Tx, d.Event, d.Payload); err != nil {
+		return err
+	}
+	d.Log.Info("event applied")
+	d.Outcome = "applied"
+	return nil
+}
+
+// isDataException reports whether err is a PostgreSQL data exception
+// (SQLSTATE class 22): a value out of range, an invalid text
+// representation, a character the encoding cannot hold. It depends on the
+// event's data alone, so retrying would fail forever. events.Decode
+// rejects what is known to cause one, so this is a backstop.
+func isDataException(err error) bool {
+	var pqErr *pq.Error
+	return errors.As(err, &pqErr) && len(pqErr.Code) >= 2 && pqErr.Code.Class() == pqerror.ClassDataException
+}

@@ -1,0 +1,290 @@
+// Package participanttest is the conformance suite of the participant
+// runtime: the guarantees every service of the saga must keep, run against
+// a service's Spec with a handful of its own events. A service's test
+// supplies Cases — an event that changes its state, and how to read that
+// state — and Run checks, for each:
+//
+//   - RedeliveryAppliesOnce: the same event delivered three times changes
+//     the state once, leaves one processed_events mark and queues each
+//     emitted event once;
+//   - ConcurrentDeliveriesApplyOnce: the same event handed to many
+//     goroutines at once ends exactly as one delivery does;
+//   - InvalidPayloadIsDeadLettered: a payload that does not decode is a
+//     permanent error, changes nothing, and is dead-lettered once to the
+//     service's dead-letter topic;
+//   - OtherServicesEventsAreAcknowledged: every event type the service has
+//     no reaction to is acknowledged without a mark, an outbox row or a
+//     change;
+//   - ChangeMarkAndOutboxCommitTogether: when the commit fails, neither the
+//     state change, nor the mark, nor the emitted events remain; the
+//     redelivery then applies it.
+//
+// Deliveries go through Spec.Handler on a real PostgreSQL database, exactly
+// as the consumer group hands Kafka messages to it.
+package participanttest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/IBM/sarama"
+	"github.com/google/uuid"
+	"github.com/jmoiron/sqlx"
+
+	"github.com/choreo-saga/choreo/pkg/consumer"
+	"github.com/choreo-saga/choreo/pkg/events"
+	"github.com/choreo-saga/choreo/pkg/participant"
+)
+
+// Case is one event that changes the service's state.
+type Case struct {
+	Name string
+	// Setup prepares in db what the event needs (an account, stock, an
+	// order) under fresh ids and returns the event to deliver.
+	Setup func(t *testing.T, db *sqlx.DB) events.Envelope
+	// State reads what the event changes, leaving out ids and timestamps,
+	// so that the states of two Setups compare equal (reflect.DeepEqual)
+	// after the same deliveries.
+	State func(t *testing.T, db *sqlx.DB, e events.Envelope) any
+	// Emits lists the types of the events the reaction queues, in order.
+	Emits []string
+}
+
+// Suite is a service under test.
+type Suite struct {
+	Spec participant.Spec
+	// DB returns a fresh database with the runtime's schemas and the
+	// service's own applied, e.g. testenv.DB(t, spec.Schema).
+	DB    func(t *testing.T) *sqlx.DB
+	Cases []Case
+	// Concurrency is how many goroutines deliver at once; 0 means 16.
+	Concurrency int
+}
+
+// Run runs the suite's checks for every case.
+func Run(t *testing.T, s Suite) {
+	t.Helper()
+	if len(s.Cases) == 0 {
+		t.Fatal("participanttest: a suite needs at least one case")
+	}
+	for _, c := range s.Cases {
+		t.Run(c.Name, func(t *testing.T) {
+			t.Run("RedeliveryAppliesOnce", func(t *testing.T) { redelivery(t, s, c) })
+			t.Run("ConcurrentDeliveriesApplyOnce", func(t *testing.T) { concurrent(t, s, c) })
+			t.Run("InvalidPayloadIsDeadLettered", func(t *testing.T) { invalid(t, s, c) })
+			t.Run("OtherServicesEventsAreAcknowledged", func(t *testing.T) { others(t, s, c) })
+			t.Run("ChangeMarkAndOutboxCommitTogether", func(t *testing.T) { atomic(t, s, c) })
+		})
+	}
+}
+
+func redelivery(t *testing.T, s Suite, c Case) {
+	db := s.DB(t)
+	e := c.Setup(t, db)
+	before := c.State(t, db, e)
+	deliver(t, s, db, e)
+	once := c.State(t, db, e)
+	if reflect.DeepEqual(once, before) {
+		t.Fatalf("the event changed nothing: state %+v; a case must change the state it reads", once)
+	}
+	deliver(t, s, db, e)
+	deliver(t, s, db, e)
+	if got := c.State(t, db, e); !reflect.DeepEqual(got, once) {
+		t.Errorf("state after 3 deliveries %+v, after 1 %+v", got, once)
+	}
+	wantMarks(t, db, e, 1)
+	wantEmitted(t, s, db, e, c.Emits)
+}
+
+func concurrent(t *testing.T, s Suite, c Case) {
+	db := s.DB(t)
+	single := c.Setup(t, db)
+	deliver(t, s, db, single)
+	want := c.State(t, db, single)
+
+	e := c.Setup(t, db)
+	n := s.Concurrency
+	if n == 0 {
+		n = 16
+	}
+	h := s.Spec.Handler(db, discard)
+	m := message(t, e)
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// A consumer retries what is not permanent (a deadlock, a
+			// serialization failure); so does this one, a few times.
+			var err error
+			for range 5 {
+				if err = h.Handle(context.Background(), m); err == nil || consumer.IsPermanent(err) {
+					break
+				}
+			}
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("concurrent delivery: %v", err)
+		}
+	}
+	if got := c.State(t, db, e); !reflect.DeepEqual(got, want) {
+		t.Errorf("state after %d concurrent deliveries %+v, after one delivery %+v", n, got, want)
+	}
+	wantMarks(t, db, e, 1)
+	wantEmitted(t, s, db, e, c.Emits)
+}
+
+func invalid(t *testing.T, s Suite, c Case) {
+	db := s.DB(t)
+	e := c.Setup(t, db)
+	before := c.State(t, db, e)
+	e.Payload = json.RawMessage(`["not", "an", "object"]`)
+	m := message(t, e)
+	err := s.Spec.Handler(db, discard).Handle(context.Background(), m)
+	if !consumer.IsPermanent(err) {
+		t.Fatalf("handling an undecodable payload: err = %v, want a permanent error", err)
+	}
+	if got := c.State(t, db, e); !reflect.DeepEqual(got, before) {
+		t.Errorf("state changed by an invalid event: %+v, was %+v", got, before)
+	}
+	wantMarks(t, db, e, 0)
+	wantEmitted(t, s, db, e, nil)
+
+	deadLetter := s.Spec.DeadLetterTo(db)
+	for range 2 { // a redelivery after a crash is dead-lettered once
+		if err := deadLetter(context.Background(), m, err); err != nil {
+			t.Fatalf("dead-letter: %v", err)
+		}
+	}
+	var reasons []string
+	if err := db.Select(&reasons, `SELECT headers->>$2 FROM outbox WHERE topic = $1`,
+		events.DeadLetterTopic(s.Spec.Name), participant.HeaderDLQReason); err != nil {
+		t.Fatal(err)
+	}
+	if len(reasons) != 1 || !strings.Contains(reasons[0], events.ErrInvalid.Error()) {
+		t.Errorf("dead letters on %s with reasons %q, want one saying %q",
+			events.DeadLetterTopic(s.Spec.Name), reasons, events.ErrInvalid)
+	}
+}
+
+func others(t *testing.T, s Suite, c Case) {
+	db := s.DB(t)
+	e := c.Setup(t, db)
+	before := c.State(t, db, e)
+	handled := map[string]bool{}
+	for _, r := range s.Spec.Reactions {
+		handled[r.EventType()] = true
+	}
+	for _, p := range samples {
+		if handled[p.EventType()] {
+			continue
+		}
+		other, err := events.New("another-service", e.OrderID, p, e.OccurredAt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Spec.Handler(db, discard).Handle(context.Background(), message(t, other)); err != nil {
+			t.Errorf("%s: err = %v, want it acknowledged", other.Type, err)
+		}
+		wantMarks(t, db, other, 0)
+	}
+	if got := c.State(t, db, e); !reflect.DeepEqual(got, before) {
+		t.Errorf("state changed by other services' events: %+v, was %+v", got, before)
+	}
+	wantEmitted(t, s, db, e, nil)
+}
+
+func atomic(t *testing.T, s Suite, c Case) {
+	db := s.DB(t)
+	e := c.Setup(t, db)
+	before := c.State(t, db, e)
+	// A constraint trigger deferred to commit: it fails the commit after
+	// the reaction made every change, as a crash or a lost connection at
+	// that moment would.
+	for _, q := range []string{
+		`CREATE FUNCTION fail_commit() RETURNS trigger LANGUAGE plpgsql AS $$
+		 BEGIN RAISE EXCEPTION 'commit refused by the test'; END $$`,
+		`CREATE CONSTRAINT TRIGGER fail_commit AFTER INSERT ON processed_events
+		 DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION fail_commit()`,
+	} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := message(t, e)
+	err := s.Spec.Handler(db, discard).Handle(context.Background(), m)
+	if err == nil || consumer.IsPermanent(err) {
+		t.Fatalf("delivery with a failing commit: err = %v, want a retryable error", err)
+	}
+	if got := c.State(t, db, e); !reflect.DeepEqual(got, before) {
+		t.Errorf("state changed although the commit failed: %+v, was %+v", got, before)
+	}
+	wantMarks(t, db, e, 0)
+	wantEmitted(t, s, db, e, nil)
+
+	if _, err := db.Exec(`DROP TRIGGER fail_commit ON processed_events`); err != nil {
+		t.Fatal(err)
+	}
+	deliver(t, s, db, e)
+	if got := c.State(t, db, e); reflect.DeepEqual(got, before) {
+		t.Errorf("the redelivery after the failed commit changed nothing")
+	}
+	wantMarks(t, db, e, 1)
+	wantEmitted(t, s, db, e, c.Emits)
+}
+
+// deliver hands e to the service's handler once and fails on any error.
+func deliver(t *testing.T, s Suite, db *sqlx.DB, e events.Envelope) {
+	t.Helper()
+	if err := s.Spec.Handler(db, discard).Handle(context.Background(), message(t, e)); err != nil {
+		t.Fatalf("deliver %s: %v", e.Type, err)
+	}
+}
+
+// message is e as the consumer group hands it over: on its type's topic,
+// keyed by its order id.
+func message(t *testing.T, e events.Envelope) *sarama.ConsumerMessage {
+	t.Helper()
+	value, err := json.Marshal(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	topic, _ := events.TopicOf(e.Type)
+	return &sarama.ConsumerMessage{Topic: topic, Partition: 0, Offset: int64(uuid.New().ID()), Key: []byte(e.OrderID), Value: value}
+}
+
+func wantMarks(t *testing.T, db *sqlx.DB, e events.Envelope, want int) {
+	t.Helper()
+	var n int
+	if err := db.Get(&n, `SELECT count(*) FROM processed_events WHERE event_id = $1`, e.ID); err != nil {
+		t.Fatal(err)
+	}
+	if n != want {
+		t.Errorf("%d processed_events marks for %s %s, want %d", n, e.Type, e.ID, want)
+	}
+}
+
+// wantEmitted checks the types of the events queued for e's order on the
+// service's own topic, oldest first.
+func wantEmitted(t *testing.T, s Suite, db *sqlx.DB, e events.Envelope, want []string) {
+	t.Helper()
+	var got []string
+	if err := db.Select(&got, `SELECT headers->>$3 FROM outbox WHERE key = $1 AND topic = $2 ORDER BY id`,
+		[]byte(e.OrderID), s.Spec.Produces, events.HeaderEventType); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("emitted %v for order %s, want %v", got, e.OrderID, want)
+	}
+}

@@ -1,0 +1,107 @@
+package participant
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/choreo-saga/choreo/pkg/events"
+	"github.com/choreo-saga/choreo/pkg/outbox"
+)
+
+// A Reaction is what a service does when one type of event arrives. Build
+// it with On; a Spec lists a service's reactions.
+type Reaction struct {
+	eventType string
+	react     func(ctx context.Context, tx *Tx, e events.Envelope, p events.Payload) error
+}
+
+// EventType is the type of event the reaction handles.
+func (r Reaction) EventType() string { return r.eventType }
+
+// On declares the reaction fn to events whose payload is a P, e.g.
+//
+//	participant.On(func(ctx context.Context, tx *participant.Tx, e events.Envelope, p events.PaymentCompleted) error {
+//		…
+//		return tx.Emit(ctx, events.InventoryReserved{…})
+//	})
+//
+// The runtime decodes and validates the payload once, before fn runs, and
+// runs fn inside the transaction that also marks the event processed: fn
+// makes every change through tx, and a redelivered event never reaches it.
+// An error makes the runtime roll back and retry the message, unless it
+// wraps events.ErrInvalid or is a PostgreSQL data exception, which no
+// retry can fix: then the message is dead-lettered.
+func On[P events.Payload](fn func(ctx context.Context, tx *Tx, e events.Envelope, p P) error) Reaction {
+	var zero P
+	return Reaction{
+		eventType: zero.EventType(),
+		react: func(ctx context.Context, tx *Tx, e events.Envelope, p events.Payload) error {
+			typed, ok := p.(P)
+			if !ok {
+				return fmt.Errorf("%w: %s carries a %T, want %T", events.ErrInvalid, e.Type, p, zero)
+			}
+			return fn(ctx, tx, e, typed)
+		},
+	}
+}
+
+// Tx is the transaction one event is handled in: a *sqlx.Tx for the
+// service's own tables, plus Emit for the events its reaction produces.
+// It is committed by the runtime, never by the reaction.
+type Tx struct {
+	*sqlx.Tx
+	// Log carries the event's ids (event_id, event_type, order_id).
+	Log *slog.Logger
+
+	source   string // the service, as the events it emits name it
+	produces string // the only topic it may emit to
+	orderID  string // the saga the handled event belongs to
+	now      time.Time
+}
+
+// Now is the time the runtime started handling the event: every timestamp
+// a reaction writes, and every event it emits, carries it.
+func (tx *Tx) Now() time.Time { return tx.now }
+
+// Emit queues p, about the same order as the event being handled, in the
+// outbox within tx: it is published after, and only if, tx commits. The
+// topic follows from p's type; a service emits only to its own topic.
+func (tx *Tx) Emit(ctx context.Context, p events.Payload) error {
+	e, err := events.New(tx.source, tx.orderID, p, tx.now)
+	if err != nil {
+		return err
+	}
+	if topic, _ := events.TopicOf(e.Type); topic != tx.produces {
+		return fmt.Errorf("emit %s: the %s service produces to %s, not %s", e.Type, tx.source, tx.produces, topic)
+	}
+	return Enqueue(ctx, tx.Tx, e)
+}
+
+// Enqueue stores the event e in the outbox within tx, on the topic its type
+// is produced to, keyed by its order id so that all of one order's events
+// share a partition and keep their order. Reactions use Tx.Emit; Enqueue
+// is for an API handler that starts a saga (the order service's POST
+// /orders) in a transaction of its own.
+func Enqueue(ctx context.Context, tx outbox.Execer, e events.Envelope) error {
+	topic, ok := events.TopicOf(e.Type)
+	if !ok {
+		return fmt.Errorf("enqueue %s: %w: %q", e.ID, events.ErrUnknownType, e.Type)
+	}
+	value, err := e.Encode()
+	if err != nil {
+		return err
+	}
+	return outbox.Add(ctx, tx, outbox.Message{
+		Topic: topic,
+		Key:   []byte(e.OrderID),
+		Value: value,
+		Headers: map[string]string{
+			events.HeaderEventID:   e.ID,
+			events.HeaderEventType: e.Type,
+		},
+	})
+}
