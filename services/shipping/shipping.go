@@ -14,41 +14,41 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/jmoiron/sqlx"
 
-	"github.com/choreo-saga/choreo/pkg/consumer"
 	"github.com/choreo-saga/choreo/pkg/events"
 	"github.com/choreo-saga/choreo/pkg/participant"
 	"github.com/choreo-saga/choreo/pkg/pg"
 	"github.com/choreo-saga/choreo/pkg/web"
 	"github.com/choreo-saga/choreo/services/shipping/internal/httpapi"
-	"github.com/choreo-saga/choreo/services/shipping/internal/saga"
+	"github.com/choreo-saga/choreo/services/shipping/internal/eventapi"
 	"github.com/choreo-saga/choreo/services/shipping/internal/store"
 )
 
-// Config is the service's configuration, read from the environment by
-// cmd/shipping.
+// Name is the service's name: its consumer group, de-duplication scope
+// and the source of the events it emits.
+const Name = "shipping"
+
+// Config is the service's configuration: the runtime's, and the countries
+// it serves. cmd/shipping reads it from the environment over DefaultConfig.
 type Config struct {
-	HTTPAddr     string   `envconfig:"HTTP_ADDR" default:":8083"`
-	DatabaseURL  string   `envconfig:"DATABASE_URL" required:"true"`
-	KafkaBrokers []string `envconfig:"KAFKA_BROKERS" required:"true"`
+	participant.Config
 	// ServedCountries is a comma-separated list of ISO 3166-1 alpha-2
 	// codes; see ParseCountries. It stays a plain string so that Validate,
 	// not envconfig, reports a bad entry, naming the variable.
-	ServedCountries string       `envconfig:"SHIPPING_SERVED_COUNTRIES" default:"JP,US,GB,DE,FR"`
-	Logger          *slog.Logger `ignored:"true"`
+	ServedCountries string `envconfig:"SHIPPING_SERVED_COUNTRIES"`
 }
 
-// runtime is the part of the configuration every participant shares.
-func (c Config) runtime() participant.Config {
-	return participant.Config{HTTPAddr: c.HTTPAddr, DatabaseURL: c.DatabaseURL, KafkaBrokers: c.KafkaBrokers, Logger: c.Logger}
+// DefaultConfig returns the service's defaults: HTTP on :8083, shipping to
+// JP, US, GB, DE and FR.
+func DefaultConfig() Config {
+	return Config{Config: participant.DefaultConfig(":8083"), ServedCountries: "JP,US,GB,DE,FR"}
 }
 
 // Validate reports the first bad setting, naming its variable.
 func (c Config) Validate() error {
-	if err := c.runtime().Validate(); err != nil {
+	if err := c.Config.Validate(); err != nil {
 		return err
 	}
 	_, err := c.Served()
@@ -86,36 +86,32 @@ func ParseCountries(list string) (map[string]bool, error) {
 func isLetter(b byte) bool { return 'A' <= b && b <= 'Z' || 'a' <= b && b <= 'z' }
 
 // Run runs the service until ctx ends: its HTTP API, its consumer group and
-// its outbox relay (see package participant for the steps). It returns after
-// all three stopped, the message in hand finished and its offset committed.
+// its outbox relay (see package participant). It returns after all three
+// stopped, the message in hand finished and its offset committed.
 func Run(ctx context.Context, cfg Config) error {
-	served, err := cfg.Served()
+	spec, err := Spec(cfg)
 	if err != nil {
 		return err
 	}
-	return participant.Run(ctx, cfg.runtime(), spec(served))
+	return participant.Run(ctx, cfg.Config, spec)
 }
 
-// spec is what makes this service itself: its topics, tables, reactions
-// and API.
-func spec(served map[string]bool) participant.Spec {
+// Spec is what makes this service itself: its tables, reactions and API.
+func Spec(cfg Config) (participant.Spec, error) {
+	served, err := cfg.Served()
+	if err != nil {
+		return participant.Spec{}, err
+	}
 	return participant.Spec{
-		Name:     saga.Service,
-		Produces: events.TopicShipping,
-		Consumes: saga.Topics,
-		Schema:   pg.Schema{Name: saga.Service, FS: store.Migrations, Dir: "migrations"},
-		Routes:   saga.Routes(time.Now, served),
+		Name:      Name,
+		Produces:  events.TopicShipping,
+		Schema:    Schema,
+		Reactions: eventapi.Reactions(served),
 		API: func(log *slog.Logger, db *sqlx.DB, checks map[string]web.Check) http.Handler {
 			return httpapi.Routes(log, store.New(db), checks)
 		},
-	}
+	}, nil
 }
 
-// EventHandler returns the Kafka message handler Run consumes with: the
-// idempotent consumer applying the shipping service's reactions. It delivers to the
-// upper-case country codes in served (see Config.Served). It is
-// exported so tests can deliver messages to the real handler directly, e.g.
-// the same message from many goroutines at once.
-func EventHandler(db *sqlx.DB, log *slog.Logger, served map[string]bool) consumer.Handler {
-	return spec(served).Handler(db, log)
-}
+// Schema is the service's own tables.
+var Schema = pg.Schema{Name: Name, FS: store.Migrations, Dir: "migrations"}

@@ -14,12 +14,10 @@ import (
 
 func TestConfigValidate(t *testing.T) {
 	valid := func() shipping.Config {
-		return shipping.Config{
-			HTTPAddr:        ":8083",
-			DatabaseURL:     "postgres://postgres@127.0.0.1:5432/shipping_db?sslmode=disable",
-			KafkaBrokers:    []string{"127.0.0.1:9092"},
-			ServedCountries: "JP,US,GB,DE,FR",
-		}
+		cfg := shipping.DefaultConfig()
+		cfg.DatabaseURL = "postgres://postgres@127.0.0.1:5432/shipping_db?sslmode=disable"
+		cfg.KafkaBrokers = []string{"127.0.0.1:9092"}
+		return cfg
 	}
 	tests := []struct {
 		name    string
@@ -94,7 +92,7 @@ func TestConfigFromEnvironment(t *testing.T) {
 
 	t.Run("Defaults", func(t *testing.T) {
 		unset("SHIPPING_SERVED_COUNTRIES")
-		var cfg shipping.Config
+		cfg := shipping.DefaultConfig()
 		if err := envconfig.Process("", &cfg); err != nil {
 			t.Fatalf("Process: %v", err)
 		}
@@ -107,7 +105,7 @@ func TestConfigFromEnvironment(t *testing.T) {
 	})
 	t.Run("ServedCountriesAreParsed", func(t *testing.T) {
 		t.Setenv("SHIPPING_SERVED_COUNTRIES", " jp, us ")
-		var cfg shipping.Config
+		cfg := shipping.DefaultConfig()
 		if err := envconfig.Process("", &cfg); err != nil {
 			t.Fatalf("Process: %v", err)
 		}

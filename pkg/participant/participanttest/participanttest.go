@@ -35,6 +35,7 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/google/uuid"
 	"github.com/jmoiron/sqlx"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/choreo-saga/choreo/pkg/consumer"
 	"github.com/choreo-saga/choreo/pkg/events"
@@ -92,8 +93,13 @@ func redelivery(t *testing.T, s Suite, c Case) {
 	if reflect.DeepEqual(once, before) {
 		t.Fatalf("the event changed nothing: state %+v; a case must change the state it reads", once)
 	}
+	dups := duplicates(t, s.Spec.Name, e.Type)
 	deliver(t, s, db, e)
 	deliver(t, s, db, e)
+	// The runtime, not only the domain's own checks, must stop them.
+	if got := duplicates(t, s.Spec.Name, e.Type) - dups; got != 2 {
+		t.Errorf("%v redeliveries skipped as duplicates, want 2", got)
+	}
 	if got := c.State(t, db, e); !reflect.DeepEqual(got, once) {
 		t.Errorf("state after 3 deliveries %+v, after 1 %+v", got, once)
 	}
@@ -287,4 +293,29 @@ func wantEmitted(t *testing.T, s Suite, db *sqlx.DB, e events.Envelope, want []s
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("emitted %v for order %s, want %v", got, e.OrderID, want)
 	}
+}
+
+// duplicates reads the runtime's count of skipped duplicates of eventType
+// for service (choreo_events_handled_total{outcome="duplicate"}).
+func duplicates(t *testing.T, service, eventType string) float64 {
+	t.Helper()
+	families, err := prometheus.DefaultGatherer.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "choreo_events_handled_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["consumer"] == service && labels["type"] == eventType && labels["outcome"] == "duplicate" {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
 }

@@ -1,6 +1,6 @@
 // Command shipping runs the shipping service. Configuration comes from the
-// environment: HTTP_ADDR (default :8083), DATABASE_URL, KAFKA_BROKERS and
-// SHIPPING_SERVED_COUNTRIES (default JP,US,GB,DE,FR).
+// environment, over shipping.DefaultConfig: HTTP_ADDR, DATABASE_URL,
+// KAFKA_BROKERS, SHIPPING_SERVED_COUNTRIES.
 package main
 
 import (
@@ -26,7 +26,7 @@ func main() {
 }
 
 func run(ctx context.Context) error {
-	var cfg shipping.Config
+	cfg := shipping.DefaultConfig()
 	if err := envconfig.Process("", &cfg); err != nil {
 		return fmt.Errorf("config: %w", err)
 	}

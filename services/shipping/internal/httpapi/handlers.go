@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"errors"
 	"log/slog"
 	"net/http"
 
@@ -18,17 +17,9 @@ func getShipment(log *slog.Logger, st *store.Store) http.Handler {
 		}
 		sh, err := st.Shipment(r.Context(), id)
 		if err != nil {
-			web.Respond(w, r, log, problem(err, "shipment for order "+id))
+			web.Respond(w, r, log, err)
 			return
 		}
 		web.Encode(w, http.StatusOK, sh)
 	})
-}
-
-// problem maps store errors to HTTP errors; the one place that does.
-func problem(err error, what string) error {
-	if errors.Is(err, store.ErrNotFound) {
-		return web.Errorf(http.StatusNotFound, "%s not found", what)
-	}
-	return err
 }

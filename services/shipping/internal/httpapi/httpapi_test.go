@@ -14,16 +14,16 @@ import (
 
 	"github.com/choreo-saga/choreo/internal/testenv"
 	"github.com/choreo-saga/choreo/pkg/pg"
+	"github.com/choreo-saga/choreo/services/shipping"
 	"github.com/choreo-saga/choreo/services/shipping/internal/domain"
 	"github.com/choreo-saga/choreo/services/shipping/internal/httpapi"
-	"github.com/choreo-saga/choreo/services/shipping/internal/saga"
 	"github.com/choreo-saga/choreo/services/shipping/internal/store"
 )
 
 func TestGetShipment(t *testing.T) {
 	ctx := context.Background()
 	log := testenv.Logger(t)
-	db := testenv.DB(t, pg.Schema{Name: saga.Service, FS: store.Migrations, Dir: "migrations"})
+	db := testenv.DB(t, shipping.Schema)
 	srv := httptest.NewServer(httpapi.Routes(log, store.New(db), nil))
 	t.Cleanup(srv.Close)
 

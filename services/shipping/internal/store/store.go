@@ -1,5 +1,5 @@
 // Package store is the shipping service's PostgreSQL adapter. The read used
-// by the saga locks the row it decides on (SELECT … FOR UPDATE), so a
+// by the reactions locks the row it decides on (SELECT … FOR UPDATE), so a
 // decision and the record it leads to cannot interleave with another.
 package store
 
@@ -12,6 +12,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/choreo-saga/choreo/pkg/fault"
 	"github.com/choreo-saga/choreo/services/shipping/internal/domain"
 )
 
@@ -20,21 +21,18 @@ import (
 //go:embed migrations/*.sql
 var Migrations embed.FS
 
-// ErrNotFound is returned when a requested row does not exist.
-var ErrNotFound = errors.New("not found")
-
 // Store reads the shipping tables for the HTTP API.
 type Store struct{ db *sqlx.DB }
 
 // New returns a Store on db.
 func New(db *sqlx.DB) *Store { return &Store{db: db} }
 
-// Shipment returns an order's shipment, or ErrNotFound.
+// Shipment returns an order's shipment; a fault.NotFound error if there is none.
 func (s *Store) Shipment(ctx context.Context, orderID string) (domain.Shipment, error) {
 	var sh domain.Shipment
 	err := s.db.GetContext(ctx, &sh, `SELECT order_id, status, country, reason FROM shipments WHERE order_id = $1`, orderID)
 	if errors.Is(err, sql.ErrNoRows) {
-		return sh, ErrNotFound
+		return sh, fault.Errorf(fault.NotFound, "shipment for order %s", orderID)
 	}
 	if err != nil {
 		return sh, fmt.Errorf("get shipment %s: %w", orderID, err)
@@ -43,9 +41,9 @@ func (s *Store) Shipment(ctx context.Context, orderID string) (domain.Shipment, 
 }
 
 // LockShipment returns the order's shipment locked for the rest of tx, or nil.
-func LockShipment(ctx context.Context, tx *sqlx.Tx, orderID string) (*domain.Shipment, error) {
+func LockShipment(ctx context.Context, tx sqlx.QueryerContext, orderID string) (*domain.Shipment, error) {
 	var sh domain.Shipment
-	err := tx.GetContext(ctx, &sh, `SELECT order_id, status, country, reason FROM shipments WHERE order_id = $1 FOR UPDATE`, orderID)
+	err := sqlx.GetContext(ctx, tx, &sh, `SELECT order_id, status, country, reason FROM shipments WHERE order_id = $1 FOR UPDATE`, orderID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
@@ -58,7 +56,7 @@ func LockShipment(ctx context.Context, tx *sqlx.Tx, orderID string) (*domain.Shi
 // InsertShipment records an order's shipping outcome. A second insert for
 // the same order fails on the primary key, which rolls back the racing
 // transaction; its redelivery then finds the row and skips.
-func InsertShipment(ctx context.Context, tx *sqlx.Tx, sh domain.Shipment) error {
+func InsertShipment(ctx context.Context, tx sqlx.ExecerContext, sh domain.Shipment) error {
 	_, err := tx.ExecContext(ctx, `
 		INSERT INTO shipments (order_id, status, country, reason)
 		VALUES ($1, $2, $3, $4)`,

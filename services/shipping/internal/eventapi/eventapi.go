@@ -1,0 +1,54 @@
+// Package eventapi is the shipping service's event API, as httpapi is its
+// HTTP API: its reactions to the events it consumes. Once an order's items
+// are reserved it schedules the shipment, or fails it when the destination
+// is not served, which starts the compensations. The runtime (package
+// participant) decodes each event, runs the reaction in the transaction
+// that marks the event processed, and publishes what it emits.
+package eventapi
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/choreo-saga/choreo/pkg/events"
+	"github.com/choreo-saga/choreo/pkg/participant"
+	"github.com/choreo-saga/choreo/services/shipping/internal/domain"
+	"github.com/choreo-saga/choreo/services/shipping/internal/store"
+)
+
+// Reactions returns the shipping service's reactions. served holds the
+// upper-case country codes it delivers to. The other inventory events
+// (rejected, released) concern payment; the runtime acknowledges them.
+func Reactions(served map[string]bool) []participant.Reaction {
+	return []participant.Reaction{
+		participant.On(func(ctx context.Context, tx *participant.Tx, e events.Envelope, p events.InventoryReserved) error {
+			return ship(ctx, tx, e.OrderID, p.ShippingAddress.Country, served)
+		}),
+	}
+}
+
+func ship(ctx context.Context, tx *participant.Tx, orderID, country string, served map[string]bool) error {
+	existing, err := store.LockShipment(ctx, tx, orderID)
+	if err != nil {
+		return err
+	}
+	d := domain.DecideShipment(existing, served, country)
+	sh := domain.Shipment{OrderID: orderID, Country: d.Country, Reason: d.Reason}
+	switch d.Action {
+	case domain.Skip:
+		return nil
+	case domain.Schedule:
+		sh.Status = domain.StatusScheduled
+		if err := store.InsertShipment(ctx, tx, sh); err != nil {
+			return err
+		}
+		return tx.Emit(ctx, events.ShipmentScheduled{Country: d.Country})
+	case domain.Fail:
+		sh.Status = domain.StatusFailed
+		if err := store.InsertShipment(ctx, tx, sh); err != nil {
+			return err
+		}
+		return tx.Emit(ctx, events.ShipmentFailed{Country: d.Country, Reason: d.Reason})
+	}
+	return fmt.Errorf("ship %s: unhandled decision %v", orderID, d.Action)
+}
