@@ -1,24 +1,43 @@
 #!/usr/bin/env bash
 # Local infrastructure for Choreo, without Docker:
-#   * Apache Kafka 4.x, single node in KRaft mode (combined broker+controller),
-#     run from the official jars on Maven Central (see scripts/kafka/pom.xml);
+#   * Apache Kafka 4.x in KRaft mode, run from the official jars on Maven
+#     Central (see scripts/kafka/pom.xml): one node by default, or a cluster
+#     of KAFKA_BROKERS_COUNT nodes, each a combined broker+controller, all of
+#     them voters of the controller quorum;
 #   * PostgreSQL from Debian's packages, in a private cluster.
 # Both listen on 127.0.0.1 only. State (jars, data, logs, pids) lives in
 # ${CHOREO_INFRA_DIR:-$HOME/.cache/choreo-infra}, never in the repository.
 #
-# Usage: scripts/infra.sh [up|env|down|status|kafka-start|kafka-stop]
+# Usage: scripts/infra.sh [up|env|down|status|kafka-start|kafka-stop|
+#                          kafka-start-node I|kafka-stop-node I|kafka-kill-node I]
 #   up (default)  install what is missing, start both, create the databases,
 #                 print `export` lines on stdout:  eval "$(scripts/infra.sh up)"
 #   env           print the export lines only
-#   down          stop Kafka and PostgreSQL
-#   kafka-stop    stop only the Kafka broker (data is kept)
-#   kafka-start   start only the Kafka broker and wait until it serves requests
+#   down          stop Kafka (every node) and PostgreSQL
+#   kafka-stop    stop only Kafka, every node (data is kept)
+#   kafka-start   start only Kafka and wait until every node serves requests
+#   kafka-stop-node I   stop node I (1..KAFKA_BROKERS_COUNT) with SIGTERM
+#   kafka-kill-node I   kill node I with SIGKILL, as a host crash would
+#   kafka-start-node I  start node I again and wait until it serves requests
 #   status        say what runs
 #
+# A cluster (KAFKA_BROKERS_COUNT=N, N>1): node I (node.id I) listens for
+# clients on KAFKA_PORT+2(I-1) and for the quorum on
+# KAFKA_CONTROLLER_PORT+2(I-1) (9092/9094/9096 and 9093/9095/9097 for N=3),
+# keeps its data in $CHOREO_INFRA_DIR/kafka-cluster-N/nodeI and logs in
+# logs/kafka-cN-nodeI.log; `env` then also exports KAFKA_REPLICATION_FACTOR
+# and KAFKA_MIN_INSYNC_REPLICAS. The broker defaults follow N: replication
+# factor min(N,3) for new, internal (offsets, transactions, share state)
+# topics, min.insync.replicas 2 from three nodes on (1 below). Pass the same
+# KAFKA_BROKERS_COUNT to every command of a cluster; down and kafka-stop stop
+# every node this state dir runs, whatever the count.
+#
 # Environment knobs: CHOREO_INFRA_DIR, KAFKA_VERSION (default 4.1.1), KAFKA_PORT
-# (9092), KAFKA_CONTROLLER_PORT (9093), KAFKA_START_TIMEOUT (seconds, 180),
-# KAFKA_JVM_OPTS (extra JVM flags), PGPORT (5432), CHOREO_MVN_REPO (a Maven
-# local repository to use instead of ~/.m2/repository).
+# (9092), KAFKA_CONTROLLER_PORT (9093), KAFKA_BROKERS_COUNT (1),
+# KAFKA_START_TIMEOUT (seconds, 180), KAFKA_JVM_OPTS (extra JVM flags),
+# KAFKA_LIBS_DIR (a directory of Kafka jars to use instead of downloading them
+# into the state dir, e.g. another state dir's kafka-4.1.1/libs), PGPORT (5432),
+# CHOREO_MVN_REPO (a Maven local repository to use instead of ~/.m2/repository).
 # All progress messages go to stderr; stdout carries only the export lines.
 set -euo pipefail
 
@@ -31,8 +50,14 @@ KAFKA_HOST=127.0.0.1
 KAFKA_PORT="${KAFKA_PORT:-9092}"
 KAFKA_CONTROLLER_PORT="${KAFKA_CONTROLLER_PORT:-9093}"
 KAFKA_START_TIMEOUT="${KAFKA_START_TIMEOUT:-180}"
+KAFKA_BROKERS_COUNT="${KAFKA_BROKERS_COUNT:-1}"
 KAFKA_HOME="$INFRA_DIR/kafka-$KAFKA_VERSION"
-KAFKA_LIBS="$KAFKA_HOME/libs"
+KAFKA_LIBS="${KAFKA_LIBS_DIR:-$KAFKA_HOME/libs}"
+KAFKA_CLUSTER_DIR="$INFRA_DIR/kafka-cluster-$KAFKA_BROKERS_COUNT"
+# Per node, set by kafka_node (node 1 of a single-node setup: these paths).
+KAFKA_NODE=1
+KAFKA_NODE_PORT="$KAFKA_PORT"
+KAFKA_NODE_CONTROLLER_PORT="$KAFKA_CONTROLLER_PORT"
 KAFKA_DATA="$INFRA_DIR/kafka-data"
 KAFKA_CONF="$INFRA_DIR/kafka-config"
 
@@ -47,6 +72,8 @@ DATABASES=(order_db payment_db inventory_db shipping_db choreo_test)
 LOG_DIR="$INFRA_DIR/logs"
 RUN_DIR="$INFRA_DIR/run"
 KAFKA_PID_FILE="$RUN_DIR/kafka.pid"
+KAFKA_LOG="$LOG_DIR/kafka.log"
+KAFKA_OUT="$LOG_DIR/kafka.out"
 
 log() { printf '[infra] %s\n' "$*" >&2; }
 die() { printf '[infra] ERROR: %s\n' "$*" >&2; exit 1; }
@@ -56,7 +83,11 @@ die() { printf '[infra] ERROR: %s\n' "$*" >&2; exit 1; }
 pg_url() { printf 'postgres://%s@%s:%s/%s?sslmode=disable' "$PG_USER" "$PG_HOST" "$PG_PORT" "$1"; }
 
 print_env() {
-  echo "export KAFKA_BROKERS=$KAFKA_HOST:$KAFKA_PORT"
+  echo "export KAFKA_BROKERS=$(kafka_bootstrap)"
+  if [ "$KAFKA_BROKERS_COUNT" -gt 1 ]; then
+    echo "export KAFKA_REPLICATION_FACTOR=$(kafka_default_rf)"
+    echo "export KAFKA_MIN_INSYNC_REPLICAS=$(kafka_default_min_isr)"
+  fi
   echo "export ORDER_DATABASE_URL=$(pg_url order_db)"
   echo "export PAYMENT_DATABASE_URL=$(pg_url payment_db)"
   echo "export INVENTORY_DATABASE_URL=$(pg_url inventory_db)"
@@ -86,6 +117,66 @@ apt_install() {
 }
 
 # ------------------------------------------------------------------ kafka ---
+
+# Checks KAFKA_BROKERS_COUNT and that no two nodes share a port.
+kafka_check_layout() {
+  case "$KAFKA_BROKERS_COUNT" in
+    [1-9]) ;;
+    *) die "KAFKA_BROKERS_COUNT=$KAFKA_BROKERS_COUNT: want a number of nodes from 1 to 9" ;;
+  esac
+  local i ports=()
+  for ((i = 1; i <= KAFKA_BROKERS_COUNT; i++)); do
+    ports+=("$((KAFKA_PORT + 2 * (i - 1)))" "$((KAFKA_CONTROLLER_PORT + 2 * (i - 1)))")
+  done
+  [ "$(printf '%s\n' "${ports[@]}" | sort -u | wc -l)" -eq "${#ports[@]}" ] \
+    || die "KAFKA_PORT=$KAFKA_PORT and KAFKA_CONTROLLER_PORT=$KAFKA_CONTROLLER_PORT give $KAFKA_BROKERS_COUNT nodes overlapping ports (${ports[*]}); nodes step by 2"
+}
+
+# Checks a node number given on the command line.
+kafka_check_node() {
+  if ! [[ "${1:-}" =~ ^[1-9]$ ]] || [ "$1" -gt "$KAFKA_BROKERS_COUNT" ]; then
+    die "node '${1:-}': want a number from 1 to KAFKA_BROKERS_COUNT ($KAFKA_BROKERS_COUNT)"
+  fi
+}
+
+# Selects node $1: its ports, config, data, pid file and logs. A single node
+# keeps the paths of the single-node setup (kafka-data, kafka.log, kafka.pid).
+kafka_node() {
+  KAFKA_NODE="$1"
+  KAFKA_NODE_PORT=$((KAFKA_PORT + 2 * (KAFKA_NODE - 1)))
+  KAFKA_NODE_CONTROLLER_PORT=$((KAFKA_CONTROLLER_PORT + 2 * (KAFKA_NODE - 1)))
+  if [ "$KAFKA_BROKERS_COUNT" -eq 1 ]; then
+    KAFKA_DATA="$INFRA_DIR/kafka-data"
+    KAFKA_CONF="$INFRA_DIR/kafka-config"
+    KAFKA_PID_FILE="$RUN_DIR/kafka.pid"
+    KAFKA_LOG="$LOG_DIR/kafka.log"
+    KAFKA_OUT="$LOG_DIR/kafka.out"
+  else
+    KAFKA_DATA="$KAFKA_CLUSTER_DIR/node$KAFKA_NODE/data"
+    KAFKA_CONF="$KAFKA_CLUSTER_DIR/node$KAFKA_NODE/config"
+    KAFKA_PID_FILE="$RUN_DIR/kafka-c$KAFKA_BROKERS_COUNT-node$KAFKA_NODE.pid"
+    KAFKA_LOG="$LOG_DIR/kafka-c$KAFKA_BROKERS_COUNT-node$KAFKA_NODE.log"
+    KAFKA_OUT="$LOG_DIR/kafka-c$KAFKA_BROKERS_COUNT-node$KAFKA_NODE.out"
+  fi
+}
+
+# "Kafka" for a single node, "Kafka node I" in a cluster.
+kafka_name() {
+  if [ "$KAFKA_BROKERS_COUNT" -eq 1 ]; then echo Kafka; else echo "Kafka node $KAFKA_NODE"; fi
+}
+
+# The client addresses of all nodes, comma-separated (KAFKA_BROKERS).
+kafka_bootstrap() {
+  local i out=""
+  for ((i = 1; i <= KAFKA_BROKERS_COUNT; i++)); do
+    out+="${out:+,}$KAFKA_HOST:$((KAFKA_PORT + 2 * (i - 1)))"
+  done
+  echo "$out"
+}
+
+# Replication defaults for the cluster size: RF min(N,3); min ISR 2 from RF 3.
+kafka_default_rf() { echo $((KAFKA_BROKERS_COUNT < 3 ? KAFKA_BROKERS_COUNT : 3)); }
+kafka_default_min_isr() { echo $(($(kafka_default_rf) >= 3 ? 2 : 1)); }
 
 ensure_java_maven() {
   local missing=()
@@ -118,27 +209,45 @@ kafka_fetch() {
   log "Kafka jars: $(find "$KAFKA_LIBS" -name '*.jar' | wc -l) files, $(du -sh "$KAFKA_LIBS" | cut -f1)"
 }
 
+# The quorum lines of the selected node's server.properties: a single node
+# bootstraps a dynamic quorum of itself (formatted --standalone), a cluster
+# has a static quorum of all its nodes.
+kafka_quorum_config() {
+  if [ "$KAFKA_BROKERS_COUNT" -eq 1 ]; then
+    echo "controller.quorum.bootstrap.servers=$KAFKA_HOST:$KAFKA_NODE_CONTROLLER_PORT"
+    return 0
+  fi
+  local i voters=""
+  for ((i = 1; i <= KAFKA_BROKERS_COUNT; i++)); do
+    voters+="${voters:+,}$i@$KAFKA_HOST:$((KAFKA_CONTROLLER_PORT + 2 * (i - 1)))"
+  done
+  echo "controller.quorum.voters=$voters"
+}
+
 kafka_write_config() {
   mkdir -p "$KAFKA_CONF" "$KAFKA_DATA"
+  local rf min_isr
+  rf="$(kafka_default_rf)"
+  min_isr="$(kafka_default_min_isr)"
   cat >"$KAFKA_CONF/server.properties" <<EOF
 # generated by scripts/infra.sh -- rewritten on every start
 process.roles=broker,controller
-node.id=1
-controller.quorum.bootstrap.servers=$KAFKA_HOST:$KAFKA_CONTROLLER_PORT
-listeners=PLAINTEXT://$KAFKA_HOST:$KAFKA_PORT,CONTROLLER://$KAFKA_HOST:$KAFKA_CONTROLLER_PORT
-advertised.listeners=PLAINTEXT://$KAFKA_HOST:$KAFKA_PORT,CONTROLLER://$KAFKA_HOST:$KAFKA_CONTROLLER_PORT
+node.id=$KAFKA_NODE
+$(kafka_quorum_config)
+listeners=PLAINTEXT://$KAFKA_HOST:$KAFKA_NODE_PORT,CONTROLLER://$KAFKA_HOST:$KAFKA_NODE_CONTROLLER_PORT
+advertised.listeners=PLAINTEXT://$KAFKA_HOST:$KAFKA_NODE_PORT,CONTROLLER://$KAFKA_HOST:$KAFKA_NODE_CONTROLLER_PORT
 inter.broker.listener.name=PLAINTEXT
 controller.listener.names=CONTROLLER
 listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
 log.dirs=$KAFKA_DATA
 num.partitions=3
-default.replication.factor=1
-min.insync.replicas=1
-offsets.topic.replication.factor=1
-transaction.state.log.replication.factor=1
-transaction.state.log.min.isr=1
-share.coordinator.state.topic.replication.factor=1
-share.coordinator.state.topic.min.isr=1
+default.replication.factor=$rf
+min.insync.replicas=$min_isr
+offsets.topic.replication.factor=$rf
+transaction.state.log.replication.factor=$rf
+transaction.state.log.min.isr=$min_isr
+share.coordinator.state.topic.replication.factor=$rf
+share.coordinator.state.topic.min.isr=$min_isr
 auto.create.topics.enable=false
 group.initial.rebalance.delay.ms=0
 num.network.threads=3
@@ -146,13 +255,13 @@ num.io.threads=4
 log.retention.hours=168
 EOF
   cat >"$KAFKA_CONF/log4j2.properties" <<EOF
-# broker logging: INFO (noisy loggers at WARN) into $LOG_DIR/kafka.log, nothing on the terminal
+# broker logging: INFO (noisy loggers at WARN) into $KAFKA_LOG, nothing on the terminal
 status = warn
 name = choreo-kafka
 appender.file.type = RollingFile
 appender.file.name = FILE
-appender.file.fileName = $LOG_DIR/kafka.log
-appender.file.filePattern = $LOG_DIR/kafka.log.%i
+appender.file.fileName = $KAFKA_LOG
+appender.file.filePattern = $KAFKA_LOG.%i
 appender.file.layout.type = PatternLayout
 appender.file.layout.pattern = [%d] %p %m (%c)%n
 appender.file.policies.type = Policies
@@ -194,18 +303,31 @@ kafka_tool() {
     -cp "$KAFKA_LIBS/*" "$@"
 }
 
+# Formats the selected node's storage once. A cluster's nodes share one
+# cluster id, kept in $KAFKA_CLUSTER_DIR/cluster.id.
 kafka_format() {
   [ -f "$KAFKA_DATA/meta.properties" ] && return 0
-  local cluster_id
-  cluster_id="$(kafka_tool kafka.tools.StorageTool random-uuid 2>>"$LOG_DIR/kafka-format.log" | tail -n1)"
-  [ -n "$cluster_id" ] || die "StorageTool random-uuid failed, see $LOG_DIR/kafka-format.log"
+  local cluster_id format_log="$LOG_DIR/kafka-format.log" mode=(--standalone)
+  if [ "$KAFKA_BROKERS_COUNT" -gt 1 ]; then
+    format_log="$LOG_DIR/kafka-c$KAFKA_BROKERS_COUNT-format.log"
+    mode=()   # static quorum (controller.quorum.voters): no quorum flag
+    cluster_id="$(cat "$KAFKA_CLUSTER_DIR/cluster.id" 2>/dev/null || true)"
+  fi
+  if [ -z "${cluster_id:-}" ]; then
+    cluster_id="$(kafka_tool kafka.tools.StorageTool random-uuid 2>>"$format_log" | tail -n1)"
+    [ -n "$cluster_id" ] || die "StorageTool random-uuid failed, see $format_log"
+    if [ "$KAFKA_BROKERS_COUNT" -gt 1 ]; then
+      mkdir -p "$KAFKA_CLUSTER_DIR"
+      echo "$cluster_id" >"$KAFKA_CLUSTER_DIR/cluster.id"
+    fi
+  fi
   log "formatting KRaft storage in $KAFKA_DATA (cluster id $cluster_id)"
-  kafka_tool kafka.tools.StorageTool format --standalone -t "$cluster_id" \
-      -c "$KAFKA_CONF/server.properties" >>"$LOG_DIR/kafka-format.log" 2>&1 \
-    || { tail -n 30 "$LOG_DIR/kafka-format.log" >&2; die "formatting Kafka storage failed"; }
+  kafka_tool kafka.tools.StorageTool format "${mode[@]}" -t "$cluster_id" \
+      -c "$KAFKA_CONF/server.properties" >>"$format_log" 2>&1 \
+    || { tail -n 30 "$format_log" >&2; die "formatting Kafka storage failed"; }
 }
 
-# Prints the pid of our broker if it runs.
+# Prints the pid of the selected node if it runs.
 kafka_pid() {
   local pid
   [ -f "$KAFKA_PID_FILE" ] || return 1
@@ -215,61 +337,65 @@ kafka_pid() {
   echo "$pid"
 }
 
-# True when a broker answers a metadata request on the port.
+# True when a broker answers a metadata request on the selected node's port.
 kafka_answers() {
   KAFKA_TOOL_TIMEOUT=60 kafka_tool org.apache.kafka.tools.TopicCommand \
-    --bootstrap-server "$KAFKA_HOST:$KAFKA_PORT" --list >/dev/null 2>&1
+    --bootstrap-server "$KAFKA_HOST:$KAFKA_NODE_PORT" --list >/dev/null 2>&1
+}
+
+# Prints the ids of the brokers that answer an ApiVersions request (the
+# live, unfenced brokers of the cluster's metadata), one a line.
+kafka_live_ids() {
+  KAFKA_TOOL_TIMEOUT=60 kafka_tool org.apache.kafka.tools.BrokerApiVersionsCommand \
+      --bootstrap-server "$(kafka_bootstrap)" 2>/dev/null \
+    | sed -n 's/^[^ ]* (id: \([0-9]*\) .*/\1/p' | sort -u
 }
 
 kafka_fail() {
-  log "---- last lines of $LOG_DIR/kafka.log ----"
-  tail -n 40 "$LOG_DIR/kafka.log" >&2 2>/dev/null || true
-  log "---- last lines of $LOG_DIR/kafka.out ----"
-  tail -n 20 "$LOG_DIR/kafka.out" >&2 2>/dev/null || true
+  log "---- last lines of $KAFKA_LOG ----"
+  tail -n 40 "$KAFKA_LOG" >&2 2>/dev/null || true
+  log "---- last lines of $KAFKA_OUT ----"
+  tail -n 20 "$KAFKA_OUT" >&2 2>/dev/null || true
   die "$*"
 }
 
-kafka_start() {
-  local pid
+# Starts the selected node's process unless it runs; does not wait. Sets
+# KAFKA_LAUNCHED to the new pid, "running" (ours, already up) or "foreign"
+# (a broker not started by this script answers on the port).
+kafka_launch() {
+  local pid name
+  name="$(kafka_name)"
+  KAFKA_LAUNCHED=""
   if pid="$(kafka_pid)"; then
-    if ! port_open "$KAFKA_HOST" "$KAFKA_PORT"; then
-      log "Kafka process $pid exists but does not listen yet; waiting"
-      kafka_write_config
-      local deadline=$(( $(now) + KAFKA_START_TIMEOUT ))
-      until kafka_answers; do
-        kill -0 "$pid" 2>/dev/null || kafka_fail "Kafka (pid $pid) exited"
-        [ "$(now)" -lt "$deadline" ] || kafka_fail "Kafka (pid $pid) does not answer on $KAFKA_HOST:$KAFKA_PORT"
-        sleep 1
-      done
-    fi
-    log "Kafka already running (pid $pid) on $KAFKA_HOST:$KAFKA_PORT"
+    KAFKA_LAUNCHED=running
     return 0
   fi
   rm -f "$KAFKA_PID_FILE"
-  if port_open "$KAFKA_HOST" "$KAFKA_PORT"; then
+  if port_open "$KAFKA_HOST" "$KAFKA_NODE_PORT"; then
     [ -f "$KAFKA_LIBS/.complete" ] || kafka_fetch
     kafka_write_config
-    if kafka_answers; then
-      log "a Kafka broker not started by this script already answers on $KAFKA_HOST:$KAFKA_PORT; reusing it"
+    if [ "$KAFKA_BROKERS_COUNT" -eq 1 ] && kafka_answers; then
+      KAFKA_LAUNCHED=foreign
       return 0
     fi
-    die "port $KAFKA_HOST:$KAFKA_PORT is taken by something that is not a working Kafka broker"
+    die "port $KAFKA_HOST:$KAFKA_NODE_PORT is taken by something that is not a working Kafka broker"
   fi
   kafka_fetch
   kafka_write_config
   kafka_format
 
-  local offset=0
-  [ -f "$LOG_DIR/kafka.log" ] && offset="$(stat -c %s "$LOG_DIR/kafka.log")"
-  log "starting Kafka $KAFKA_VERSION (KRaft, node 1) on $KAFKA_HOST:$KAFKA_PORT, controller :$KAFKA_CONTROLLER_PORT"
-  printf '\n==== %s starting Kafka %s ====\n' "$(date -Is)" "$KAFKA_VERSION" >>"$LOG_DIR/kafka.out"
+  KAFKA_LOG_OFFSET=0
+  [ -f "$KAFKA_LOG" ] && KAFKA_LOG_OFFSET="$(stat -c %s "$KAFKA_LOG")"
+  log "starting Kafka $KAFKA_VERSION (KRaft, node $KAFKA_NODE) on $KAFKA_HOST:$KAFKA_NODE_PORT, controller :$KAFKA_NODE_CONTROLLER_PORT"
+  printf '\n==== %s starting %s %s ====\n' "$(date -Is)" "$name" "$KAFKA_VERSION" >>"$KAFKA_OUT"
+  mkdir -p "$KAFKA_HOME"
   # shellcheck disable=SC2086,SC2016  # KAFKA_JVM_OPTS is split on purpose; $$ is the child's
   (cd "$KAFKA_HOME" && exec setsid nohup bash -c 'echo $$ >"$0"; exec "$@"' "$KAFKA_PID_FILE" \
     java -Xms256m -Xmx512m -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:+ExplicitGCInvokesConcurrent \
       -Djava.awt.headless=true "-Dkafka.logs.dir=$LOG_DIR" \
       "-Dlog4j2.configurationFile=$KAFKA_CONF/log4j2.properties" ${KAFKA_JVM_OPTS:-} \
       -cp "$KAFKA_LIBS/*" kafka.Kafka "$KAFKA_CONF/server.properties") \
-    </dev/null >>"$LOG_DIR/kafka.out" 2>&1 3>&- 8>&- &
+    </dev/null >>"$KAFKA_OUT" 2>&1 3>&- 8>&- &
 
   local deadline=$(( $(now) + KAFKA_START_TIMEOUT ))
   pid=""
@@ -277,37 +403,169 @@ kafka_start() {
     pid="$(kafka_pid)" && break
     sleep 0.2
   done
-  [ -n "$pid" ] || kafka_fail "Kafka process did not come up"
+  [ -n "$pid" ] || kafka_fail "$name process did not come up"
+  KAFKA_LAUNCHED="$pid"
+}
+
+# Waits until the node kafka_launch started logs "Kafka Server started" and
+# listens (a node already running: until it listens).
+kafka_wait_started() {
+  local pid name deadline
+  name="$(kafka_name)"
+  deadline=$(( $(now) + KAFKA_START_TIMEOUT ))
+  case "$KAFKA_LAUNCHED" in
+    foreign) return 0 ;;
+    running)
+      pid="$(kafka_pid)" || kafka_fail "$name exited"
+      if ! port_open "$KAFKA_HOST" "$KAFKA_NODE_PORT"; then
+        log "$name process $pid exists but does not listen yet; waiting"
+        kafka_write_config
+        until port_open "$KAFKA_HOST" "$KAFKA_NODE_PORT"; do
+          kill -0 "$pid" 2>/dev/null || kafka_fail "$name (pid $pid) exited"
+          [ "$(now)" -lt "$deadline" ] || kafka_fail "$name (pid $pid) does not answer on $KAFKA_HOST:$KAFKA_NODE_PORT"
+          sleep 1
+        done
+      fi
+      return 0 ;;
+  esac
+  pid="$KAFKA_LAUNCHED"
   while :; do
-    kill -0 "$pid" 2>/dev/null || kafka_fail "Kafka (pid $pid) exited during startup"
-    if port_open "$KAFKA_HOST" "$KAFKA_PORT" &&
-       tail -c +"$((offset + 1))" "$LOG_DIR/kafka.log" 2>/dev/null | grep -q "Kafka Server started"; then
+    kill -0 "$pid" 2>/dev/null || kafka_fail "$name (pid $pid) exited during startup"
+    if port_open "$KAFKA_HOST" "$KAFKA_NODE_PORT" &&
+       tail -c +"$((KAFKA_LOG_OFFSET + 1))" "$KAFKA_LOG" 2>/dev/null | grep -q "Kafka Server started"; then
       break
     fi
-    [ "$(now)" -lt "$deadline" ] || kafka_fail "Kafka did not start within ${KAFKA_START_TIMEOUT}s"
+    [ "$(now)" -lt "$deadline" ] || kafka_fail "$name did not start within ${KAFKA_START_TIMEOUT}s"
     sleep 0.5
   done
+}
+
+# One node: start it (or find it running) and wait until it answers.
+kafka_start() {
+  kafka_node 1
+  kafka_launch
+  case "$KAFKA_LAUNCHED" in
+    foreign)
+      log "a Kafka broker not started by this script already answers on $KAFKA_HOST:$KAFKA_PORT; reusing it"
+      return 0 ;;
+    running)
+      local pid; pid="$(kafka_pid)"
+      if ! port_open "$KAFKA_HOST" "$KAFKA_PORT"; then
+        log "Kafka process $pid exists but does not listen yet; waiting"
+        kafka_write_config
+        local deadline=$(( $(now) + KAFKA_START_TIMEOUT ))
+        until kafka_answers; do
+          kill -0 "$pid" 2>/dev/null || kafka_fail "Kafka (pid $pid) exited"
+          [ "$(now)" -lt "$deadline" ] || kafka_fail "Kafka (pid $pid) does not answer on $KAFKA_HOST:$KAFKA_PORT"
+          sleep 1
+        done
+      fi
+      log "Kafka already running (pid $pid) on $KAFKA_HOST:$KAFKA_PORT"
+      return 0 ;;
+  esac
+  local pid="$KAFKA_LAUNCHED" deadline=$(( $(now) + KAFKA_START_TIMEOUT ))
+  kafka_wait_started
   until kafka_answers; do
     kill -0 "$pid" 2>/dev/null || kafka_fail "Kafka (pid $pid) exited during startup"
     [ "$(now)" -lt "$deadline" ] || kafka_fail "Kafka does not answer requests within ${KAFKA_START_TIMEOUT}s"
     sleep 1
   done
-  log "Kafka ready (pid $pid), log: $LOG_DIR/kafka.log"
+  log "Kafka ready (pid $pid), log: $KAFKA_LOG"
 }
 
-kafka_stop() {
-  local pid
+# Waits until the brokers with the given ids all answer requests.
+kafka_wait_live() {
+  local want=("$@") deadline=$(( $(now) + KAFKA_START_TIMEOUT )) live id missing
+  while :; do
+    live="$(kafka_live_ids)"
+    missing=()
+    for id in "${want[@]}"; do
+      grep -qx "$id" <<<"$live" || missing+=("$id")
+    done
+    [ ${#missing[@]} -eq 0 ] && return 0
+    [ "$(now)" -lt "$deadline" ] \
+      || die "Kafka node(s) ${missing[*]} do not answer requests within ${KAFKA_START_TIMEOUT}s (see $LOG_DIR/kafka-c$KAFKA_BROKERS_COUNT-node*.log)"
+    sleep 1
+  done
+}
+
+# A cluster: launch every node that does not run (a quorum needs a majority
+# up before any of them finishes starting), then wait for each, then until
+# every broker answers.
+kafka_cluster_start() {
+  local i t0 pids=() launched=() offsets=() ids=()
+  t0="$(now)"
+  kafka_fetch
+  for ((i = 1; i <= KAFKA_BROKERS_COUNT; i++)); do
+    kafka_node "$i"
+    kafka_launch
+    [ "$KAFKA_LAUNCHED" = foreign ] && die "port $KAFKA_HOST:$KAFKA_NODE_PORT: a broker not started by this script answers there"
+    launched[i]="$KAFKA_LAUNCHED"
+    offsets[i]="${KAFKA_LOG_OFFSET:-0}"
+  done
+  for ((i = 1; i <= KAFKA_BROKERS_COUNT; i++)); do
+    kafka_node "$i"
+    KAFKA_LAUNCHED="${launched[i]}"
+    KAFKA_LOG_OFFSET="${offsets[i]}"
+    kafka_wait_started
+    pids+=("$(kafka_pid)")
+    ids+=("$i")
+  done
+  kafka_wait_live "${ids[@]}"
+  log "Kafka cluster ready: $KAFKA_BROKERS_COUNT nodes on $(kafka_bootstrap) (pids ${pids[*]}) in $(( $(now) - t0 ))s, replication factor $(kafka_default_rf), min.insync.replicas $(kafka_default_min_isr), logs: $LOG_DIR/kafka-c$KAFKA_BROKERS_COUNT-node*.log"
+}
+
+kafka_start_all() {
+  kafka_check_layout
+  if [ "$KAFKA_BROKERS_COUNT" -eq 1 ]; then kafka_start; else kafka_cluster_start; fi
+}
+
+# kafka-start-node I: start one node of the cluster again.
+kafka_start_node() {
+  kafka_node "$1"
+  kafka_launch
+  [ "$KAFKA_LAUNCHED" = foreign ] && die "port $KAFKA_HOST:$KAFKA_NODE_PORT: a broker not started by this script answers there"
+  local was="$KAFKA_LAUNCHED"
+  kafka_wait_started
+  if [ "$KAFKA_BROKERS_COUNT" -eq 1 ]; then
+    until kafka_answers; do
+      kafka_pid >/dev/null || kafka_fail "Kafka exited during startup"
+      sleep 1
+    done
+  else
+    kafka_wait_live "$1"
+  fi
+  if [ "$was" = running ]; then
+    log "$(kafka_name) already running (pid $(kafka_pid)) on $KAFKA_HOST:$KAFKA_NODE_PORT"
+  else
+    log "$(kafka_name) ready (pid $(kafka_pid)) on $KAFKA_HOST:$KAFKA_NODE_PORT, log: $KAFKA_LOG"
+  fi
+}
+
+# Stops the selected node: SIGTERM (SIGKILL after 90s), or SIGKILL at once
+# when $1 is "kill"; then waits until its port is closed.
+kafka_stop_node() {
+  local pid name signal="${1:-TERM}"
+  name="$(kafka_name)"
   if ! pid="$(kafka_pid)"; then
     rm -f "$KAFKA_PID_FILE"
-    log "Kafka is not running (from $INFRA_DIR)"
+    if [ "$KAFKA_BROKERS_COUNT" -eq 1 ]; then
+      log "Kafka is not running (from $INFRA_DIR)"
+    else
+      log "$name is not running (from $INFRA_DIR)"
+    fi
     return 0
   fi
-  log "stopping Kafka (pid $pid)"
-  kill -TERM "$pid" 2>/dev/null || true
+  if [ "$signal" = KILL ]; then
+    log "killing $name (pid $pid) with SIGKILL"
+  else
+    log "stopping $name (pid $pid)"
+  fi
+  kill "-$signal" "$pid" 2>/dev/null || true
   local deadline=$(( $(now) + 90 ))
   while kill -0 "$pid" 2>/dev/null; do
     if [ "$(now)" -ge "$deadline" ]; then
-      log "Kafka did not stop within 90s; sending SIGKILL"
+      log "$name did not stop within 90s; sending SIGKILL"
       kill -KILL "$pid" 2>/dev/null || true
       sleep 1
       break
@@ -316,8 +574,75 @@ kafka_stop() {
   done
   rm -f "$KAFKA_PID_FILE"
   deadline=$(( $(now) + 30 ))
-  while port_open "$KAFKA_HOST" "$KAFKA_PORT" && [ "$(now)" -lt "$deadline" ]; do sleep 0.3; done
-  log "Kafka stopped"
+  while port_open "$KAFKA_HOST" "$KAFKA_NODE_PORT" && [ "$(now)" -lt "$deadline" ]; do sleep 0.3; done
+  log "$name stopped"
+}
+
+kafka_stop() {
+  kafka_check_layout
+  if [ "$KAFKA_BROKERS_COUNT" -eq 1 ]; then
+    kafka_node 1
+    kafka_stop_node
+  else
+    kafka_cluster_stop
+  fi
+  kafka_stop_strays
+}
+
+# A cluster: SIGTERM to every node at once (stopped one by one, the last
+# ones would wait for a quorum that is gone), SIGKILL after 90s.
+kafka_cluster_stop() {
+  local i pid pids=() deadline
+  for ((i = 1; i <= KAFKA_BROKERS_COUNT; i++)); do
+    kafka_node "$i"
+    if pid="$(kafka_pid)"; then pids+=("$pid"); else rm -f "$KAFKA_PID_FILE"; fi
+  done
+  if [ ${#pids[@]} -eq 0 ]; then
+    log "Kafka cluster of $KAFKA_BROKERS_COUNT is not running (from $INFRA_DIR)"
+    return 0
+  fi
+  log "stopping Kafka nodes (pids ${pids[*]})"
+  kill -TERM "${pids[@]}" 2>/dev/null || true
+  deadline=$(( $(now) + 90 ))
+  for pid in "${pids[@]}"; do
+    while kill -0 "$pid" 2>/dev/null; do
+      if [ "$(now)" -ge "$deadline" ]; then
+        log "Kafka (pid $pid) did not stop within 90s; sending SIGKILL"
+        kill -KILL "$pid" 2>/dev/null || true
+        sleep 1
+        break
+      fi
+      sleep 0.3
+    done
+  done
+  for ((i = 1; i <= KAFKA_BROKERS_COUNT; i++)); do
+    kafka_node "$i"
+    rm -f "$KAFKA_PID_FILE"
+    deadline=$(( $(now) + 30 ))
+    while port_open "$KAFKA_HOST" "$KAFKA_NODE_PORT" && [ "$(now)" -lt "$deadline" ]; do sleep 0.3; done
+  done
+  log "Kafka cluster stopped"
+}
+
+# Nodes of another layout (a cluster of another size, or the single node)
+# that this state dir still runs: stopped too, so down leaves nothing behind.
+kafka_stop_strays() {
+  local f pid
+  for f in "$RUN_DIR"/kafka.pid "$RUN_DIR"/kafka-c*-node*.pid; do
+    [ -f "$f" ] || continue
+    pid="$(cat "$f" 2>/dev/null || true)"
+    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null &&
+       tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q "kafka.Kafka $INFRA_DIR/"; then
+      log "stopping Kafka of another layout (pid $pid, $(basename "$f"))"
+      kill -TERM "$pid" 2>/dev/null || true
+      local deadline=$(( $(now) + 90 ))
+      while kill -0 "$pid" 2>/dev/null; do
+        [ "$(now)" -lt "$deadline" ] || { kill -KILL "$pid" 2>/dev/null || true; break; }
+        sleep 0.3
+      done
+    fi
+    rm -f "$f"
+  done
 }
 
 # ------------------------------------------------------------- postgresql ---
@@ -457,14 +782,24 @@ pg_stop() {
 # --------------------------------------------------------------- commands ---
 
 cmd_status() {
-  local pid rc=0
-  if pid="$(kafka_pid)"; then
-    echo "kafka:      running, pid $pid, $KAFKA_HOST:$KAFKA_PORT (Kafka $KAFKA_VERSION, data $KAFKA_DATA)"
-  elif port_open "$KAFKA_HOST" "$KAFKA_PORT"; then
-    echo "kafka:      not ours, but something listens on $KAFKA_HOST:$KAFKA_PORT"
-  else
-    echo "kafka:      stopped"; rc=1
-  fi
+  local pid rc=0 i label=kafka:
+  kafka_check_layout
+  for ((i = 1; i <= KAFKA_BROKERS_COUNT; i++)); do
+    kafka_node "$i"
+    [ "$KAFKA_BROKERS_COUNT" -eq 1 ] || label="kafka-$i:"
+    if pid="$(kafka_pid)"; then
+      if [ "$KAFKA_BROKERS_COUNT" -eq 1 ]; then
+        echo "kafka:      running, pid $pid, $KAFKA_HOST:$KAFKA_PORT (Kafka $KAFKA_VERSION, data $KAFKA_DATA)"
+      else
+        printf '%-11s running, pid %s, %s:%s (controller :%s, Kafka %s, data %s)\n' "$label" "$pid" \
+          "$KAFKA_HOST" "$KAFKA_NODE_PORT" "$KAFKA_NODE_CONTROLLER_PORT" "$KAFKA_VERSION" "$KAFKA_DATA"
+      fi
+    elif port_open "$KAFKA_HOST" "$KAFKA_NODE_PORT"; then
+      printf '%-11s not ours, but something listens on %s:%s\n' "$label" "$KAFKA_HOST" "$KAFKA_NODE_PORT"
+    else
+      printf '%-11s stopped\n' "$label"; rc=1
+    fi
+  done
   if pg_find_bin && pg_ours_running; then
     echo "postgresql: running, pid $(head -n1 "$PG_DATA/postmaster.pid"), $PG_HOST:$PG_PORT (data $PG_DATA)"
   elif port_open "$PG_HOST" "$PG_PORT"; then
@@ -483,17 +818,20 @@ main() {
       take_lock
       local t0; t0="$(now)"
       pg_start
-      kafka_start
+      kafka_start_all
       log "infrastructure up in $(( $(now) - t0 ))s (state in $INFRA_DIR)"
       print_env >&3
       ;;
     env) print_env ;;
     down) take_lock; kafka_stop; pg_stop ;;
-    kafka-start) exec 3>&1 1>&2; take_lock; kafka_start ;;
+    kafka-start) exec 3>&1 1>&2; take_lock; kafka_start_all ;;
     kafka-stop) take_lock; kafka_stop ;;
+    kafka-start-node) exec 3>&1 1>&2; kafka_check_layout; kafka_check_node "${2:-}"; take_lock; kafka_start_node "$2" ;;
+    kafka-stop-node) kafka_check_layout; kafka_check_node "${2:-}"; take_lock; kafka_node "$2"; kafka_stop_node TERM ;;
+    kafka-kill-node) kafka_check_layout; kafka_check_node "${2:-}"; take_lock; kafka_node "$2"; kafka_stop_node KILL ;;
     status) cmd_status ;;
     -h|--help|help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' ;;
-    *) die "unknown command '$cmd' (up|env|down|status|kafka-start|kafka-stop)" ;;
+    *) die "unknown command '$cmd' (up|env|down|status|kafka-start|kafka-stop|kafka-start-node I|kafka-stop-node I|kafka-kill-node I)" ;;
   esac
 }
 

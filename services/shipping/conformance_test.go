@@ -62,4 +62,3 @@ func shipment(t *testing.T, db *sqlx.DB, e events.Envelope) any {
 	sh.OrderID = ""
 	return sh
 }
-

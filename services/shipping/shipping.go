@@ -21,8 +21,8 @@ import (
 	"github.com/choreo-saga/choreo/pkg/participant"
 	"github.com/choreo-saga/choreo/pkg/pg"
 	"github.com/choreo-saga/choreo/pkg/web"
-	"github.com/choreo-saga/choreo/services/shipping/internal/httpapi"
 	"github.com/choreo-saga/choreo/services/shipping/internal/eventapi"
+	"github.com/choreo-saga/choreo/services/shipping/internal/httpapi"
 	"github.com/choreo-saga/choreo/services/shipping/internal/store"
 )
 
