@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/choreo-saga/choreo/internal/testenv"
 	"github.com/google/uuid"
 )
 
@@ -184,18 +185,13 @@ func createOrder(t *testing.T, req orderRequest) order {
 // waitOrder polls the order until it leaves PENDING and returns it.
 func waitOrder(t *testing.T, id string) order {
 	t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
 	var o order
-	for time.Now().Before(deadline) {
+	testenv.Eventually(t, 90*time.Second, "order "+id+" leaves PENDING", func() bool {
 		if s := get(t, "order", "/orders/"+id, &o); s != http.StatusOK {
 			t.Fatalf("GET /orders/%s = %d", id, s)
 		}
-		if o.Status != "PENDING" {
-			return o
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("order %s still PENDING after 90s", id)
+		return o.Status != "PENDING"
+	})
 	return o
 }
 
@@ -211,17 +207,16 @@ func wantOrder(t *testing.T, id, status, reason string) order {
 // eventually retries check until it returns nil or the deadline passes.
 func eventually(t *testing.T, within time.Duration, check func() error) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		err := check()
-		if err == nil {
-			return
+	var err error
+	defer func() {
+		if err != nil {
+			t.Logf("last error: %v", err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: %v", within, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	}()
+	testenv.Eventually(t, within, "the check passes (last error below)", func() bool {
+		err = check()
+		return err == nil
+	})
 }
 
 // fixture is a customer with a balance and one stocked SKU.

@@ -11,6 +11,7 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/google/uuid"
 
+	"github.com/choreo-saga/choreo/internal/testenv"
 	"github.com/choreo-saga/choreo/pkg/events"
 	"github.com/choreo-saga/choreo/pkg/outbox"
 )
@@ -115,6 +116,7 @@ func TestBrokerRestart(t *testing.T) {
 	}
 	ctx := context.Background()
 	f := newFixture(t, 100000, 10)
+	failedBefore := metric(t, "order", "choreo_outbox_publish_failures_total", map[string]string{"relay": "order"})
 	if err := running.StopKafka(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +134,14 @@ func TestBrokerRestart(t *testing.T) {
 		o := createOrder(t, f.order(1, 1000, "JP"))
 		ids = append(ids, o.ID)
 	}
-	time.Sleep(2 * time.Second)
+	// The orders' events wait in the outbox: the relay has tried to publish
+	// them and failed, and no saga moved on.
+	failures := func() float64 {
+		return metric(t, "order", "choreo_outbox_publish_failures_total", map[string]string{"relay": "order"})
+	}
+	testenv.Eventually(t, 30*time.Second, "the order relay fails to publish while Kafka is down", func() bool {
+		return failures() >= failedBefore+2
+	})
 	for _, id := range ids {
 		var o order
 		get(t, "order", "/orders/"+id, &o)

@@ -185,7 +185,11 @@ func TestConcurrentDeliveryToIdem(t *testing.T) {
 	}
 	value, _ := e.Encode()
 	msg := &sarama.ConsumerMessage{Topic: events.TopicOrder, Key: []byte(orderID), Value: value}
-	h := payment.EventHandler(db, slog.New(slog.DiscardHandler))
+	spec, err := payment.Spec(payment.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := spec.Handler(db, slog.New(slog.DiscardHandler))
 
 	const n = 16
 	var wg sync.WaitGroup

@@ -2,12 +2,14 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/IBM/sarama"
 
+	"github.com/choreo-saga/choreo/internal/testenv"
 	"github.com/choreo-saga/choreo/pkg/broker"
 	"github.com/choreo-saga/choreo/pkg/events"
 )
@@ -63,14 +65,11 @@ func messagesFor(t *testing.T, topic, key string) []*sarama.ConsumerMessage {
 func eventuallyMessages(t *testing.T, topic, key string, want int) []*sarama.ConsumerMessage {
 	t.Helper()
 	var got []*sarama.ConsumerMessage
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	testenv.Eventually(t, 60*time.Second, fmt.Sprintf("%d messages keyed %s on %s", want, key, topic), func() bool {
 		got = messagesFor(t, topic, key)
-		if len(got) >= want || time.Now().After(deadline) {
-			return got
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return len(got) >= want
+	})
+	return got
 }
 
 func header(m *sarama.ConsumerMessage, key string) string {

@@ -26,6 +26,7 @@ import (
 	"github.com/kelseyhightower/envconfig"
 
 	"github.com/choreo-saga/choreo/pkg/broker"
+	"github.com/choreo-saga/choreo/pkg/participant"
 	"github.com/choreo-saga/choreo/services/inventory"
 	"github.com/choreo-saga/choreo/services/order"
 	"github.com/choreo-saga/choreo/services/payment"
@@ -39,16 +40,18 @@ const repoRoot = "../.."
 // kafkaService is the compose service of the broker.
 const kafkaService = "kafka"
 
-// services are the four services with a zero value of their Config, whose
-// struct tags say which variables each reads and what its defaults are.
+// services are the four services with their defaults: the shared part
+// (base) and a fresh *Config, whose envconfig tags say which variables it
+// reads.
 var services = []struct {
 	name   string
-	config any
+	base   participant.Config
+	config func() any
 }{
-	{"order", order.Config{}},
-	{"payment", payment.Config{}},
-	{"inventory", inventory.Config{}},
-	{"shipping", shipping.Config{}},
+	{order.Name, order.DefaultConfig().Config, func() any { c := order.DefaultConfig(); return &c }},
+	{payment.Name, payment.DefaultConfig().Config, func() any { c := payment.DefaultConfig(); return &c }},
+	{inventory.Name, inventory.DefaultConfig().Config, func() any { c := inventory.DefaultConfig(); return &c }},
+	{shipping.Name, shipping.DefaultConfig().Config, func() any { c := shipping.DefaultConfig(); return &c }},
 }
 
 // dbService names the database container of a service.
@@ -110,51 +113,42 @@ func env(t *testing.T, s types.ServiceConfig) map[string]string {
 	return m
 }
 
-// configVar is one variable a Config reads.
-type configVar struct {
-	def      string
-	required bool
-}
-
-// configVars reads the variables a Config struct reads from its envconfig
-// tags, the way envconfig.Process("", &cfg) does: the envconfig tag names
-// the variable, a field without one is read under its upper-cased name, and
-// ignored:"true" fields are not read at all.
-func configVars(t *testing.T, cfg any) map[string]configVar {
+// configVars lists the variables a *Config reads, from its envconfig tags,
+// the way envconfig.Process("", cfg) does: the envconfig tag names the
+// variable, a field without one is read under its upper-cased name,
+// ignored:"true" fields are not read at all, and an embedded struct (the
+// runtime's participant.Config) is read as if its fields were the outer
+// struct's. Only the names come from the tags; defaults come from
+// DefaultConfig.
+func configVars(t *testing.T, cfg any) map[string]bool {
 	t.Helper()
-	typ := reflect.TypeOf(cfg)
-	if typ.Kind() != reflect.Struct {
-		t.Fatalf("config %T is not a struct", cfg)
+	vars := map[string]bool{}
+	var walk func(typ reflect.Type)
+	walk = func(typ reflect.Type) {
+		for i := range typ.NumField() {
+			f := typ.Field(i)
+			if !f.IsExported() || f.Tag.Get("ignored") == "true" {
+				continue
+			}
+			if f.Anonymous && f.Type.Kind() == reflect.Struct {
+				walk(f.Type)
+				continue
+			}
+			if f.Type.Kind() == reflect.Struct {
+				t.Fatalf("%s.%s: nested config structs are not supported by this test", typ, f.Name)
+			}
+			key := f.Tag.Get("envconfig")
+			if key == "" {
+				key = strings.ToUpper(f.Name)
+			}
+			vars[key] = true
+		}
 	}
-	vars := map[string]configVar{}
-	for i := range typ.NumField() {
-		f := typ.Field(i)
-		if !f.IsExported() || f.Tag.Get("ignored") == "true" {
-			continue
-		}
-		if f.Type.Kind() == reflect.Struct {
-			t.Fatalf("%s.%s: nested config structs are not supported by this test", typ, f.Name)
-		}
-		key := f.Tag.Get("envconfig")
-		if key == "" {
-			key = strings.ToUpper(f.Name)
-		}
-		vars[key] = configVar{def: f.Tag.Get("default"), required: f.Tag.Get("required") == "true"}
-	}
+	walk(reflect.TypeOf(cfg).Elem())
 	if len(vars) == 0 {
-		t.Fatalf("%s reads no variables", typ)
+		t.Fatalf("%T reads no variables", cfg)
 	}
 	return vars
-}
-
-// defaultPort is the port of a Config's HTTP_ADDR default.
-func defaultPort(t *testing.T, cfg any) int {
-	t.Helper()
-	v, ok := configVars(t, cfg)["HTTP_ADDR"]
-	if !ok || v.def == "" {
-		t.Fatalf("%T has no HTTP_ADDR default", cfg)
-	}
-	return addrPort(t, v.def)
 }
 
 // addrPort is the port of a host:port address.
@@ -193,33 +187,33 @@ func TestComposeServiceEnvironment(t *testing.T) {
 		t.Run(svc.name, func(t *testing.T) {
 			s := mustService(t, p, svc.name)
 			got := env(t, s)
-			vars := configVars(t, svc.config)
+			cfg := svc.config()
+			vars := configVars(t, cfg)
 			for k := range got {
-				if _, ok := vars[k]; !ok {
-					t.Errorf("environment sets %s, which %T does not read", k, svc.config)
+				if !vars[k] {
+					t.Errorf("environment sets %s, which %T does not read", k, cfg)
 				}
 			}
 			// Every variable is set explicitly, defaults included, so the
 			// file documents the whole configuration.
 			for k := range vars {
 				if _, ok := got[k]; !ok {
-					t.Errorf("environment does not set %s, which %T reads", k, svc.config)
+					t.Errorf("environment does not set %s, which %T reads", k, cfg)
 				}
 			}
 			// The service's own validation accepts the values.
 			for k, v := range got {
 				t.Setenv(k, v)
 			}
-			cfg := reflect.New(reflect.TypeOf(svc.config))
-			if err := envconfig.Process("", cfg.Interface()); err != nil {
+			if err := envconfig.Process("", cfg); err != nil {
 				t.Fatalf("envconfig: %v", err)
 			}
-			v, ok := cfg.Interface().(interface{ Validate() error })
+			v, ok := cfg.(interface{ Validate() error })
 			if !ok {
-				t.Fatalf("%T has no Validate method", svc.config)
+				t.Fatalf("%T has no Validate method", cfg)
 			}
 			if err := v.Validate(); err != nil {
-				t.Errorf("%T.Validate() with the compose environment: %v", svc.config, err)
+				t.Errorf("%T.Validate() with the compose environment: %v", cfg, err)
 			}
 		})
 	}
@@ -403,7 +397,7 @@ func TestComposePorts(t *testing.T) {
 	for _, svc := range services {
 		t.Run(svc.name, func(t *testing.T) {
 			s := mustService(t, p, svc.name)
-			want := defaultPort(t, svc.config)
+			want := addrPort(t, svc.base.HTTPAddr)
 			listen := addrPort(t, env(t, s)["HTTP_ADDR"])
 			if listen != want {
 				t.Errorf("HTTP_ADDR port = %d, want the Config default %d (the Dockerfile EXPOSEs it)", listen, want)
@@ -531,7 +525,7 @@ func TestComposeBuildTargets(t *testing.T) {
 				t.Errorf("stage %s does not build ./deploy/healthcheck", hcFrom)
 			}
 
-			port := strconv.Itoa(defaultPort(t, svc.config))
+			port := strconv.Itoa(addrPort(t, svc.base.HTTPAddr))
 			if !slices.ContainsFunc(all(chain, "EXPOSE"), func(a string) bool {
 				return slices.Contains(strings.Fields(a), port) || slices.Contains(strings.Fields(a), port+"/tcp")
 			}) {

@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/choreo-saga/choreo/internal/testenv"
 )
 
 // TestRun runs the embedded mode as `go run ./deploy/local` does, on free
@@ -202,20 +204,16 @@ func postOrder(t *testing.T, base, customer, sku, country string) string {
 // waitOrder polls the order until it leaves PENDING.
 func waitOrder(t *testing.T, base, id string) map[string]any {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		status, o := do(t, http.MethodGet, base+"/orders/"+id, "")
+	var o map[string]any
+	testenv.Eventually(t, time.Minute, "order "+id+" leaves PENDING", func() bool {
+		var status int
+		status, o = do(t, http.MethodGet, base+"/orders/"+id, "")
 		if status != http.StatusOK {
 			t.Fatalf("GET /orders/%s = %d: %v", id, status, o)
 		}
-		if o["status"] != "PENDING" {
-			return o
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("order %s still PENDING after a minute", id)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return o["status"] != "PENDING"
+	})
+	return o
 }
 
 // wantField checks one field of a GET response. A terminal order status

@@ -37,7 +37,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"reflect"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -47,6 +46,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/choreo-saga/choreo/internal/infra"
+	"github.com/choreo-saga/choreo/pkg/participant"
 	"github.com/choreo-saga/choreo/services/inventory"
 	"github.com/choreo-saga/choreo/services/order"
 	"github.com/choreo-saga/choreo/services/payment"
@@ -74,15 +74,17 @@ func main() {
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	flags := flag.NewFlagSet("local", flag.ContinueOnError)
 	flags.SetOutput(stderr)
+	orderCfg, paymentCfg := order.DefaultConfig(), payment.DefaultConfig()
+	inventoryCfg, shippingCfg := inventory.DefaultConfig(), shipping.DefaultConfig()
 	var (
 		kafkaAddr     = flags.String("kafka-addr", "127.0.0.1:9092", "`host:port` of the embedded Kafka broker; port 0 picks a free one")
 		pgPort        = flags.Int("pg-port", 0, "PostgreSQL's `port` on 127.0.0.1; 0 picks a free one")
 		dataDir       = flags.String("data-dir", "", "keep Kafka's and PostgreSQL's data in `dir` between runs (default: a temporary directory)")
-		orderAddr     = flags.String("order-addr", serviceDefault[order.Config]("HTTPAddr"), "order service's HTTP `address`")
-		paymentAddr   = flags.String("payment-addr", serviceDefault[payment.Config]("HTTPAddr"), "payment service's HTTP `address`")
-		inventoryAddr = flags.String("inventory-addr", serviceDefault[inventory.Config]("HTTPAddr"), "inventory service's HTTP `address`")
-		shippingAddr  = flags.String("shipping-addr", serviceDefault[shipping.Config]("HTTPAddr"), "shipping service's HTTP `address`")
-		countries     = flags.String("shipping-countries", serviceDefault[shipping.Config]("ServedCountries"), "comma-separated `codes` of the countries shipping serves")
+		orderAddr     = flags.String("order-addr", orderCfg.HTTPAddr, "order service's HTTP `address`")
+		paymentAddr   = flags.String("payment-addr", paymentCfg.HTTPAddr, "payment service's HTTP `address`")
+		inventoryAddr = flags.String("inventory-addr", inventoryCfg.HTTPAddr, "inventory service's HTTP `address`")
+		shippingAddr  = flags.String("shipping-addr", shippingCfg.HTTPAddr, "shipping service's HTTP `address`")
+		countries     = flags.String("shipping-countries", shippingCfg.ServedCountries, "comma-separated `codes` of the countries shipping serves")
 		logLevel      = flags.String("log-level", "info", "log `level`: debug, info, warn or error")
 	)
 	if err := flags.Parse(args); err != nil {
@@ -118,27 +120,23 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	// The services, each with its own database, all on the one broker.
 	// Each tags its log lines with service=<name>.
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error {
-		return serviceErr("order", order.Run(gctx, order.Config{
-			HTTPAddr: *orderAddr, DatabaseURL: inf.DatabaseURLs["order"], KafkaBrokers: inf.Brokers, Logger: log,
-		}))
-	})
-	g.Go(func() error {
-		return serviceErr("payment", payment.Run(gctx, payment.Config{
-			HTTPAddr: *paymentAddr, DatabaseURL: inf.DatabaseURLs["payment"], KafkaBrokers: inf.Brokers, Logger: log,
-		}))
-	})
-	g.Go(func() error {
-		return serviceErr("inventory", inventory.Run(gctx, inventory.Config{
-			HTTPAddr: *inventoryAddr, DatabaseURL: inf.DatabaseURLs["inventory"], KafkaBrokers: inf.Brokers, Logger: log,
-		}))
-	})
-	g.Go(func() error {
-		return serviceErr("shipping", shipping.Run(gctx, shipping.Config{
-			HTTPAddr: *shippingAddr, DatabaseURL: inf.DatabaseURLs["shipping"], KafkaBrokers: inf.Brokers,
-			ServedCountries: *countries, Logger: log,
-		}))
-	})
+	for _, c := range []struct {
+		name string
+		cfg  *participant.Config
+		addr string
+	}{
+		{order.Name, &orderCfg.Config, *orderAddr},
+		{payment.Name, &paymentCfg.Config, *paymentAddr},
+		{inventory.Name, &inventoryCfg.Config, *inventoryAddr},
+		{shipping.Name, &shippingCfg.Config, *shippingAddr},
+	} {
+		c.cfg.HTTPAddr, c.cfg.DatabaseURL, c.cfg.KafkaBrokers, c.cfg.Logger = c.addr, inf.DatabaseURLs[c.name], inf.Brokers, log
+	}
+	shippingCfg.ServedCountries = *countries
+	g.Go(func() error { return serviceErr(order.Name, order.Run(gctx, orderCfg)) })
+	g.Go(func() error { return serviceErr(payment.Name, payment.Run(gctx, paymentCfg)) })
+	g.Go(func() error { return serviceErr(inventory.Name, inventory.Run(gctx, inventoryCfg)) })
+	g.Go(func() error { return serviceErr(shipping.Name, shipping.Run(gctx, shippingCfg)) })
 
 	urls := walkthrough{
 		Order:     baseURL(*orderAddr),
@@ -179,16 +177,6 @@ func serviceErr(name string, err error) error {
 		return nil
 	}
 	return fmt.Errorf("%s: %w", name, err)
-}
-
-// serviceDefault returns the default a service's Config declares for field
-// in its struct tag, so the flags default to what cmd/<service> would use.
-func serviceDefault[C any](field string) string {
-	f, ok := reflect.TypeFor[C]().FieldByName(field)
-	if !ok {
-		panic(fmt.Sprintf("%s has no field %s", reflect.TypeFor[C](), field))
-	}
-	return f.Tag.Get("default")
 }
 
 // baseURL turns a listen address such as ":8080" into the URL a client on

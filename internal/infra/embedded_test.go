@@ -22,6 +22,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/choreo-saga/choreo/internal/infra"
+	"github.com/choreo-saga/choreo/internal/testenv"
 	"github.com/choreo-saga/choreo/pkg/broker"
 	"github.com/choreo-saga/choreo/pkg/consumer"
 	"github.com/choreo-saga/choreo/pkg/pg"
@@ -240,13 +241,9 @@ func TestEmbeddedParentKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = cmd.Wait()
-	deadline := time.Now().Add(30 * time.Second)
-	for processAlive(pid) || portOpen(port) {
-		if time.Now().After(deadline) {
-			t.Fatalf("postgres (pid %d, port %d) still runs 30s after its parent was killed", pid, port)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testenv.Eventually(t, 30*time.Second, fmt.Sprintf("postgres (pid %d, port %d) gone after its parent was killed", pid, port), func() bool {
+		return !processAlive(pid) && !portOpen(port)
+	})
 
 	// The next run removes the directory the killed one left behind.
 	if _, err := os.Stat(dir); err != nil {

@@ -146,13 +146,21 @@ func Classify(next Handler) Handler {
 	}
 }
 
+// TxTimeout bounds one delivery's transaction: past it, the context ends,
+// database/sql rolls the transaction back and the message is retried. A
+// process that freezes mid-transaction cannot honour it; the server ends
+// that session instead (pg.SessionDefaults).
+const TxTimeout = 30 * time.Second
+
 // Transaction runs the rest of the chain in one database transaction and
 // commits it if that returns nil. It is the runtime's transaction
 // boundary: the processed_events mark, the reaction's changes and the
-// events it emits commit together or not at all.
+// events it emits commit together or not at all, within TxTimeout.
 func Transaction(db *sqlx.DB, service, produces string, now func() time.Time) Middleware {
 	return func(next Handler) Handler {
 		return func(ctx context.Context, d *Delivery) error {
+			ctx, cancel := context.WithTimeout(ctx, TxTimeout)
+			defer cancel()
 			sqlTx, err := db.BeginTxx(ctx, nil)
 			if err != nil {
 				return fmt.Errorf("begin: %w", err)

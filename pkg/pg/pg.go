@@ -20,12 +20,58 @@ import (
 	"github.com/pressly/goose/v3/lock"
 )
 
-// Open connects to url and waits, with backoff, up to wait for the database
-// to answer, so a service started next to a database that is still booting
-// does not crash-loop. It returns the last error if the database never
-// answers.
-func Open(ctx context.Context, url string, wait time.Duration) (*sqlx.DB, error) {
-	db, err := sqlx.Open("postgres", url)
+// SessionDefaults are the server-side limits every session opened by Open
+// runs under, unless its URL sets them itself. They bound how long a
+// process that froze (SIGSTOP, a paused container, a suspended VM) or
+// vanished (a partitioned host) can keep what its session holds — row
+// locks, the relay's leadership, and the snapshot that holds back every
+// relay's xmin horizon:
+//
+//   - idle_in_transaction_session_timeout: a transaction left open and idle
+//     (its process stopped mid-handler) is ended, its locks released, after
+//     15 s;
+//   - statement_timeout: no statement runs longer than 30 s;
+//   - tcp_keepalives_*: a client whose host is gone is noticed after about
+//     5 + 3×2 = 11 s instead of the kernel's two hours.
+//
+// A live handler's transaction is bounded on the client side too (see
+// participant.Transaction).
+var SessionDefaults = map[string]string{
+	"idle_in_transaction_session_timeout": "15000", // ms
+	"statement_timeout":                   "30000", // ms
+	"tcp_keepalives_idle":                 "5",     // s
+	"tcp_keepalives_interval":             "2",     // s
+	"tcp_keepalives_count":                "3",
+}
+
+// WithSessionDefaults returns rawURL with every SessionDefaults parameter
+// it does not set already; lib/pq sends them as run-time parameters when it
+// connects.
+func WithSessionDefaults(rawURL string) (string, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return "", fmt.Errorf("pg: database URL: %w", err)
+	}
+	q := u.Query()
+	for k, v := range SessionDefaults {
+		if !q.Has(k) {
+			q.Set(k, v)
+		}
+	}
+	u.RawQuery = q.Encode()
+	return u.String(), nil
+}
+
+// Open connects to url, with SessionDefaults, and waits, with backoff, up
+// to wait for the database to answer, so a service started next to a
+// database that is still booting does not crash-loop. It returns the last
+// error if the database never answers.
+func Open(ctx context.Context, rawURL string, wait time.Duration) (*sqlx.DB, error) {
+	dsn, err := WithSessionDefaults(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	db, err := sqlx.Open("postgres", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("pg: open: %w", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 	"testing/fstest"
+	"time"
 
 	"github.com/choreo-saga/choreo/internal/testenv"
 	"github.com/choreo-saga/choreo/pkg/pg"
@@ -74,4 +75,66 @@ func TestValidateURL(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSessionsAreBounded: every session Open makes runs under
+// SessionDefaults, and a transaction left idle — its process frozen — is
+// ended by the server, releasing its locks.
+func TestSessionsAreBounded(t *testing.T) {
+	ctx := context.Background()
+	t.Run("DefaultsApply", func(t *testing.T) {
+		db, err := pg.Open(ctx, testenv.DatabaseURL(t), 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		for name, want := range map[string]string{
+			"idle_in_transaction_session_timeout": "15s", "statement_timeout": "30s",
+			"tcp_keepalives_idle": "5", "tcp_keepalives_interval": "2", "tcp_keepalives_count": "3",
+		} {
+			var got string
+			if err := db.GetContext(ctx, &got, "SELECT current_setting($1)", name); err != nil {
+				t.Fatal(err)
+			}
+			if got != want {
+				t.Errorf("%s = %q, want %q", name, got, want)
+			}
+		}
+	})
+	t.Run("URLOverridesDefaults", func(t *testing.T) {
+		u, err := pg.WithSessionDefaults("postgres://h/db?statement_timeout=5&sslmode=disable")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(u, "statement_timeout=5&") && !strings.HasSuffix(u, "statement_timeout=5") {
+			t.Errorf("URL %s lost statement_timeout=5", u)
+		}
+	})
+	t.Run("IdleTransactionIsEndedAndItsLocksReleased", func(t *testing.T) {
+		db := testenv.DB(t)
+		if _, err := db.Exec(`CREATE TABLE held (id int PRIMARY KEY)`); err != nil {
+			t.Fatal(err)
+		}
+		tx, err := db.BeginTxx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback()
+		// As a frozen handler would: take a row lock, then do nothing.
+		if _, err := tx.Exec(`SET LOCAL idle_in_transaction_session_timeout = 300`); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(`INSERT INTO held VALUES (1)`); err != nil {
+			t.Fatal(err)
+		}
+		// Another session can insert the same key once the server ended
+		// the idle transaction; before, it would wait on the row lock.
+		testenv.Eventually(t, 10*time.Second, "the idle transaction's lock is released", func() bool {
+			_, err := db.Exec(`SET lock_timeout = 100; INSERT INTO held VALUES (1)`)
+			return err == nil
+		})
+		if _, err := tx.Exec(`SELECT 1`); err == nil {
+			t.Error("the idle transaction is still usable, want it ended by the server")
+		}
+	})
 }

@@ -63,7 +63,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, out io.
 			return err
 		}
 		for _, m := range msgs {
-			e, err := events.Decode(m.Value)
+			e, _, err := events.Decode(m.Value)
 			if err != nil {
 				fmt.Fprintf(out, "%-17s offset %-6d undecodable, skipped: %v\n", topic, m.Offset, err)
 				continue
