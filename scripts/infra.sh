@@ -625,24 +625,30 @@ kafka_cluster_stop() {
 }
 
 # Nodes of another layout (a cluster of another size, or the single node)
-# that this state dir still runs: stopped too, so down leaves nothing behind.
+# that this state dir still runs: stopped too, all at once, so down leaves
+# nothing behind.
 kafka_stop_strays() {
-  local f pid
+  local f pid pids=() deadline
   for f in "$RUN_DIR"/kafka.pid "$RUN_DIR"/kafka-c*-node*.pid; do
     [ -f "$f" ] || continue
     pid="$(cat "$f" 2>/dev/null || true)"
     if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null &&
        tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q "kafka.Kafka $INFRA_DIR/"; then
-      log "stopping Kafka of another layout (pid $pid, $(basename "$f"))"
-      kill -TERM "$pid" 2>/dev/null || true
-      local deadline=$(( $(now) + 90 ))
-      while kill -0 "$pid" 2>/dev/null; do
-        [ "$(now)" -lt "$deadline" ] || { kill -KILL "$pid" 2>/dev/null || true; break; }
-        sleep 0.3
-      done
+      pids+=("$pid")
     fi
     rm -f "$f"
   done
+  [ ${#pids[@]} -gt 0 ] || return 0
+  log "stopping Kafka of another layout (pids ${pids[*]})"
+  kill -TERM "${pids[@]}" 2>/dev/null || true
+  deadline=$(( $(now) + 90 ))
+  for pid in "${pids[@]}"; do
+    while kill -0 "$pid" 2>/dev/null; do
+      [ "$(now)" -lt "$deadline" ] || { kill -KILL "$pid" 2>/dev/null || true; break; }
+      sleep 0.3
+    done
+  done
+  log "Kafka of another layout stopped"
 }
 
 # ------------------------------------------------------------- postgresql ---
