@@ -3,13 +3,11 @@ package outbox_test
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/jmoiron/sqlx"
 
 	"github.com/choreo-saga/choreo/internal/testenv"
-	"github.com/choreo-saga/choreo/pkg/events"
 	"github.com/choreo-saga/choreo/pkg/outbox"
 	"github.com/choreo-saga/choreo/pkg/pg"
 )
@@ -20,18 +18,15 @@ import (
 //
 //	go test -run '^$' -bench Relay -benchtime 5000x ./pkg/outbox
 func BenchmarkRelay(b *testing.B) {
-	db := testenv.DB(b)
+	db := newDB(b)
 	topic := testenv.Topic(b, "bench")
 	relay := newRelay(b, db, producer(b))
 	ctx := context.Background()
-	e, err := events.New("bench", uuid.NewString(), events.ShipmentScheduled{Country: "JP"}, time.Now())
-	if err != nil {
-		b.Fatal(err)
-	}
+	e := event(b, uuid.NewString())
 	for range b.N {
-		if err := pg.InTx(ctx, db, func(tx *sqlx.Tx) error {
+		if err := pg.InTx(ctx, db.DB, func(tx *sqlx.Tx) error {
 			e.ID = uuid.NewString()
-			return outbox.AddEvent(ctx, tx, topic, e)
+			return outbox.Add(ctx, tx, message(b, topic, e))
 		}); err != nil {
 			b.Fatal(err)
 		}

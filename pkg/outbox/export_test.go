@@ -2,7 +2,6 @@ package outbox
 
 import (
 	"context"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -30,19 +29,16 @@ func value(m prometheus.Metric) float64 {
 	return d.Counter.GetValue()
 }
 
-// SetGaugeInterval makes r refresh its backlog gauge every d; call it before Run.
-func SetGaugeInterval(r *Relay, d time.Duration) { r.gaugeEvery = d }
+// The relay's intervals, for tests that move a fake Clock by them.
+const (
+	HeldBackRetry     = heldBackRetry
+	UnknownTopicGrace = unknownTopicGrace
+	GaugeEvery        = gaugeEvery
+)
 
-// SetUnknownTopicGrace sets how long a topic may stay unknown before its
-// rows are parked.
-func SetUnknownTopicGrace(r *Relay, d time.Duration) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.unknownTopicGrace = d
-}
-
-// Rounds returns how many rounds r has started.
-func Rounds(r *Relay) int64 { return r.rounds.Load() }
+// Waits returns how many times r's Run went to wait for a wake-up: once it
+// grows, the round before has ended and its timers are armed.
+func Waits(r *Relay) int64 { return r.waits.Load() }
 
 // Listening reports whether r's LISTEN is active.
 func Listening(r *Relay) bool { return r.listening.Load() }
@@ -59,7 +55,6 @@ func LeaderPID(r *Relay) (int, error) {
 	return pid, err
 }
 
-// HeldBackRetries returns how many rounds r's held-back retry timer started.
-// Rounds woken by NOTIFY — which other tests sharing the database send on
-// the same channel — are not counted.
+// HeldBackRetries returns how many rounds r's held-back retry timer started;
+// rounds woken by NOTIFY or the poll are not counted.
 func HeldBackRetries(r *Relay) int64 { return r.retries.Load() }

@@ -19,8 +19,32 @@ import (
 	"github.com/choreo-saga/choreo/pkg/pg"
 )
 
-// Each test gets its own PostgreSQL schema (testenv.DB) and its own topic,
-// so a relay under test sees and publishes only the test's rows.
+// Each test gets a database of its own (testenv.OwnDatabase) and its own
+// topic, so a relay under test sees and publishes only the test's rows and
+// hears only the test's NOTIFYs.
+
+// testDB is a test's own database, with the outbox schema applied, and the
+// URL a relay LISTENs on.
+type testDB struct {
+	*sqlx.DB
+	url string
+}
+
+func newDB(t testing.TB) *testDB {
+	t.Helper()
+	url := testenv.OwnDatabase(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	db, err := pg.Open(ctx, url, 10*time.Second)
+	if err != nil {
+		t.Fatalf("%v; %s", err, testenv.HowToStart)
+	}
+	t.Cleanup(func() { db.Close() })
+	if err := pg.Migrate(ctx, db, testenv.Logger(t), outbox.Schema); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	return &testDB{DB: db, url: url}
+}
 
 func producer(t testing.TB) sarama.SyncProducer {
 	t.Helper()
@@ -34,10 +58,10 @@ func producer(t testing.TB) sarama.SyncProducer {
 
 // newRelay returns a relay for db, adjusted by opts, that gives up its
 // leadership when the test ends.
-func newRelay(t testing.TB, db *sqlx.DB, pub outbox.Publisher, opts ...func(*outbox.RelayConfig)) *outbox.Relay {
+func newRelay(t testing.TB, db *testDB, pub outbox.Publisher, opts ...func(*outbox.RelayConfig)) *outbox.Relay {
 	t.Helper()
 	cfg := outbox.RelayConfig{
-		Name: t.Name(), DB: db, DatabaseURL: testenv.DatabaseURL(t), Publisher: pub, Logger: testenv.Logger(t),
+		Name: t.Name(), DB: db.DB, DatabaseURL: db.url, Publisher: pub, Logger: testenv.Logger(t),
 	}
 	for _, o := range opts {
 		o(&cfg)
@@ -70,47 +94,60 @@ func run(t testing.TB, r *outbox.Relay) {
 	})
 }
 
-// eventually fails the test unless cond holds within d.
-func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
+func event(t testing.TB, orderID string) events.Envelope {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	return testenv.Event(t, orderID, events.ShipmentScheduled{Country: "JP"})
 }
 
-func event(t *testing.T, orderID string) events.Envelope {
+// message is e as a service stores it in the outbox: keyed by its order id,
+// so that all of one order's events share a partition and keep their order,
+// with its id and type in headers.
+func message(t testing.TB, topic string, e events.Envelope) outbox.Message {
 	t.Helper()
-	e, err := events.New("test", orderID, events.ShipmentScheduled{Country: "JP"}, time.Now())
+	value, err := e.Encode()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return e
+	return outbox.Message{
+		Topic: topic,
+		Key:   []byte(e.OrderID),
+		Value: value,
+		Headers: map[string]string{
+			events.HeaderEventID:   e.ID,
+			events.HeaderEventType: e.Type,
+		},
+	}
 }
 
-func add(t *testing.T, db *sqlx.DB, topic string, e events.Envelope) {
+// add stores e for topic in a transaction of its own and waits until the
+// row is publishable.
+func add(t *testing.T, db *testDB, topic string, e events.Envelope) {
 	t.Helper()
-	err := pg.InTx(context.Background(), db, func(tx *sqlx.Tx) error {
-		return outbox.AddEvent(context.Background(), tx, topic, e)
+	insert(t, db, topic, e)
+	settle(t, db)
+}
+
+// insert stores e for topic in a transaction of its own, without waiting:
+// for rows a test holds back on purpose.
+func insert(t *testing.T, db *testDB, topic string, e events.Envelope) {
+	t.Helper()
+	err := pg.InTx(context.Background(), db.DB, func(tx *sqlx.Tx) error {
+		return outbox.Add(context.Background(), tx, message(t, topic, e))
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	settle(t, db)
 }
 
-// settle waits, up to two seconds, until no committed row is held back. The
-// relay's xmin rule is cluster-wide, so transactions of test packages
-// running in parallel hold fresh rows back for a moment; a test that then
-// expects one Flush to publish them would be flaky. Tests that hold rows
-// back on purpose just wait the two seconds.
-func settle(t testing.TB, db *sqlx.DB) {
+// settle waits until no committed row is held back. The relay's xmin rule
+// spans the server — every database on it, so a database of the test's
+// own does not help — and transactions of test packages running in
+// parallel hold fresh rows back for a moment; a test that then expects one
+// Flush, or one wake-up of a relay whose clock stands still, to publish
+// them would be flaky. Once settled, a row stays publishable.
+func settle(t testing.TB, db *testDB) {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Second)
-	for time.Now().Before(deadline) {
+	testenv.Eventually(t, 30*time.Second, "committed rows publishable, not held back by a transaction elsewhere", func() bool {
 		var clear bool
 		if err := db.Get(&clear, `SELECT NOT EXISTS (
 			SELECT 1 FROM outbox
@@ -118,16 +155,13 @@ func settle(t testing.TB, db *sqlx.DB) {
 			  AND txid >= pg_snapshot_xmin(pg_current_snapshot()))`); err != nil {
 			t.Fatal(err)
 		}
-		if clear {
-			return
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return clear
+	})
 }
 
 // unsent counts the topic's rows waiting to be published: neither sent nor
 // parked.
-func unsent(t testing.TB, db *sqlx.DB, topic string) int {
+func unsent(t testing.TB, db *testDB, topic string) int {
 	t.Helper()
 	var n int
 	if err := db.Get(&n, `SELECT count(*) FROM outbox WHERE topic = $1 AND sent_at IS NULL AND parked_at IS NULL`, topic); err != nil {
@@ -136,21 +170,20 @@ func unsent(t testing.TB, db *sqlx.DB, topic string) int {
 	return n
 }
 
-// flushAll runs Flush until the topic's rows are all sent. Rows can be held
-// back for a moment by transactions still running elsewhere in the cluster
-// (see Relay), hence the loop.
-func flushAll(t *testing.T, db *sqlx.DB, r *outbox.Relay, topic string) {
+// flushAll runs Flush until the topic's rows are all sent, failing the test
+// on any error. Rows can be held back for a moment by transactions still
+// running elsewhere on the server (see Relay), hence the bounded wait.
+func flushAll(t *testing.T, db *testDB, r *outbox.Relay, topic string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for unsent(t, db, topic) > 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d rows still unsent after 30s", unsent(t, db, topic))
+	testenv.Eventually(t, 30*time.Second, "all rows of "+topic+" sent", func() bool {
+		if unsent(t, db, topic) == 0 {
+			return true
 		}
 		if _, err := r.Flush(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return unsent(t, db, topic) == 0
+	})
 }
 
 func eventIDs(msgs []*sarama.ConsumerMessage) []string {
@@ -162,10 +195,10 @@ func eventIDs(msgs []*sarama.ConsumerMessage) []string {
 }
 
 func TestAddRollsBackWithTheTransaction(t *testing.T) {
-	db := testenv.DB(t)
+	db := newDB(t)
 	topic := "never." + uuid.NewString()
-	err := pg.InTx(context.Background(), db, func(tx *sqlx.Tx) error {
-		if err := outbox.AddEvent(context.Background(), tx, topic, event(t, uuid.NewString())); err != nil {
+	err := pg.InTx(context.Background(), db.DB, func(tx *sqlx.Tx) error {
+		if err := outbox.Add(context.Background(), tx, message(t, topic, event(t, uuid.NewString()))); err != nil {
 			return err
 		}
 		return errors.New("business change failed")
@@ -181,7 +214,7 @@ func TestAddRollsBackWithTheTransaction(t *testing.T) {
 }
 
 func TestRelayPublishesInOrderAndMarksSent(t *testing.T) {
-	db := testenv.DB(t)
+	db := newDB(t)
 	topic := testenv.Topic(t, "outbox")
 	orderID := uuid.NewString()
 	var want []string
@@ -211,7 +244,7 @@ func TestRelayPublishesInOrderAndMarksSent(t *testing.T) {
 // published B and remembered B's id would never publish A. This relay holds
 // B back while A is running, then publishes A before B.
 func TestRelayDoesNotSkipLateCommits(t *testing.T) {
-	db := testenv.DB(t)
+	db := newDB(t)
 	topic := testenv.Topic(t, "outbox-late")
 	ctx := context.Background()
 	relay := newRelay(t, db, producer(t))
@@ -220,10 +253,10 @@ func TestRelayDoesNotSkipLateCommits(t *testing.T) {
 
 	txA := db.MustBeginTx(ctx, nil)
 	defer txA.Rollback()
-	if err := outbox.AddEvent(ctx, txA, topic, ea); err != nil { // lower id, still running
+	if err := outbox.Add(ctx, txA, message(t, topic, ea)); err != nil { // lower id, still running
 		t.Fatal(err)
 	}
-	add(t, db, topic, eb) // higher id, committed
+	insert(t, db, topic, eb) // higher id, committed
 
 	if _, err := relay.Flush(ctx); err != nil {
 		t.Fatal(err)
@@ -255,8 +288,7 @@ func (e exclusive) SendMessages(msgs []*sarama.ProducerMessage) error {
 		e.t.Error("two relays publishing at once")
 	}
 	defer e.inFlight.Add(-1)
-	time.Sleep(time.Millisecond) // widen the window an overlap would need
-	return e.Publisher.SendMessages(msgs)
+	return e.Publisher.SendMessages(msgs) // a round trip to Kafka: the window an overlap needs
 }
 
 // TestTwoRelaysPublishEachRowOnce runs two relays against one database, as
@@ -264,12 +296,13 @@ func (e exclusive) SendMessages(msgs []*sarama.ProducerMessage) error {
 // between rounds: never do both publish at once, and every row goes out
 // exactly once.
 func TestTwoRelaysPublishEachRowOnce(t *testing.T) {
-	db := testenv.DB(t)
+	db := newDB(t)
 	topic := testenv.Topic(t, "outbox-two")
 	const n = 200
 	for range n {
-		add(t, db, topic, event(t, uuid.NewString()))
+		insert(t, db, topic, event(t, uuid.NewString()))
 	}
+	settle(t, db)
 	pub := producer(t)
 	var inFlight atomic.Int32
 	small := func(c *outbox.RelayConfig) { c.BatchSize = 10 }
@@ -318,7 +351,7 @@ func (f failingAfterPublish) SendMessages(msgs []*sarama.ProducerMessage) error 
 // "nothing lost": rows whose mark was lost are published again — with the
 // same event id, which consumers use to drop the duplicate.
 func TestCrashBetweenPublishAndMarkRepublishes(t *testing.T) {
-	db := testenv.DB(t)
+	db := newDB(t)
 	topic := testenv.Topic(t, "outbox-crash")
 	e := event(t, uuid.NewString())
 	add(t, db, topic, e)
@@ -346,11 +379,11 @@ func TestCrashBetweenPublishAndMarkRepublishes(t *testing.T) {
 // TestRunWakesOnCommit checks that Run publishes a new row well before its
 // poll interval, through LISTEN/NOTIFY.
 func TestRunWakesOnCommit(t *testing.T) {
-	db := testenv.DB(t)
+	db := newDB(t)
 	topic := testenv.Topic(t, "outbox-notify")
 	r := newRelay(t, db, producer(t), func(c *outbox.RelayConfig) { c.PollInterval = time.Hour })
 	run(t, r)
-	eventually(t, 10*time.Second, "LISTEN active", func() bool { return outbox.Listening(r) })
+	testenv.Eventually(t, 10*time.Second, "LISTEN active", func() bool { return outbox.Listening(r) })
 
 	e := event(t, uuid.NewString())
 	add(t, db, topic, e)
@@ -387,13 +420,14 @@ func (failFirst) SendMessages(msgs []*sarama.ProducerMessage) error {
 // those: holding back a2 would publish it twice (a2, a1, a2), not in order.
 // The failure is reported, and the failed row stays publishable.
 func TestPartialFailureMarksExactlyWhatKafkaAcknowledged(t *testing.T) {
-	db := testenv.DB(t)
+	db := newDB(t)
 	topic := "partial." + uuid.NewString()
 	a, b := uuid.NewString(), uuid.NewString()
 	a1, a2, b1 := event(t, a), event(t, a), event(t, b)
 	for _, e := range []events.Envelope{a1, a2, b1} {
-		add(t, db, topic, e)
+		insert(t, db, topic, e)
 	}
+	settle(t, db)
 	n, err := newRelay(t, db, failFirst{}).Flush(context.Background())
 	if err == nil {
 		t.Fatal("want the partial failure reported")
@@ -415,7 +449,7 @@ func TestPartialFailureMarksExactlyWhatKafkaAcknowledged(t *testing.T) {
 // there is no NOTIFY, yet Run must publish the row promptly, not at its next
 // poll an hour later.
 func TestRunRetriesRowsHeldBack(t *testing.T) {
-	db := testenv.DB(t)
+	db := newDB(t)
 	topic := testenv.Topic(t, "outbox-held")
 	ctx := context.Background()
 
@@ -426,19 +460,28 @@ func TestRunRetriesRowsHeldBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := event(t, uuid.NewString())
-	add(t, db, topic, e) // held back behind other
+	insert(t, db, topic, e) // held back behind other
 
-	r := newRelay(t, db, producer(t), func(c *outbox.RelayConfig) { c.PollInterval = time.Hour })
+	clock := newFakeClock()
+	r := newRelay(t, db, producer(t), func(c *outbox.RelayConfig) {
+		c.PollInterval = time.Hour
+		c.Clock = clock
+	})
 	run(t, r)
-	// Once a second round has started, the first has looked and held the
-	// row back.
-	eventually(t, 10*time.Second, "the relay looked twice", func() bool { return outbox.Rounds(r) >= 2 })
+	// Once Run waits, its first round has looked, held the row back and
+	// armed the retry.
+	testenv.Eventually(t, 10*time.Second, "the relay waits after its first round", func() bool { return outbox.Waits(r) >= 1 })
 	if n := unsent(t, db, topic); n != 1 {
 		t.Fatalf("unsent rows while held back = %d, want 1", n)
+	}
+	if n := clock.Pending(); n != idleTimers+1 {
+		t.Fatalf("%d timers armed, want %d: the relay's own and a retry of the held-back row", n, idleTimers+1)
 	}
 	if err := other.Commit(); err != nil { // no NOTIFY
 		t.Fatal(err)
 	}
+	settle(t, db)                       // nor does a transaction elsewhere hold it back
+	clock.Advance(outbox.HeldBackRetry) // the first retry; the poll is an hour away
 	got := eventIDs(testenv.ReadAll(t, topic, 1, 15*time.Second))
 	if len(got) != 1 || got[0] != e.ID {
 		t.Fatalf("published %v, want %s soon after the holding transaction ended", got, e.ID)

@@ -65,7 +65,6 @@ type row struct {
 func (r *Relay) round(ctx context.Context) (res roundResult, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.rounds.Add(1)
 
 	conn, err := r.lead(ctx)
 	if err != nil || conn == nil {
@@ -286,12 +285,13 @@ func (r *Relay) classify(topic string, err error) failure {
 		case sarama.ErrInvalidTopic:
 			return failHopeless
 		case sarama.ErrUnknownTopicOrPartition:
+			now := r.clock.Now()
 			since, ok := r.unknownSince[topic]
 			if !ok {
-				r.unknownSince[topic] = time.Now()
-				since = time.Now()
+				r.unknownSince[topic] = now
+				since = now
 			}
-			if time.Since(since) >= r.unknownTopicGrace {
+			if now.Sub(since) >= unknownTopicGrace {
 				return failHopeless
 			}
 		}

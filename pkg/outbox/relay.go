@@ -63,7 +63,38 @@ type RelayConfig struct {
 	// Retention is how long sent rows are kept for inspection before they
 	// are deleted. Default 1h.
 	Retention time.Duration
+	// Clock is the time the relay reads and waits on: its poll, the retry of
+	// held-back rows, the failure backoff, the grace period of unknown
+	// topics, and the cleanup and backlog-gauge timers. Default: the system
+	// clock. Tests pass a fake one and move it by hand. (Statement timeouts,
+	// and the ages the database computes with now(), stay on real time.)
+	Clock Clock
 }
+
+// Clock is the source of time of a Relay.
+type Clock interface {
+	Now() time.Time
+	// NewTimer returns a Timer that sends the time on its channel once d
+	// has passed, as time.NewTimer does.
+	NewTimer(d time.Duration) Timer
+}
+
+// Timer is the part of *time.Timer a Relay uses.
+type Timer interface {
+	C() <-chan time.Time
+	// Stop prevents the timer from firing, as (*time.Timer).Stop does.
+	Stop() bool
+}
+
+// systemClock is the default Clock: package time.
+type systemClock struct{}
+
+func (systemClock) Now() time.Time                 { return time.Now() }
+func (systemClock) NewTimer(d time.Duration) Timer { return systemTimer{time.NewTimer(d)} }
+
+type systemTimer struct{ *time.Timer }
+
+func (t systemTimer) C() <-chan time.Time { return t.Timer.C }
 
 func (c *RelayConfig) setDefaults() {
 	if c.BatchSize <= 0 {
@@ -77,6 +108,9 @@ func (c *RelayConfig) setDefaults() {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.Clock == nil {
+		c.Clock = systemClock{}
 	}
 }
 
@@ -130,16 +164,13 @@ func (c RelayConfig) Validate() error {
 //     failures are retried with backoff, but never after a round that made
 //     progress.
 type Relay struct {
-	cfg RelayConfig
-	log *slog.Logger
-
-	// Tunables, fields rather than constants so that tests can shorten them.
-	unknownTopicGrace time.Duration
-	gaugeEvery        time.Duration
+	cfg   RelayConfig
+	log   *slog.Logger
+	clock Clock // cfg.Clock
 
 	leading   atomic.Bool  // whether conn holds the lock, for housekeeping
 	listening atomic.Bool  // whether LISTEN is active, for tests
-	rounds    atomic.Int64 // rounds run, for tests
+	waits     atomic.Int64 // times Run went to wait for a wake-up, for tests
 	retries   atomic.Int64 // rounds started by the held-back retry timer, for tests
 
 	mu           sync.Mutex // serialises rounds; guards the fields below
@@ -158,11 +189,10 @@ func NewRelay(cfg RelayConfig) (*Relay, error) {
 		log = log.With("relay", cfg.Name)
 	}
 	return &Relay{
-		cfg:               cfg,
-		log:               log,
-		unknownTopicGrace: unknownTopicGrace,
-		gaugeEvery:        time.Second,
-		unknownSince:      map[string]time.Time{},
+		cfg:          cfg,
+		log:          log,
+		clock:        cfg.Clock,
+		unknownSince: map[string]time.Time{},
 	}, nil
 }
 
@@ -170,6 +200,9 @@ const (
 	// heldBackRetry is how soon Run first looks again at rows a round had
 	// to hold back; the wait doubles, up to PollInterval, while they stay.
 	heldBackRetry = 10 * time.Millisecond
+
+	// gaugeEvery is how often the backlog gauge is refreshed.
+	gaugeEvery = time.Second
 
 	// statementTimeout bounds the relay's own short statements.
 	statementTimeout = 10 * time.Second
@@ -195,8 +228,8 @@ func (r *Relay) Run(ctx context.Context) error {
 	wake := r.listen(ctx, &wg)
 	wg.Go(func() { r.housekeep(ctx) })
 
-	ticker := time.NewTicker(r.cfg.PollInterval)
-	defer ticker.Stop()
+	poll := r.clock.NewTimer(r.cfg.PollInterval) // armed again as it fires, like a ticker
+	defer func() { poll.Stop() }()
 	failures := 0
 	heldDelay := heldBackRetry
 	for {
@@ -211,7 +244,7 @@ func (r *Relay) Run(ctx context.Context) error {
 				failures++
 				delay := min(time.Duration(1<<min(failures, 6))*50*time.Millisecond, 3*time.Second)
 				r.log.Error("publish failed; will retry", "err", err, "retry_in", delay)
-				if !sleep(ctx, delay) {
+				if !sleep(ctx, r.clock, delay) {
 					return nil
 				}
 				continue
@@ -229,23 +262,25 @@ func (r *Relay) Run(ctx context.Context) error {
 		// Rows held back behind a transaction still running elsewhere in
 		// the cluster become publishable when it ends, which sends no
 		// NOTIFY: look again soon, then less and less often.
-		var retry *time.Timer
+		var retry Timer
 		var retryC <-chan time.Time
 		if res.heldBack {
 			if progress {
 				heldDelay = heldBackRetry // back off only while nothing moves
 			}
-			retry = time.NewTimer(heldDelay)
-			retryC = retry.C
+			retry = r.clock.NewTimer(heldDelay)
+			retryC = retry.C()
 			heldDelay = min(heldDelay*2, r.cfg.PollInterval)
 		} else {
 			heldDelay = heldBackRetry
 		}
+		r.waits.Add(1)
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-wake:
-		case <-ticker.C:
+		case <-poll.C():
+			poll = r.clock.NewTimer(r.cfg.PollInterval)
 		case <-retryC:
 			r.retries.Add(1)
 		}
@@ -302,18 +337,23 @@ func (r *Relay) listen(ctx context.Context, wg *sync.WaitGroup) <-chan struct{} 
 // an outage (no successful round) nor a steady backlog (no idle round)
 // stops them.
 func (r *Relay) housekeep(ctx context.Context) {
-	gauge := time.NewTicker(r.gaugeEvery)
-	defer gauge.Stop()
-	cleanup := time.NewTicker(r.cfg.PollInterval * 30)
-	defer cleanup.Stop()
+	// Each timer is armed again as it fires, like a ticker.
+	gauge := r.clock.NewTimer(gaugeEvery)
+	cleanup := r.clock.NewTimer(r.cfg.PollInterval * 30)
+	defer func() {
+		gauge.Stop()
+		cleanup.Stop()
+	}()
 	r.updateGauge(ctx)
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-gauge.C:
+		case <-gauge.C():
+			gauge = r.clock.NewTimer(gaugeEvery)
 			r.updateGauge(ctx)
-		case <-cleanup.C:
+		case <-cleanup.C():
+			cleanup = r.clock.NewTimer(r.cfg.PollInterval * 30)
 			if !r.leading.Load() {
 				continue
 			}
@@ -346,14 +386,15 @@ func (r *Relay) cleanup(ctx context.Context) error {
 	return err
 }
 
-// sleep waits d or until ctx ends, reporting whether the full wait elapsed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
+// sleep waits d on clock or until ctx ends, reporting whether the full
+// wait elapsed.
+func sleep(ctx context.Context, clock Clock, d time.Duration) bool {
+	t := clock.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
 		return false
-	case <-t.C:
+	case <-t.C():
 		return true
 	}
 }

@@ -15,7 +15,6 @@ import (
 
 	"github.com/IBM/sarama"
 	"github.com/google/uuid"
-	"github.com/jmoiron/sqlx"
 
 	"github.com/choreo-saga/choreo/internal/testenv"
 	"github.com/choreo-saga/choreo/pkg/broker"
@@ -87,7 +86,7 @@ func waitStarted(t *testing.T, b *blocking) {
 
 // addRaw stores m in the outbox in a transaction of its own and returns its
 // row id.
-func addRaw(t *testing.T, db *sqlx.DB, m outbox.Message) int64 {
+func addRaw(t *testing.T, db *testDB, m outbox.Message) int64 {
 	t.Helper()
 	tx := db.MustBegin()
 	defer tx.Rollback()
@@ -107,7 +106,7 @@ func addRaw(t *testing.T, db *sqlx.DB, m outbox.Message) int64 {
 
 // parkedRows returns the ids of parked rows, in id order, checking that
 // each says why.
-func parkedRows(t *testing.T, db *sqlx.DB) []int64 {
+func parkedRows(t *testing.T, db *testDB) []int64 {
 	t.Helper()
 	var rows []struct {
 		ID        int64   `db:"id"`
@@ -130,31 +129,33 @@ func equalIDs(a, b []int64) bool {
 	return fmt.Sprint(a) == fmt.Sprint(b)
 }
 
-// flushSome runs Flush until it publishes something, fails, or ten seconds
-// pass. A fresh row can be held back for a moment by any transaction running
-// in the cluster — other test packages' included — and Flush then rightly
-// publishes nothing yet.
-func flushSome(r *outbox.Relay) (int, error) {
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		n, err := r.Flush(context.Background())
-		if err != nil || n > 0 || time.Now().After(deadline) {
-			return n, err
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+// flushSome runs Flush until it publishes something or fails. A relay that
+// has just resigned ends its session, and the server releases its lock a
+// moment later: until then another relay's Flush rightly publishes nothing.
+func flushSome(t *testing.T, r *outbox.Relay) (n int, err error) {
+	t.Helper()
+	testenv.Eventually(t, 10*time.Second, "Flush publishes something", func() bool {
+		n, err = r.Flush(context.Background())
+		return err != nil || n > 0
+	})
+	return n, err
 }
+
+// idleTimers is how many timers a running relay keeps armed at all times:
+// its poll, its cleanup and its backlog gauge. One more is a retry of rows
+// held back.
+const idleTimers = 3
 
 // TestNoTransactionOpenWhilePublishing: Kafka may take tens of seconds to
 // answer, or fail to; no transaction may stay open meanwhile ("idle in
 // transaction" holds back vacuum and every relay's xmin).
 func TestNoTransactionOpenWhilePublishing(t *testing.T) {
-	db := testenv.DB(t)
+	db := newDB(t)
 	add(t, db, "t", event(t, uuid.NewString()))
 	pub := newBlocking(t)
 	r := newRelay(t, db, pub)
 	done := make(chan error, 1)
-	go func() { _, err := flushSome(r); done <- err }()
+	go func() { _, err := r.Flush(context.Background()); done <- err }() // add settled the row
 	waitStarted(t, pub)
 
 	var idle int
@@ -181,7 +182,7 @@ func TestNoTransactionOpenWhilePublishing(t *testing.T) {
 // does not answer returns at once; the row stays unsent, for the next
 // leader.
 func TestRunStopsPromptlyWhilePublishHangs(t *testing.T) {
-	db := testenv.DB(t)
+	db := newDB(t)
 	add(t, db, "t", event(t, uuid.NewString()))
 	pub := newBlocking(t)
 	r := newRelay(t, db, pub)
@@ -202,7 +203,7 @@ func TestRunStopsPromptlyWhilePublishHangs(t *testing.T) {
 		t.Fatalf("unsent = %d, want the row left for the next leader", n)
 	}
 	// Run gave up the leadership on its way out: another relay takes over.
-	if n, err := flushSome(newRelay(t, db, accept)); err != nil || n != 1 {
+	if n, err := flushSome(t, newRelay(t, db, accept)); err != nil || n != 1 {
 		t.Fatalf("successor Flush = %d, %v; want 1, nil", n, err)
 	}
 }
@@ -211,12 +212,12 @@ func TestRunStopsPromptlyWhilePublishHangs(t *testing.T) {
 // leader's session. When that session dies, a standby takes over, and the
 // old leader notices on its next round and stands by.
 func TestLeaderReelectsAfterConnectionDies(t *testing.T) {
-	db := testenv.DB(t)
+	db := newDB(t)
 	ctx := context.Background()
 	r1, r2 := newRelay(t, db, accept), newRelay(t, db, accept)
 
 	add(t, db, "t", event(t, uuid.NewString()))
-	if n, err := flushSome(r1); err != nil || n != 1 {
+	if n, err := flushSome(t, r1); err != nil || n != 1 {
 		t.Fatalf("r1 Flush = %d, %v; want 1, nil", n, err)
 	}
 	add(t, db, "t", event(t, uuid.NewString()))
@@ -231,7 +232,7 @@ func TestLeaderReelectsAfterConnectionDies(t *testing.T) {
 	if _, err := db.Exec(`SELECT pg_terminate_backend($1)`, pid); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "r2 takes over", func() bool {
+	testenv.Eventually(t, 10*time.Second, "r2 takes over", func() bool {
 		n, err := r2.Flush(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -243,7 +244,7 @@ func TestLeaderReelectsAfterConnectionDies(t *testing.T) {
 		t.Fatalf("r1 Flush after losing its session = %d, %v; want 0, nil (r2 leads)", n, err)
 	}
 	r2.Close()
-	if n, err := flushSome(r1); err != nil || n != 1 {
+	if n, err := flushSome(t, r1); err != nil || n != 1 {
 		t.Fatalf("r1 Flush after r2 resigned = %d, %v; want 1, nil", n, err)
 	}
 }
@@ -252,7 +253,7 @@ func TestLeaderReelectsAfterConnectionDies(t *testing.T) {
 // connection cannot be made; the poll must publish meanwhile, and Run must
 // still stop when asked.
 func TestRunPublishesWhileListenCannotConnect(t *testing.T) {
-	db := testenv.DB(t)
+	db := newDB(t)
 	got := make(chan string, 10)
 	pub := pubFunc(func(msgs []*sarama.ProducerMessage) error {
 		for _, m := range msgs {
@@ -260,20 +261,24 @@ func TestRunPublishesWhileListenCannotConnect(t *testing.T) {
 		}
 		return nil
 	})
+	clock := newFakeClock()
 	r := newRelay(t, db, pub, func(c *outbox.RelayConfig) {
 		c.DatabaseURL = "postgres://postgres@127.0.0.1:1/nowhere?sslmode=disable&connect_timeout=1"
 		c.PollInterval = 50 * time.Millisecond
+		c.Clock = clock
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx) }()
 
-	add(t, db, "t", event(t, uuid.NewString()))
+	testenv.Eventually(t, 10*time.Second, "the first round over", func() bool { return outbox.Waits(r) >= 1 })
+	add(t, db, "t", event(t, uuid.NewString())) // no NOTIFY reaches the relay
+	clock.Advance(50 * time.Millisecond)        // the poll
 	select {
 	case <-got:
 	case <-time.After(10 * time.Second):
-		t.Fatal("nothing published within 10s: the poll does not run while LISTEN waits")
+		t.Fatal("nothing published within 10s of the poll: the poll does not run while LISTEN waits")
 	}
 	cancel()
 	select {
@@ -288,7 +293,7 @@ func TestRunPublishesWhileListenCannotConnect(t *testing.T) {
 // cannot read — are parked, with the reason, and counted; the others are
 // published, in order, and the round reports no error to back off on.
 func TestPermanentFailuresAreParkedAndTheRestFlows(t *testing.T) {
-	db := testenv.DB(t)
+	db := newDB(t)
 	topic := testenv.Topic(t, "outbox-park")
 	orderID := uuid.NewString()
 	a1, a2, a3 := event(t, orderID), event(t, orderID), event(t, orderID)
@@ -328,7 +333,7 @@ func TestPermanentFailuresAreParkedAndTheRestFlows(t *testing.T) {
 // relay sends the rejected rows alone to find the culprit, parks it, and
 // publishes the others.
 func TestBatchRejectionParksOnlyTheOffendingRow(t *testing.T) {
-	db := testenv.DB(t)
+	db := newDB(t)
 	topic := fmt.Sprintf("test.outbox-small.%s", uuid.NewString()[:8])
 	admin, err := sarama.NewClusterAdmin(testenv.Brokers(t), broker.Config("test"))
 	if err != nil {
@@ -375,14 +380,15 @@ func TestBatchRejectionParksOnlyTheOffendingRow(t *testing.T) {
 // TestUnknownTopicIsParkedOnlyAfterGrace: a topic unknown to Kafka may be
 // being created; its rows are retried for a while, then parked.
 func TestUnknownTopicIsParkedOnlyAfterGrace(t *testing.T) {
-	db := testenv.DB(t)
+	db := newDB(t)
 	ctx := context.Background()
 	gone := addRaw(t, db, outbox.Message{Topic: "gone", Value: []byte("{}")})
 	add(t, db, "here", event(t, uuid.NewString()))
 
-	r := newRelay(t, db, failTopic("gone", sarama.ErrUnknownTopicOrPartition))
-	outbox.SetUnknownTopicGrace(r, 300*time.Millisecond)
-	start := time.Now()
+	clock := newFakeClock()
+	r := newRelay(t, db, failTopic("gone", sarama.ErrUnknownTopicOrPartition), func(c *outbox.RelayConfig) {
+		c.Clock = clock
+	})
 	n, err := r.Flush(ctx)
 	if err == nil || n != 1 {
 		t.Fatalf("first Flush = %d, %v; want 1 and the unknown topic reported", n, err)
@@ -390,7 +396,14 @@ func TestUnknownTopicIsParkedOnlyAfterGrace(t *testing.T) {
 	if ids := parkedRows(t, db); len(ids) != 0 {
 		t.Fatalf("parked %v at once, want the row retried during the grace period", ids)
 	}
-	time.Sleep(400*time.Millisecond - time.Since(start)) // past the grace, counted from the first failure
+	clock.Advance(outbox.UnknownTopicGrace - time.Second)
+	if n, err := r.Flush(ctx); err == nil || n != 0 {
+		t.Fatalf("Flush within the grace period = %d, %v; want 0 and the unknown topic reported", n, err)
+	}
+	if ids := parkedRows(t, db); len(ids) != 0 {
+		t.Fatalf("parked %v within the grace period, want the row retried", ids)
+	}
+	clock.Advance(time.Second) // the grace is over, counted from the first failure
 	if n, err := r.Flush(ctx); err != nil || n != 0 {
 		t.Fatalf("Flush after the grace period = %d, %v; want 0, nil", n, err)
 	}
@@ -401,18 +414,20 @@ func TestUnknownTopicIsParkedOnlyAfterGrace(t *testing.T) {
 
 // TestProgressSkipsFailureBackoff: a row that keeps failing must not slow
 // down the rows behind it. Every round here publishes one row and fails the
-// same other one; the failure backoff (up to 3s) would take many seconds.
+// same other one; the relay's clock stands still, so a single failure
+// backoff would stop it for good.
 func TestProgressSkipsFailureBackoff(t *testing.T) {
-	db := testenv.DB(t)
+	db := newDB(t)
 	add(t, db, "stuck", event(t, uuid.NewString()))
 	for range 8 {
 		add(t, db, "flowing", event(t, uuid.NewString()))
 	}
 	r := newRelay(t, db, failTopic("stuck", sarama.ErrNotLeaderForPartition), func(c *outbox.RelayConfig) {
 		c.BatchSize = 2
+		c.Clock = newFakeClock()
 	})
 	run(t, r)
-	eventually(t, 3*time.Second, "all flowing rows published", func() bool { return unsent(t, db, "flowing") == 0 })
+	testenv.Eventually(t, 10*time.Second, "all flowing rows published", func() bool { return unsent(t, db, "flowing") == 0 })
 	if n := unsent(t, db, "stuck"); n != 1 {
 		t.Fatalf("stuck rows = %d, want 1 (failing, retried, not parked)", n)
 	}
@@ -422,21 +437,37 @@ func TestProgressSkipsFailureBackoff(t *testing.T) {
 // transaction elsewhere is retried soon, then less and less often — not
 // every 10ms for as long as the transaction runs.
 func TestRunBacksOffWhileRowsAreHeldBack(t *testing.T) {
-	db := testenv.DB(t)
+	db := newDB(t)
 	other := db.MustBegin()
 	defer other.Rollback()
 	if _, err := other.Exec(`SELECT pg_current_xact_id()`); err != nil {
 		t.Fatal(err)
 	}
-	add(t, db, "t", event(t, uuid.NewString()))
+	insert(t, db, "t", event(t, uuid.NewString()))
 
-	r := newRelay(t, db, accept, func(c *outbox.RelayConfig) { c.PollInterval = time.Hour })
+	clock := newFakeClock()
+	r := newRelay(t, db, accept, func(c *outbox.RelayConfig) {
+		c.PollInterval = time.Hour
+		c.Clock = clock
+	})
 	run(t, r)
-	time.Sleep(2 * time.Second)
-	// 10ms doubling: about 8 retries in 2s; a fixed 10ms retry makes about
-	// 200. (NOTIFYs from other tests sharing the database wake it too; those
-	// rounds are not retries and are not counted.)
-	t.Logf("%d retries, %d rounds in 2s", outbox.HeldBackRetries(r), outbox.Rounds(r))
+	// Move the clock through two seconds, timer by timer, each time once the
+	// relay has armed its next retry.
+	const window = 2 * time.Second
+	for elapsed := time.Duration(0); ; {
+		testenv.Eventually(t, 10*time.Second, "the relay waits to retry the held-back row", func() bool {
+			return clock.Pending() == idleTimers+1
+		})
+		d, _ := clock.Next()
+		if elapsed+d > window {
+			break
+		}
+		clock.Advance(d)
+		elapsed += d
+	}
+	// 10ms doubling: 7 retries in 2s (at 10, 30, 70, ... 1270ms); a fixed
+	// 10ms retry makes 200.
+	t.Logf("%d retries, %d waits in %v", outbox.HeldBackRetries(r), outbox.Waits(r), window)
 	if n := outbox.HeldBackRetries(r); n < 2 || n > 12 {
 		t.Fatalf("%d held-back retries in 2s, want a backoff from 10ms (2 to 12)", n)
 	}
@@ -448,16 +479,27 @@ func TestRunBacksOffWhileRowsAreHeldBack(t *testing.T) {
 // TestStandbyRelayDoesNotSpin: a relay that does not lead leaves unsent
 // rows to the leader and waits for its next wake-up.
 func TestStandbyRelayDoesNotSpin(t *testing.T) {
-	db := testenv.DB(t)
+	db := newDB(t)
 	leader := newRelay(t, db, accept)
 	if _, err := leader.Flush(context.Background()); err != nil { // elected; not running
 		t.Fatal(err)
 	}
-	standby := newRelay(t, db, accept, func(c *outbox.RelayConfig) { c.PollInterval = time.Hour })
+	clock := newFakeClock()
+	standby := newRelay(t, db, accept, func(c *outbox.RelayConfig) {
+		c.PollInterval = time.Hour
+		c.Clock = clock
+	})
 	run(t, standby)
-	add(t, db, "t", event(t, uuid.NewString()))
-	time.Sleep(time.Second)
-	t.Logf("%d standby rounds, %d retries in 1s", outbox.Rounds(standby), outbox.HeldBackRetries(standby))
+	testenv.Eventually(t, 10*time.Second, "the standby listens and waits", func() bool {
+		return outbox.Listening(standby) && outbox.Waits(standby) >= 1
+	})
+	add(t, db, "t", event(t, uuid.NewString())) // its NOTIFY wakes the standby
+	testenv.Eventually(t, 10*time.Second, "the standby, woken, waits again", func() bool { return outbox.Waits(standby) >= 2 })
+	if n := clock.Pending(); n != idleTimers {
+		t.Fatalf("the standby armed %d timers, want only its %d own: it would retry rows it cannot publish", n, idleTimers)
+	}
+	clock.Advance(time.Second)
+	t.Logf("%d standby waits, %d retries in 1s", outbox.Waits(standby), outbox.HeldBackRetries(standby))
 	if n := outbox.HeldBackRetries(standby); n != 0 {
 		t.Fatalf("standby retried %d times in 1s, want it to wait for a wake-up", n)
 	}
@@ -469,7 +511,7 @@ func TestStandbyRelayDoesNotSpin(t *testing.T) {
 // TestCleanupRunsDespiteBacklog: sent rows past Retention are deleted on
 // their own schedule, even while rows wait (here, held back for good).
 func TestCleanupRunsDespiteBacklog(t *testing.T) {
-	db := testenv.DB(t)
+	db := newDB(t)
 	if _, err := db.Exec(`INSERT INTO outbox (topic, value, sent_at) VALUES ('old', '', now() - interval '1 hour')`); err != nil {
 		t.Fatal(err)
 	}
@@ -478,20 +520,28 @@ func TestCleanupRunsDespiteBacklog(t *testing.T) {
 	if _, err := other.Exec(`SELECT pg_current_xact_id()`); err != nil {
 		t.Fatal(err)
 	}
-	add(t, db, "t", event(t, uuid.NewString())) // held back behind other
+	insert(t, db, "t", event(t, uuid.NewString())) // held back behind other
 
+	clock := newFakeClock()
 	r := newRelay(t, db, accept, func(c *outbox.RelayConfig) {
-		c.PollInterval = 20 * time.Millisecond // cleanup every 600ms
+		c.PollInterval = time.Second // cleanup every 30s
 		c.Retention = time.Minute
+		c.Clock = clock
 	})
 	run(t, r)
-	eventually(t, 10*time.Second, "old sent row deleted", func() bool {
+	oldRows := func() int {
 		var n int
 		if err := db.Get(&n, `SELECT count(*) FROM outbox WHERE topic = 'old'`); err != nil {
 			t.Fatal(err)
 		}
-		return n == 0
-	})
+		return n
+	}
+	testenv.Eventually(t, 10*time.Second, "the relay leads and waits", func() bool { return outbox.Waits(r) >= 1 })
+	if n := oldRows(); n != 1 {
+		t.Fatalf("old sent rows = %d before the cleanup timer fired, want 1", n)
+	}
+	clock.Advance(30 * time.Second)
+	testenv.Eventually(t, 10*time.Second, "old sent row deleted", func() bool { return oldRows() == 0 })
 	if n := unsent(t, db, "t"); n != 1 {
 		t.Fatalf("unsent = %d, want the held-back row kept", n)
 	}
@@ -501,25 +551,39 @@ func TestCleanupRunsDespiteBacklog(t *testing.T) {
 // is the alert for an outage, so it must keep growing while no round
 // succeeds.
 func TestBacklogGaugeGrowsWhileKafkaFails(t *testing.T) {
-	db := testenv.DB(t)
+	db := newDB(t)
 	down := pubFunc(func([]*sarama.ProducerMessage) error {
 		return errors.New("kafka: client has run out of available brokers")
 	})
-	r := newRelay(t, db, down)
-	outbox.SetGaugeInterval(r, 50*time.Millisecond)
-	gauge := func() float64 { return outbox.OldestUnsent(t.Name()) }
+	clock := newFakeClock()
+	name := t.Name() + "-" + uuid.NewString()[:8] // a gauge of its own under -count
+	r := newRelay(t, db, down, func(c *outbox.RelayConfig) {
+		c.Name = name
+		c.Clock = clock
+	})
+	gauge := func() float64 { return outbox.OldestUnsent(name) }
+	// The age is the database's: make the row older there, instead of
+	// waiting for it to age.
+	age := func(d time.Duration) {
+		if _, err := db.Exec(`UPDATE outbox SET created_at = created_at - make_interval(secs => $1)`, d.Seconds()); err != nil {
+			t.Fatal(err)
+		}
+	}
 	add(t, db, "t", event(t, uuid.NewString()))
+	age(10 * time.Minute)
 	run(t, r)
 
-	eventually(t, 10*time.Second, "gauge ≥ 0.3s", func() bool { return gauge() >= 0.3 })
+	testenv.Eventually(t, 10*time.Second, "gauge ≥ 600s", func() bool { return gauge() >= 600 })
 	first := gauge()
-	eventually(t, 10*time.Second, "gauge grows by 0.5s", func() bool { return gauge() >= first+0.5 })
+	age(time.Hour)                   // an hour on, Kafka still down
+	clock.Advance(outbox.GaugeEvery) // the gauge's timer, not a successful round, refreshes it
+	testenv.Eventually(t, 10*time.Second, "gauge grows by 3600s", func() bool { return gauge() >= first+3600 })
 }
 
 // TestRelayLogsCarryItsName: RelayConfig.Name labels the logs, so that the
 // relay of one service can be told from another's.
 func TestRelayLogsCarryItsName(t *testing.T) {
-	db := testenv.DB(t)
+	db := newDB(t)
 	var buf bytes.Buffer
 	r := newRelay(t, db, accept, func(c *outbox.RelayConfig) {
 		c.Name = "relay-under-test"
@@ -548,7 +612,7 @@ func TestRelayLogsCarryItsName(t *testing.T) {
 // repair might, changes nothing, and leaves the relay's index covering only
 // publishable rows.
 func TestParkedMigrationIsIdempotent(t *testing.T) {
-	db := testenv.DB(t)
+	db := newDB(t)
 	src, err := fs.ReadFile(outbox.Migrations, "migrations/00002_outbox_parked.sql")
 	if err != nil {
 		t.Fatal(err)
