@@ -1,5 +1,6 @@
 // Command inventory runs the inventory service. Configuration comes from the
-// environment: HTTP_ADDR (default :8082), DATABASE_URL, KAFKA_BROKERS.
+// environment, over inventory.DefaultConfig: HTTP_ADDR, DATABASE_URL,
+// KAFKA_BROKERS.
 package main
 
 import (
@@ -25,7 +26,7 @@ func main() {
 }
 
 func run(ctx context.Context) error {
-	var cfg inventory.Config
+	cfg := inventory.DefaultConfig()
 	if err := envconfig.Process("", &cfg); err != nil {
 		return fmt.Errorf("config: %w", err)
 	}

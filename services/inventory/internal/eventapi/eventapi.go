@@ -1,52 +1,36 @@
-// Package saga is the inventory service's part in the order saga: it
-// reserves a paid order's items, and releases them when shipping fails.
-// Each reaction runs in one transaction with the processed_events marker
-// (package idem) and the events it emits (package outbox).
-package saga
+// Package eventapi is the inventory service's event API, as httpapi is its
+// HTTP API: its reactions to the events it consumes. It reserves a paid
+// order's items, and releases them when shipping fails. The runtime
+// (package participant) decodes each event, runs the reaction in the
+// transaction that marks the event processed, and publishes what it emits.
+package eventapi
 
 import (
 	"context"
 	"fmt"
 	"strings"
-	"time"
-
-	"github.com/jmoiron/sqlx"
 
 	"github.com/choreo-saga/choreo/pkg/events"
-	"github.com/choreo-saga/choreo/pkg/idem"
-	"github.com/choreo-saga/choreo/pkg/outbox"
+	"github.com/choreo-saga/choreo/pkg/participant"
 	"github.com/choreo-saga/choreo/services/inventory/internal/domain"
 	"github.com/choreo-saga/choreo/services/inventory/internal/store"
 )
 
-// Service is the name the inventory service uses as event source and
-// de-duplication scope.
-const Service = "inventory"
-
-// Topics are the topics the inventory service consumes.
-var Topics = []string{events.TopicPayment, events.TopicShipping}
-
-// Routes returns the inventory service's reactions, by event type.
-func Routes(now func() time.Time) map[string]idem.Route {
-	return map[string]idem.Route{
-		events.TypePaymentCompleted: func(ctx context.Context, tx *sqlx.Tx, e events.Envelope) error {
-			var p events.PaymentCompleted
-			if err := e.Decode(&p); err != nil {
-				return err
-			}
-			return reserve(ctx, tx, e.OrderID, p, now())
-		},
-		events.TypeShipmentFailed: func(ctx context.Context, tx *sqlx.Tx, e events.Envelope) error {
-			var p events.ShipmentFailed
-			if err := e.Decode(&p); err != nil {
-				return err
-			}
-			return release(ctx, tx, e.OrderID, p.Reason, now())
-		},
+// Reactions returns the inventory service's reactions. The other payment
+// and shipping events (declined, refunded, scheduled) concern other
+// services; the runtime acknowledges them.
+func Reactions() []participant.Reaction {
+	return []participant.Reaction{
+		participant.On(func(ctx context.Context, tx *participant.Tx, e events.Envelope, p events.PaymentCompleted) error {
+			return reserve(ctx, tx, e.OrderID, p)
+		}),
+		participant.On(func(ctx context.Context, tx *participant.Tx, e events.Envelope, p events.ShipmentFailed) error {
+			return release(ctx, tx, e.OrderID, p.Reason)
+		}),
 	}
 }
 
-func reserve(ctx context.Context, tx *sqlx.Tx, orderID string, p events.PaymentCompleted, now time.Time) error {
+func reserve(ctx context.Context, tx *participant.Tx, orderID string, p events.PaymentCompleted) error {
 	// The reservation row first, then stock rows in SKU order: every
 	// reaction locks in this order, so concurrent orders queue rather than
 	// deadlock, and two reactions to one order run one after the other.
@@ -72,7 +56,7 @@ func reserve(ctx context.Context, tx *sqlx.Tx, orderID string, p events.PaymentC
 		if err := store.InsertReservation(ctx, tx, r, shortageDetail(d.Shortages)); err != nil {
 			return err
 		}
-		return emit(ctx, tx, orderID, events.InventoryRejected{Reason: events.ReasonOutOfStock, Shortages: d.Shortages}, now)
+		return tx.Emit(ctx, events.InventoryRejected{Reason: events.ReasonOutOfStock, Shortages: d.Shortages})
 	case domain.ReserveAll:
 		r.Status = domain.StatusReserved
 		if err := store.Reserve(ctx, tx, d.Needed); err != nil {
@@ -81,12 +65,12 @@ func reserve(ctx context.Context, tx *sqlx.Tx, orderID string, p events.PaymentC
 		if err := store.InsertReservation(ctx, tx, r, ""); err != nil {
 			return err
 		}
-		return emit(ctx, tx, orderID, events.InventoryReserved{Items: p.Items, ShippingAddress: p.ShippingAddress}, now)
+		return tx.Emit(ctx, events.InventoryReserved{Items: p.Items, ShippingAddress: p.ShippingAddress})
 	}
 	return fmt.Errorf("reserve %s: unhandled decision %v", orderID, d.Action)
 }
 
-func release(ctx context.Context, tx *sqlx.Tx, orderID, reason string, now time.Time) error {
+func release(ctx context.Context, tx *participant.Tx, orderID, reason string) error {
 	existing, err := store.LockReservation(ctx, tx, orderID)
 	if err != nil {
 		return err
@@ -100,7 +84,7 @@ func release(ctx context.Context, tx *sqlx.Tx, orderID, reason string, now time.
 		if err := store.InsertReservation(ctx, tx, tomb, "release arrived before reserve: "+reason); err != nil {
 			return err
 		}
-		return emit(ctx, tx, orderID, events.InventoryReleased{Reason: reason}, now)
+		return tx.Emit(ctx, events.InventoryReleased{Reason: reason})
 	case domain.ReleaseReturn:
 		if err := store.Release(ctx, tx, domain.Quantities(existing.Items)); err != nil {
 			return err
@@ -108,7 +92,7 @@ func release(ctx context.Context, tx *sqlx.Tx, orderID, reason string, now time.
 		if err := store.SetReservationStatus(ctx, tx, orderID, domain.StatusReleased, reason); err != nil {
 			return err
 		}
-		return emit(ctx, tx, orderID, events.InventoryReleased{Items: existing.Items, Reason: reason}, now)
+		return tx.Emit(ctx, events.InventoryReleased{Items: existing.Items, Reason: reason})
 	}
 	return fmt.Errorf("release %s: unhandled decision", orderID)
 }
@@ -122,12 +106,4 @@ func shortageDetail(shortages []events.Shortage) string {
 		parts[i] = fmt.Sprintf("%s requested %d available %d", s.SKU, s.Requested, s.Available)
 	}
 	return "out of stock: " + strings.Join(parts, "; ")
-}
-
-func emit(ctx context.Context, tx *sqlx.Tx, orderID string, p events.Payload, now time.Time) error {
-	e, err := events.New(Service, orderID, p, now)
-	if err != nil {
-		return err
-	}
-	return outbox.AddEvent(ctx, tx, events.TopicInventory, e)
 }

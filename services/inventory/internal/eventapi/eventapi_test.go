@@ -1,14 +1,11 @@
-package saga_test
+package eventapi_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"reflect"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/jmoiron/sqlx"
@@ -16,16 +13,17 @@ import (
 	"github.com/choreo-saga/choreo/internal/testenv"
 	"github.com/choreo-saga/choreo/pkg/consumer"
 	"github.com/choreo-saga/choreo/pkg/events"
-	"github.com/choreo-saga/choreo/pkg/pg"
+	"github.com/choreo-saga/choreo/pkg/fault"
 	"github.com/choreo-saga/choreo/services/inventory"
 	"github.com/choreo-saga/choreo/services/inventory/internal/domain"
-	"github.com/choreo-saga/choreo/services/inventory/internal/saga"
 	"github.com/choreo-saga/choreo/services/inventory/internal/store"
 )
 
-// schema is the inventory service's own tables, which testenv.DB migrates
-// next to processed_events and the outbox in a schema of each test's own.
-var schema = pg.Schema{Name: saga.Service, FS: store.Migrations, Dir: "migrations"}
+// The runtime's guarantees (redelivery, concurrent deliveries of one event,
+// dead letters, one transaction) are checked by the conformance suite in
+// inventory_test; these tests pin what the inventory service decides and
+// emits: shortages, multi-SKU orders, compensations overtaking their step,
+// competing orders and the lock order.
 
 // fixture is one test's view of the service: its database, a handler that
 // is the one Run wires to Kafka, and ids no other test uses.
@@ -38,12 +36,17 @@ type fixture struct {
 }
 
 func newFixture(t *testing.T) *fixture {
-	db := testenv.DB(t, schema)
+	t.Helper()
+	spec, err := inventory.Spec(inventory.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := testenv.DB(t, inventory.Schema)
 	return &fixture{
 		t:       t,
 		db:      db,
 		st:      store.New(db),
-		handler: inventory.EventHandler(db, testenv.Logger(t)),
+		handler: spec.Handler(db, testenv.Logger(t)),
 		address: events.Address{Country: "JP", PostalCode: "100-0001", Line1: "1-1 Chiyoda"},
 	}
 }
@@ -113,7 +116,7 @@ func (f *fixture) reservation(orderID string) domain.Reservation {
 // order, oldest first.
 func (f *fixture) emitted(q sqlx.QueryerContext, orderID string) []events.Envelope {
 	f.t.Helper()
-	return testenv.Emitted(f.t, q, orderID, events.TopicInventory, saga.Service)
+	return testenv.Emitted(f.t, q, orderID, events.TopicInventory, inventory.Name)
 }
 
 func TestReserveMovesUnitsAndEmitsOneEvent(t *testing.T) {
@@ -140,40 +143,6 @@ func TestReserveMovesUnitsAndEmitsOneEvent(t *testing.T) {
 	}
 }
 
-// TestReserveAndEventShareTheTransaction runs the route in a transaction the
-// test owns: the outbox row is there inside it, and rolling back takes the
-// stock change and the event away together.
-func TestReserveAndEventShareTheTransaction(t *testing.T) {
-	f := newFixture(t)
-	a := f.sku(3)
-	id := f.order()
-	e := f.paid(id, events.Item{SKU: a, Quantity: 2})
-	route := saga.Routes(time.Now)[events.TypePaymentCompleted]
-
-	tx, err := f.db.BeginTxx(context.Background(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := route(context.Background(), tx, e); err != nil {
-		tx.Rollback()
-		t.Fatal(err)
-	}
-	if n := len(f.emitted(tx, id)); n != 1 {
-		tx.Rollback()
-		t.Fatalf("inside the tx: %d outbox rows, want 1", n)
-	}
-	if err := tx.Rollback(); err != nil {
-		t.Fatal(err)
-	}
-	f.mustStock(a, 3, 0)
-	if n := len(f.emitted(f.db, id)); n != 0 {
-		t.Fatalf("after rollback: %d outbox rows, want 0", n)
-	}
-	if _, err := f.st.Reservation(context.Background(), id); !errors.Is(err, store.ErrNotFound) {
-		t.Fatalf("after rollback: reservation err = %v, want ErrNotFound", err)
-	}
-}
-
 func TestRejectChangesNoStock(t *testing.T) {
 	f := newFixture(t)
 	a, b := f.sku(1), f.sku(10)
@@ -185,7 +154,7 @@ func TestRejectChangesNoStock(t *testing.T) {
 
 	f.mustStock(a, 1, 0)
 	f.mustStock(b, 10, 0)
-	if _, err := f.st.Stock(context.Background(), ghost); !errors.Is(err, store.ErrNotFound) {
+	if _, err := f.st.Stock(context.Background(), ghost); !errors.Is(err, fault.NotFound) {
 		t.Fatalf("unknown sku was created: err = %v", err)
 	}
 	if r := f.reservation(id); r.Status != domain.StatusRejected || !reflect.DeepEqual(r.Items, items) {
@@ -293,30 +262,6 @@ func TestRejectedOrderReleaseIsNoop(t *testing.T) {
 	}
 }
 
-func TestRedeliveredEventAppliesOnce(t *testing.T) {
-	f := newFixture(t)
-	a := f.sku(5)
-	id := f.order()
-	e := f.paid(id, events.Item{SKU: a, Quantity: 2})
-
-	var wg sync.WaitGroup
-	errs := make(chan error, 5)
-	for range 5 {
-		wg.Go(func() { errs <- f.deliver(e) })
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	f.mustStock(a, 3, 2)
-	if n := len(f.emitted(f.db, id)); n != 1 {
-		t.Fatalf("%d events, want 1", n)
-	}
-}
-
 func TestConcurrentOrdersNeverOversell(t *testing.T) {
 	f := newFixture(t)
 	a := f.sku(3)
@@ -376,15 +321,4 @@ func TestOpposingLineOrdersDoNotDeadlock(t *testing.T) {
 	}
 	f.mustStock(x, 1000-n, n)
 	f.mustStock(y, 1000-n, n)
-}
-
-func TestInvalidPayloadIsPermanent(t *testing.T) {
-	f := newFixture(t)
-	id := f.order()
-	e := f.paid(id, events.Item{SKU: "a", Quantity: 1})
-	e.Payload = json.RawMessage(fmt.Sprintf(`{"customer_id":"c","amount":1,"currency":"JPY","items":[],"shipping_address":{"country":%q}}`, "JP"))
-	err := f.deliver(e)
-	if !consumer.IsPermanent(err) {
-		t.Fatalf("err = %v, want a permanent error", err)
-	}
 }

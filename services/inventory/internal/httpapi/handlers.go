@@ -61,7 +61,7 @@ func getStock(log *slog.Logger, st *store.Store) http.Handler {
 		}
 		s, err := st.Stock(r.Context(), sku)
 		if err != nil {
-			web.Respond(w, r, log, problem(err, "stock "+sku))
+			web.Respond(w, r, log, err)
 			return
 		}
 		web.Encode(w, http.StatusOK, s)
@@ -77,17 +77,9 @@ func getReservation(log *slog.Logger, st *store.Store) http.Handler {
 		}
 		res, err := st.Reservation(r.Context(), id)
 		if err != nil {
-			web.Respond(w, r, log, problem(err, "reservation for order "+id))
+			web.Respond(w, r, log, err)
 			return
 		}
 		web.Encode(w, http.StatusOK, res)
 	})
-}
-
-// problem maps store errors to HTTP errors; the one place that does.
-func problem(err error, what string) error {
-	if errors.Is(err, store.ErrNotFound) {
-		return web.Errorf(http.StatusNotFound, "%s not found", what)
-	}
-	return err
 }

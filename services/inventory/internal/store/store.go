@@ -1,6 +1,8 @@
 // Package store is the inventory service's PostgreSQL adapter. Reads used
-// by the saga lock the rows they decide on (SELECT … FOR UPDATE), so two
-// orders cannot both reserve the same last unit.
+// by the reactions lock the rows they decide on (SELECT … FOR UPDATE), so
+// two orders cannot both reserve the same last unit. The functions the
+// reactions call take the transaction as sqlx.QueryerContext or
+// sqlx.ExecerContext, so a *participant.Tx and a *sqlx.Tx both fit.
 package store
 
 import (
@@ -16,6 +18,7 @@ import (
 	"github.com/lib/pq"
 
 	"github.com/choreo-saga/choreo/pkg/events"
+	"github.com/choreo-saga/choreo/pkg/fault"
 	"github.com/choreo-saga/choreo/services/inventory/internal/domain"
 )
 
@@ -23,9 +26,6 @@ import (
 //
 //go:embed migrations/*.sql
 var Migrations embed.FS
-
-// ErrNotFound is returned when a requested row does not exist.
-var ErrNotFound = errors.New("not found")
 
 // Store reads and writes the inventory tables.
 type Store struct{ db *sqlx.DB }
@@ -47,12 +47,12 @@ func (s *Store) PutStock(ctx context.Context, sku string, available int64) (doma
 	return st, nil
 }
 
-// Stock returns a SKU's units, or ErrNotFound.
+// Stock returns a SKU's units; a fault.NotFound error if the SKU is unknown.
 func (s *Store) Stock(ctx context.Context, sku string) (domain.Stock, error) {
 	var st domain.Stock
 	err := s.db.GetContext(ctx, &st, `SELECT sku, available, reserved FROM stock WHERE sku = $1`, sku)
 	if errors.Is(err, sql.ErrNoRows) {
-		return st, ErrNotFound
+		return st, fault.Errorf(fault.NotFound, "stock %s", sku)
 	}
 	if err != nil {
 		return st, fmt.Errorf("get stock %s: %w", sku, err)
@@ -60,12 +60,13 @@ func (s *Store) Stock(ctx context.Context, sku string) (domain.Stock, error) {
 	return st, nil
 }
 
-// Reservation returns an order's reservation, or ErrNotFound.
+// Reservation returns an order's reservation; a fault.NotFound error if
+// there is none.
 func (s *Store) Reservation(ctx context.Context, orderID string) (domain.Reservation, error) {
 	var r reservationRow
 	err := s.db.GetContext(ctx, &r, `SELECT order_id, status, items FROM reservations WHERE order_id = $1`, orderID)
 	if errors.Is(err, sql.ErrNoRows) {
-		return domain.Reservation{}, ErrNotFound
+		return domain.Reservation{}, fault.Errorf(fault.NotFound, "reservation for order %s", orderID)
 	}
 	if err != nil {
 		return domain.Reservation{}, fmt.Errorf("get reservation %s: %w", orderID, err)
@@ -75,9 +76,9 @@ func (s *Store) Reservation(ctx context.Context, orderID string) (domain.Reserva
 
 // LockReservation returns the order's reservation locked for the rest of
 // tx, or nil.
-func LockReservation(ctx context.Context, tx *sqlx.Tx, orderID string) (*domain.Reservation, error) {
+func LockReservation(ctx context.Context, tx sqlx.QueryerContext, orderID string) (*domain.Reservation, error) {
 	var r reservationRow
-	err := tx.GetContext(ctx, &r, `SELECT order_id, status, items FROM reservations WHERE order_id = $1 FOR UPDATE`, orderID)
+	err := sqlx.GetContext(ctx, tx, &r, `SELECT order_id, status, items FROM reservations WHERE order_id = $1 FOR UPDATE`, orderID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
@@ -95,9 +96,9 @@ func LockReservation(ctx context.Context, tx *sqlx.Tx, orderID string) (*domain.
 // their available units by SKU; unknown SKUs are absent. Rows are locked in
 // SKU order, so two orders touching the same SKUs in different line orders
 // queue behind each other instead of deadlocking.
-func LockStock(ctx context.Context, tx *sqlx.Tx, skus []string) (map[string]int64, error) {
+func LockStock(ctx context.Context, tx sqlx.QueryerContext, skus []string) (map[string]int64, error) {
 	var rows []domain.Stock
-	if err := tx.SelectContext(ctx, &rows, `
+	if err := sqlx.SelectContext(ctx, tx, &rows, `
 		SELECT sku, available, reserved FROM stock
 		WHERE sku = ANY($1)
 		ORDER BY sku
@@ -113,7 +114,7 @@ func LockStock(ctx context.Context, tx *sqlx.Tx, skus []string) (map[string]int6
 
 // Reserve moves qty units of each SKU from available to reserved. Every SKU
 // must exist; the CHECK on available refuses to go below zero.
-func Reserve(ctx context.Context, tx *sqlx.Tx, qty map[string]int64) error {
+func Reserve(ctx context.Context, tx sqlx.ExecerContext, qty map[string]int64) error {
 	return move(ctx, tx, "reserve", qty, `
 		UPDATE stock SET available = available - $2, reserved = reserved + $2, updated_at = now()
 		WHERE sku = $1`)
@@ -121,7 +122,7 @@ func Reserve(ctx context.Context, tx *sqlx.Tx, qty map[string]int64) error {
 
 // Release moves qty units of each SKU from reserved back to available; the
 // CHECK on reserved refuses to return more than is held.
-func Release(ctx context.Context, tx *sqlx.Tx, qty map[string]int64) error {
+func Release(ctx context.Context, tx sqlx.ExecerContext, qty map[string]int64) error {
 	return move(ctx, tx, "release", qty, `
 		UPDATE stock SET available = available + $2, reserved = reserved - $2, updated_at = now()
 		WHERE sku = $1`)
@@ -129,7 +130,7 @@ func Release(ctx context.Context, tx *sqlx.Tx, qty map[string]int64) error {
 
 // move runs query for each SKU in SKU order, the same order LockStock
 // locks in, so concurrent moves cannot deadlock.
-func move(ctx context.Context, tx *sqlx.Tx, what string, qty map[string]int64, query string) error {
+func move(ctx context.Context, tx sqlx.ExecerContext, what string, qty map[string]int64, query string) error {
 	skus := make([]string, 0, len(qty))
 	for sku := range qty {
 		skus = append(skus, sku)
@@ -148,7 +149,7 @@ func move(ctx context.Context, tx *sqlx.Tx, what string, qty map[string]int64, q
 }
 
 // InsertReservation records a reservation outcome for an order.
-func InsertReservation(ctx context.Context, tx *sqlx.Tx, r domain.Reservation, detail string) error {
+func InsertReservation(ctx context.Context, tx sqlx.ExecerContext, r domain.Reservation, detail string) error {
 	items, err := encodeItems(r.Items)
 	if err != nil {
 		return fmt.Errorf("insert reservation %s: %w", r.OrderID, err)
@@ -164,7 +165,7 @@ func InsertReservation(ctx context.Context, tx *sqlx.Tx, r domain.Reservation, d
 
 // SetReservationStatus moves an order's reservation to status. The items
 // stay: they record what the order held.
-func SetReservationStatus(ctx context.Context, tx *sqlx.Tx, orderID string, status domain.Status, detail string) error {
+func SetReservationStatus(ctx context.Context, tx sqlx.ExecerContext, orderID string, status domain.Status, detail string) error {
 	_, err := tx.ExecContext(ctx,
 		`UPDATE reservations SET status = $2, detail = $3, updated_at = now() WHERE order_id = $1`, orderID, status, detail)
 	if err != nil {

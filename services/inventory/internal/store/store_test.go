@@ -12,6 +12,7 @@ import (
 
 	"github.com/choreo-saga/choreo/internal/testenv"
 	"github.com/choreo-saga/choreo/pkg/events"
+	"github.com/choreo-saga/choreo/pkg/fault"
 	"github.com/choreo-saga/choreo/pkg/pg"
 	"github.com/choreo-saga/choreo/services/inventory/internal/domain"
 	"github.com/choreo-saga/choreo/services/inventory/internal/store"
@@ -74,11 +75,11 @@ func TestPutStockKeepsReserved(t *testing.T) {
 func TestUnknownIsNotFound(t *testing.T) {
 	db := testDB(t)
 	st := store.New(db)
-	if _, err := st.Stock(context.Background(), uniq("ghost")); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("Stock of unknown sku: err = %v, want ErrNotFound", err)
+	if _, err := st.Stock(context.Background(), uniq("ghost")); !errors.Is(err, fault.NotFound) {
+		t.Errorf("Stock of unknown sku: err = %v, want fault.NotFound", err)
 	}
-	if _, err := st.Reservation(context.Background(), uniq("ord")); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("Reservation of unknown order: err = %v, want ErrNotFound", err)
+	if _, err := st.Reservation(context.Background(), uniq("ord")); !errors.Is(err, fault.NotFound) {
+		t.Errorf("Reservation of unknown order: err = %v, want fault.NotFound", err)
 	}
 }
 
