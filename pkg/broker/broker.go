@@ -66,12 +66,12 @@ func Config(clientID string) *sarama.Config {
 // (envconfig.Process("", &cfg) reads the variables named here).
 type TopicSettings struct {
 	// Partitions of each new topic; see Partitions.
-	Partitions int32 `envconfig:"KAFKA_PARTITIONS" default:"3"`
+	Partitions int32 `envconfig:"KAFKA_PARTITIONS"`
 	// ReplicationFactor: how many brokers hold a copy of each partition.
-	ReplicationFactor int16 `envconfig:"KAFKA_REPLICATION_FACTOR" default:"1"`
+	ReplicationFactor int16 `envconfig:"KAFKA_REPLICATION_FACTOR"`
 	// MinInsyncReplicas is set as the topic's min.insync.replicas: how
 	// many replicas must have a write before an acks=all produce succeeds.
-	MinInsyncReplicas int16 `envconfig:"KAFKA_MIN_INSYNC_REPLICAS" default:"1"`
+	MinInsyncReplicas int16 `envconfig:"KAFKA_MIN_INSYNC_REPLICAS"`
 }
 
 // DefaultTopicSettings returns what EnsureTopics uses: Partitions

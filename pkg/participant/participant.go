@@ -44,16 +44,21 @@ import (
 // Config is the configuration every service shares. A service's own Config
 // embeds it, so the variables below are read by the same names everywhere.
 type Config struct {
-	HTTPAddr     string       `envconfig:"HTTP_ADDR"`
-	DatabaseURL  string       `envconfig:"DATABASE_URL" required:"true"`
-	KafkaBrokers []string     `envconfig:"KAFKA_BROKERS" required:"true"`
-	Logger       *slog.Logger `ignored:"true"`
+	HTTPAddr     string   `envconfig:"HTTP_ADDR"`
+	DatabaseURL  string   `envconfig:"DATABASE_URL" required:"true"`
+	KafkaBrokers []string `envconfig:"KAFKA_BROKERS" required:"true"`
+	// TopicSettings are the partitions, replication factor and
+	// min.insync.replicas of the topics the service creates
+	// (KAFKA_PARTITIONS, KAFKA_REPLICATION_FACTOR, KAFKA_MIN_INSYNC_REPLICAS).
+	broker.TopicSettings
+	Logger *slog.Logger `ignored:"true"`
 }
 
-// DefaultConfig returns the defaults, serving HTTP on httpAddr; there are
-// none for the database and the brokers.
+// DefaultConfig returns the defaults, serving HTTP on httpAddr, with the
+// topic settings of a single local broker; there are none for the database
+// and the brokers.
 func DefaultConfig(httpAddr string) Config {
-	return Config{HTTPAddr: httpAddr}
+	return Config{HTTPAddr: httpAddr, TopicSettings: broker.DefaultTopicSettings()}
 }
 
 // Validate reports the first bad setting, naming its environment variable.
@@ -67,7 +72,7 @@ func (c Config) Validate() error {
 	if c.HTTPAddr == "" {
 		return errors.New("HTTP_ADDR: empty")
 	}
-	return nil
+	return c.TopicSettings.Validate()
 }
 
 // Spec is what distinguishes one service from another.
@@ -150,7 +155,7 @@ func Run(ctx context.Context, cfg Config, spec Spec) error {
 
 	dlq := events.DeadLetterTopic(spec.Name)
 	topics := append([]string{spec.Produces, dlq}, spec.Consumes()...)
-	if err := broker.EnsureTopics(ctx, cfg.KafkaBrokers, spec.Name, topics...); err != nil {
+	if err := broker.EnsureTopicsWith(ctx, cfg.KafkaBrokers, spec.Name, cfg.TopicSettings, topics...); err != nil {
 		return err
 	}
 	producer, err := broker.NewSyncProducer(cfg.KafkaBrokers, spec.Name)
