@@ -15,66 +15,56 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
-	"github.com/choreo-saga/choreo/pkg/consumer"
 	"github.com/choreo-saga/choreo/pkg/events"
 	"github.com/choreo-saga/choreo/pkg/participant"
 	"github.com/choreo-saga/choreo/pkg/pg"
 	"github.com/choreo-saga/choreo/pkg/web"
+	"github.com/choreo-saga/choreo/services/order/internal/eventapi"
 	"github.com/choreo-saga/choreo/services/order/internal/httpapi"
-	"github.com/choreo-saga/choreo/services/order/internal/saga"
 	"github.com/choreo-saga/choreo/services/order/internal/store"
 )
 
-// Config is the service's configuration, read from the environment by
-// cmd/order.
+// Name is the service's name: its consumer group, de-duplication scope
+// and the source of the events it emits.
+const Name = "order"
+
+// Config is the service's configuration: the runtime's; the order service
+// has no settings of its own. cmd/order reads it from the environment over
+// DefaultConfig.
 type Config struct {
-	HTTPAddr     string       `envconfig:"HTTP_ADDR" default:":8080"`
-	DatabaseURL  string       `envconfig:"DATABASE_URL" required:"true"`
-	KafkaBrokers []string     `envconfig:"KAFKA_BROKERS" required:"true"`
-	Logger       *slog.Logger `ignored:"true"`
+	participant.Config
 }
 
-// runtime is the part of the configuration every participant shares.
-func (c Config) runtime() participant.Config {
-	return participant.Config{HTTPAddr: c.HTTPAddr, DatabaseURL: c.DatabaseURL, KafkaBrokers: c.KafkaBrokers, Logger: c.Logger}
+// DefaultConfig returns the service's defaults: HTTP on :8080.
+func DefaultConfig() Config {
+	return Config{Config: participant.DefaultConfig(":8080")}
 }
-
-// Validate reports the first bad setting, naming its variable.
-func (c Config) Validate() error { return c.runtime().Validate() }
 
 // Run runs the service until ctx ends: its HTTP API, its consumer group and
-// its outbox relay (see package participant for the steps). It returns after
-// all three stopped, the message in hand finished and its offset committed.
+// its outbox relay (see package participant). It returns after all three
+// stopped, the message in hand finished and its offset committed.
 func Run(ctx context.Context, cfg Config) error {
-	return participant.Run(ctx, cfg.runtime(), spec(logger(cfg)))
+	spec, err := Spec(cfg)
+	if err != nil {
+		return err
+	}
+	return participant.Run(ctx, cfg.Config, spec)
 }
 
-// spec is what makes this service itself: its topics, tables, reactions
-// and API.
-func spec(log *slog.Logger) participant.Spec {
+// Spec is what makes this service itself: its tables, reactions and API.
+// POST /orders starts a saga by storing OrderCreated with the order; the
+// reactions record how it ended.
+func Spec(cfg Config) (participant.Spec, error) {
 	return participant.Spec{
-		Name:     saga.Service,
-		Produces: events.TopicOrder,
-		Consumes: saga.Topics,
-		Schema:   pg.Schema{Name: saga.Service, FS: store.Migrations, Dir: "migrations"},
-		Routes:   saga.Routes(log),
+		Name:      Name,
+		Produces:  events.TopicOrder,
+		Schema:    Schema,
+		Reactions: eventapi.Reactions(),
 		API: func(log *slog.Logger, db *sqlx.DB, checks map[string]web.Check) http.Handler {
-			return httpapi.Routes(log, store.New(db), time.Now, checks)
+			return httpapi.Routes(log, store.New(db), Name, time.Now, checks)
 		},
-	}
+	}, nil
 }
 
-func logger(cfg Config) *slog.Logger {
-	if cfg.Logger == nil {
-		return slog.Default().With("service", saga.Service)
-	}
-	return cfg.Logger.With("service", saga.Service)
-}
-
-// EventHandler returns the Kafka message handler Run consumes with: the
-// idempotent consumer applying the order service's reactions. It is
-// exported so tests can deliver messages to the real handler directly, e.g.
-// the same message from many goroutines at once.
-func EventHandler(db *sqlx.DB, log *slog.Logger) consumer.Handler {
-	return spec(log).Handler(db, log)
-}
+// Schema is the service's own tables.
+var Schema = pg.Schema{Name: Name, FS: store.Migrations, Dir: "migrations"}

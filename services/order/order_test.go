@@ -1,7 +1,6 @@
 package order_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -13,31 +12,22 @@ import (
 	"testing"
 	"time"
 
-	"github.com/IBM/sarama"
 	"github.com/google/uuid"
 	"github.com/jmoiron/sqlx"
 
 	"github.com/choreo-saga/choreo/internal/testenv"
-	"github.com/choreo-saga/choreo/pkg/consumer"
-	"github.com/choreo-saga/choreo/pkg/events"
-	"github.com/choreo-saga/choreo/pkg/pg"
 	"github.com/choreo-saga/choreo/services/order"
 	"github.com/choreo-saga/choreo/services/order/internal/httpapi"
 	"github.com/choreo-saga/choreo/services/order/internal/store"
 )
 
-// testDB returns a database of the test's own with the order tables in
-// place, dropped when the test ends.
-func testDB(t *testing.T) *sqlx.DB {
-	t.Helper()
-	return testenv.DB(t, pg.Schema{Name: "order", FS: store.Migrations, Dir: "migrations"})
-}
-
 var quiet = slog.New(slog.DiscardHandler)
 
+// newAPI returns the order service's HTTP API on a database of the test's
+// own, dropped when the test ends.
 func newAPI(t *testing.T) (http.Handler, *sqlx.DB) {
-	db := testDB(t)
-	return httpapi.Routes(quiet, store.New(db), time.Now, nil), db
+	db := testenv.DB(t, order.Schema)
+	return httpapi.Routes(quiet, store.New(db), order.Name, time.Now, nil), db
 }
 
 type response struct {
@@ -182,6 +172,7 @@ func TestCreateConcurrentRequestsWithOneKey(t *testing.T) {
 func TestBadRequests(t *testing.T) {
 	h, _ := newAPI(t)
 	valid := orderBody("c-1", 1)
+	unknown := uuid.NewString()
 	tests := []struct {
 		name        string
 		method      string
@@ -210,7 +201,7 @@ func TestBadRequests(t *testing.T) {
 		{"LongIdempotencyKey", "POST", "/orders", "application/json", valid, map[string]string{"Idempotency-Key": strings.Repeat("k", 256)}, 400, "Idempotency-Key"},
 		{"NonASCIIIdempotencyKey", "POST", "/orders", "application/json", valid, map[string]string{"Idempotency-Key": "ключ"}, 400, "Idempotency-Key"},
 		{"MalformedID", "GET", "/orders/42", "", "", nil, 400, "UUID"},
-		{"UnknownID", "GET", "/orders/" + uuid.NewString(), "", "", nil, 404, "not found"},
+		{"UnknownID", "GET", "/orders/" + unknown, "", "", nil, 404, "order " + unknown},
 		{"WrongMethod", "DELETE", "/orders/" + uuid.NewString(), "", "", nil, 405, "not allowed"},
 	}
 	for _, tt := range tests {
@@ -222,135 +213,12 @@ func TestBadRequests(t *testing.T) {
 			if ct := r.header.Get("Content-Type"); ct != "application/problem+json" {
 				t.Fatalf("Content-Type = %q", ct)
 			}
+			if title := r.body["title"]; title != http.StatusText(tt.want) {
+				t.Fatalf("title = %v, want %q", title, http.StatusText(tt.want))
+			}
 			if d, _ := r.body["detail"].(string); !strings.Contains(d, tt.detail) {
 				t.Fatalf("detail = %q, want it to mention %q", d, tt.detail)
 			}
 		})
-	}
-}
-
-// message wraps p for orderID as a Kafka message, as another service's
-// relay would publish it.
-func message(t *testing.T, orderID string, p events.Payload) *sarama.ConsumerMessage {
-	t.Helper()
-	return testenv.Message(t, testenv.Event(t, orderID, p))
-}
-
-// createOrder places an order through the API and returns its id.
-func createOrder(t *testing.T, h http.Handler) string {
-	t.Helper()
-	r := do(t, h, "POST", "/orders", "application/json", orderBody(customer(), 1), nil)
-	if r.status != http.StatusCreated {
-		t.Fatalf("POST /orders = %d %s", r.status, r.raw)
-	}
-	return r.body["id"].(string)
-}
-
-func status(t *testing.T, h http.Handler, id string) (string, string) {
-	t.Helper()
-	r := do(t, h, "GET", "/orders/"+id, "", "", nil)
-	if r.status != http.StatusOK {
-		t.Fatalf("GET = %d %s", r.status, r.raw)
-	}
-	return r.body["status"].(string), r.body["cancel_reason"].(string)
-}
-
-func TestSagaOutcomes(t *testing.T) {
-	h, db := newAPI(t)
-	handler := order.EventHandler(db, quiet)
-	ctx := context.Background()
-	tests := []struct {
-		name       string
-		events     []events.Payload
-		wantStatus string
-		wantReason string
-	}{
-		{"ShipmentCompletes", []events.Payload{events.ShipmentScheduled{Country: "JP"}}, "COMPLETED", ""},
-		{"DeclineCancels", []events.Payload{events.PaymentDeclined{CustomerID: "c", Amount: 1, Detail: "insufficient_funds"}}, "CANCELLED", events.ReasonPaymentDeclined},
-		{"RefundCancelsWithItsReason", []events.Payload{events.PaymentRefunded{Amount: 1, Reason: events.ReasonShippingUnavailable}}, "CANCELLED", events.ReasonShippingUnavailable},
-		{"LateShipmentAfterCancelChangesNothing", []events.Payload{
-			events.PaymentRefunded{Amount: 1, Reason: events.ReasonOutOfStock},
-			events.ShipmentScheduled{Country: "JP"},
-		}, "CANCELLED", events.ReasonOutOfStock},
-		{"CancelAfterCompletionChangesNothing", []events.Payload{
-			events.ShipmentScheduled{Country: "JP"},
-			events.PaymentRefunded{Amount: 1, Reason: events.ReasonOutOfStock},
-		}, "COMPLETED", ""},
-		{"PaymentCompletedIsNotOurs", []events.Payload{events.PaymentCompleted{
-			CustomerID: "c", Amount: 1, Items: []events.Item{{SKU: "A", Quantity: 1}}, ShippingAddress: events.Address{Country: "JP"},
-		}}, "PENDING", ""},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			id := createOrder(t, h)
-			for _, p := range tt.events {
-				if err := handler.Handle(ctx, message(t, id, p)); err != nil {
-					t.Fatalf("Handle %s: %v", p.EventType(), err)
-				}
-			}
-			if s, reason := status(t, h, id); s != tt.wantStatus || reason != tt.wantReason {
-				t.Fatalf("order = %s %q, want %s %q", s, reason, tt.wantStatus, tt.wantReason)
-			}
-		})
-	}
-}
-
-func TestSagaDuplicateDeliveriesConcurrently(t *testing.T) {
-	h, db := newAPI(t)
-	handler := order.EventHandler(db, quiet)
-	id := createOrder(t, h)
-	m := message(t, id, events.PaymentDeclined{CustomerID: "c", Amount: 1})
-	var wg sync.WaitGroup
-	errs := make(chan error, 10)
-	for range 10 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs <- handler.Handle(context.Background(), m)
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatalf("Handle: %v", err)
-		}
-	}
-	if s, reason := status(t, h, id); s != "CANCELLED" || reason != events.ReasonPaymentDeclined {
-		t.Fatalf("order = %s %q", s, reason)
-	}
-	// A terminal status looks the same however often it is set, so check
-	// the marker itself: exactly one
-	// delivery applied the event.
-	var markers int
-	if err := db.Get(&markers, `SELECT count(*) FROM processed_events WHERE consumer = 'order'`); err != nil {
-		t.Fatal(err)
-	}
-	if markers != 1 {
-		t.Fatalf("processed_events rows = %d, want 1", markers)
-	}
-}
-
-func TestSagaEventsForUnknownOrdersAreAcknowledged(t *testing.T) {
-	db := testDB(t)
-	handler := order.EventHandler(db, quiet)
-	for _, id := range []string{uuid.NewString(), "not-a-uuid"} {
-		if err := handler.Handle(context.Background(), message(t, id, events.ShipmentScheduled{Country: "JP"})); err != nil {
-			t.Errorf("Handle for unknown order %q = %v, want nil (nothing a retry could fix)", id, err)
-		}
-	}
-}
-
-func TestSagaInvalidPayloadIsPermanent(t *testing.T) {
-	db := testDB(t)
-	handler := order.EventHandler(db, quiet)
-	e := events.Envelope{
-		ID: uuid.NewString(), Type: events.TypePaymentRefunded, OrderID: uuid.NewString(), Source: "test",
-		OccurredAt: time.Now(), Payload: json.RawMessage(`{"amount":1,"reason":"bored"}`),
-	}
-	v, _ := e.Encode()
-	err := handler.Handle(context.Background(), &sarama.ConsumerMessage{Topic: events.TopicPayment, Key: []byte(e.OrderID), Value: v})
-	if !consumer.IsPermanent(err) {
-		t.Fatalf("Handle = %v, want a permanent error", err)
 	}
 }

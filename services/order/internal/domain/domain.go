@@ -17,7 +17,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/choreo-saga/choreo/pkg/events"
-	"github.com/choreo-saga/choreo/pkg/web"
 )
 
 // Status is an order's state.
@@ -34,9 +33,9 @@ const (
 // Limits of an order request.
 const (
 	// MaxIDLen bounds customer_id and sku in bytes. They must also match
-	// web.IDPattern, the other services' rule for ids in paths, so every id
-	// the order service accepts can be looked up there.
-	MaxIDLen = web.MaxIDLen
+	// events.IDPattern, the other services' rule for ids in paths, so every
+	// id the order service accepts can be looked up there.
+	MaxIDLen = events.MaxIDLen
 	// MaxItems bounds the lines of one order, and so the size of every
 	// event that carries them.
 	MaxItems = 100
@@ -70,16 +69,16 @@ type Draft struct {
 // Validate checks r and returns it normalised and with its total. The error
 // text is meant for the client: it names the offending field.
 func Validate(r Request) (Draft, error) {
-	if !web.ValidID(r.CustomerID) {
-		return Draft{}, fmt.Errorf("customer_id must be %s", web.IDRule)
+	if !events.ValidID(r.CustomerID) {
+		return Draft{}, fmt.Errorf("customer_id must be %s", events.IDRule)
 	}
 	if len(r.Items) == 0 || len(r.Items) > MaxItems {
 		return Draft{}, fmt.Errorf("items must hold 1 to %d lines, got %d", MaxItems, len(r.Items))
 	}
 	for i, it := range r.Items {
 		switch {
-		case !web.ValidID(it.SKU):
-			return Draft{}, fmt.Errorf("items[%d].sku must be %s", i, web.IDRule)
+		case !events.ValidID(it.SKU):
+			return Draft{}, fmt.Errorf("items[%d].sku must be %s", i, events.IDRule)
 		case it.Quantity < 1 || it.Quantity > events.MaxAmount:
 			return Draft{}, fmt.Errorf("items[%d].quantity must be 1 to %d, got %d", i, int64(events.MaxAmount), it.Quantity)
 		case it.UnitPrice < 0 || it.UnitPrice > events.MaxAmount:

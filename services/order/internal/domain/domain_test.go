@@ -102,7 +102,7 @@ func TestValidate(t *testing.T) {
 		{"UnitPriceAboveMaxAmountRejected", func(r *domain.Request) {
 			r.Items[0] = events.Item{SKU: "A", Quantity: 1, UnitPrice: events.MaxAmount + 1}
 		}, "items[0].unit_price", nil},
-		// Ids follow web.IDPattern, so the other services can be asked
+		// Ids follow events.IDPattern, so the other services can be asked
 		// about every customer and SKU an order names.
 		{"CustomerWithEveryAllowedCharacterAccepted", func(r *domain.Request) { r.CustomerID = "Az09._~:@-" }, "", nil},
 		{"CustomerWithNULRejected", func(r *domain.Request) { r.CustomerID = "c\x00" }, "customer_id", nil},

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"errors"
 	"log/slog"
 	"net/http"
 	"time"
@@ -9,9 +8,9 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/google/uuid"
 
+	"github.com/choreo-saga/choreo/pkg/events"
 	"github.com/choreo-saga/choreo/pkg/web"
 	"github.com/choreo-saga/choreo/services/order/internal/domain"
-	"github.com/choreo-saga/choreo/services/order/internal/saga"
 	"github.com/choreo-saga/choreo/services/order/internal/store"
 )
 
@@ -24,7 +23,9 @@ const (
 	HeaderReplayed = "Idempotent-Replayed"
 )
 
-func createOrder(log *slog.Logger, st *store.Store, now func() time.Time) http.Handler {
+// createOrder starts a saga: it stores the order and the OrderCreated event
+// that announces it, from service, in one transaction (store.Create).
+func createOrder(log *slog.Logger, st *store.Store, service string, now func() time.Time) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		key, err := idempotencyKey(r)
 		if err != nil {
@@ -42,14 +43,14 @@ func createOrder(log *slog.Logger, st *store.Store, now func() time.Time) http.H
 			return
 		}
 		o := domain.NewOrder(uuid.NewString(), draft)
-		created, err := saga.Started(o, now())
+		created, err := events.New(service, o.ID, o.Created(), now())
 		if err != nil {
 			web.Respond(w, r, log, err)
 			return
 		}
 		got, replayed, err := st.Create(r.Context(), o, key, created)
 		if err != nil {
-			web.Respond(w, r, log, problem(err, "order"))
+			web.Respond(w, r, log, err)
 			return
 		}
 		w.Header().Set("Location", "/orders/"+got.ID)
@@ -76,7 +77,7 @@ func getOrder(log *slog.Logger, st *store.Store) http.Handler {
 		}
 		o, err := st.Order(r.Context(), id.String())
 		if err != nil {
-			web.Respond(w, r, log, problem(err, "order "+id.String()))
+			web.Respond(w, r, log, err)
 			return
 		}
 		web.Encode(w, http.StatusOK, o)
@@ -99,16 +100,4 @@ func idempotencyKey(r *http.Request) (string, error) {
 		return "", &web.Error{Status: http.StatusBadRequest, Detail: err.Error()}
 	}
 	return vals[0], nil
-}
-
-// problem maps store errors to HTTP errors; the one place that does.
-func problem(err error, what string) error {
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return web.Errorf(http.StatusNotFound, "%s not found", what)
-	case errors.Is(err, store.ErrKeyReused):
-		return web.Errorf(http.StatusUnprocessableEntity,
-			"%s was already used for a different order request; send a new key for a new order", HeaderIdempotencyKey)
-	}
-	return err
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/choreo-saga/choreo/internal/apitest"
 	"github.com/choreo-saga/choreo/pkg/events"
 	"github.com/choreo-saga/choreo/pkg/web"
+	"github.com/choreo-saga/choreo/services/order"
 	"github.com/choreo-saga/choreo/services/order/internal/domain"
 	"github.com/choreo-saga/choreo/services/order/internal/httpapi"
 )
@@ -23,7 +24,7 @@ import (
 // need it are checked through the domain types the handlers encode.
 func TestOpenAPI(t *testing.T) {
 	api := apitest.Start(t, func(log *slog.Logger, checks map[string]web.Check) http.Handler {
-		return httpapi.Routes(log, nil, time.Now, checks)
+		return httpapi.Routes(log, nil, order.Name, time.Now, checks)
 	})
 	spec, h, notReady := api.Spec, api.Ready, api.NotReady
 	t.Run("Schemas", func(t *testing.T) {

@@ -17,11 +17,11 @@ import (
 //go:embed openapi.yaml
 var spec []byte
 
-// Routes is the whole HTTP API of the order service. now stamps the events
-// the API emits.
-func Routes(log *slog.Logger, st *store.Store, now func() time.Time, checks map[string]web.Check) http.Handler {
+// Routes is the whole HTTP API of the order service. The events it emits
+// name service as their source and are stamped by now.
+func Routes(log *slog.Logger, st *store.Store, service string, now func() time.Time, checks map[string]web.Check) http.Handler {
 	r := web.NewRouter(log, checks)
-	r.Method(http.MethodPost, "/orders", createOrder(log, st, now))
+	r.Method(http.MethodPost, "/orders", createOrder(log, st, service, now))
 	r.Method(http.MethodGet, "/orders/{id}", getOrder(log, st))
 	r.Method(http.MethodGet, "/openapi.yaml", web.OpenAPI(spec))
 	return r

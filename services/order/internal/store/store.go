@@ -1,9 +1,9 @@
 // Package store is the order service's PostgreSQL adapter. Creating an order
 // writes the order and the OrderCreated event that starts its saga in one
 // transaction (transactional outbox), and the Idempotency-Key is enforced by
-// a unique index rather than a check before the insert. Reads used by the
-// saga lock the order row (SELECT … FOR UPDATE), so two events about one
-// order are applied one after the other.
+// a unique index rather than a check before the insert. The read used by
+// the reactions locks the order row (SELECT … FOR UPDATE), so two events
+// about one order are applied one after the other.
 package store
 
 import (
@@ -19,7 +19,8 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/choreo-saga/choreo/pkg/events"
-	"github.com/choreo-saga/choreo/pkg/outbox"
+	"github.com/choreo-saga/choreo/pkg/fault"
+	"github.com/choreo-saga/choreo/pkg/participant"
 	"github.com/choreo-saga/choreo/pkg/pg"
 	"github.com/choreo-saga/choreo/services/order/internal/domain"
 )
@@ -29,16 +30,7 @@ import (
 //go:embed migrations/*.sql
 var Migrations embed.FS
 
-// Errors the HTTP adapter maps to statuses.
-var (
-	// ErrNotFound is returned when a requested order does not exist.
-	ErrNotFound = errors.New("not found")
-	// ErrKeyReused is returned by Create when the Idempotency-Key already
-	// belongs to an order created from a different request.
-	ErrKeyReused = errors.New("idempotency key reused with a different request")
-)
-
-// Store reads and writes the orders table.
+// Store creates and reads orders for the HTTP API.
 type Store struct{ db *sqlx.DB }
 
 // New returns a Store on db.
@@ -92,9 +84,9 @@ func (r row) order() (domain.Order, error) {
 // Idempotency-Key, "" for none.
 //
 // If key already belongs to an order, nothing is written and no event is
-// added, so a retried request never starts a second saga: when that order
+// queued, so a retried request never starts a second saga: when that order
 // came from the same request (equal RequestHash) it is returned with
-// replayed true; otherwise the error wraps ErrKeyReused. Requests racing
+// replayed true; otherwise the error is a fault.Invalid. Requests racing
 // with one key are serialised by the unique index: the losers' INSERTs wait
 // for the winner to commit and then conflict.
 func (s *Store) Create(ctx context.Context, o domain.Order, key string, created events.Envelope) (got domain.Order, replayed bool, err error) {
@@ -126,7 +118,7 @@ func (s *Store) Create(ctx context.Context, o domain.Order, key string, created 
 			if got, err = r.order(); err != nil {
 				return err
 			}
-			if err := outbox.AddEvent(ctx, tx, events.TopicOrder, created); err != nil {
+			if err := participant.Enqueue(ctx, tx, created); err != nil {
 				return fmt.Errorf("create order %s: %w", o.ID, err)
 			}
 			return nil
@@ -141,7 +133,8 @@ func (s *Store) Create(ctx context.Context, o domain.Order, key string, created 
 			return fmt.Errorf("read order of idempotency key %q: %w", key, err)
 		}
 		if r.RequestHash != o.RequestHash {
-			return fmt.Errorf("create order with idempotency key %q (taken by order %s): %w", key, r.ID, ErrKeyReused)
+			return fmt.Errorf("create order with idempotency key %q (taken by order %s): %w", key, r.ID,
+				fault.Errorf(fault.Invalid, "Idempotency-Key was already used for a different order request; send a new key for a new order"))
 		}
 		got, err = r.order()
 		replayed = true
@@ -153,16 +146,16 @@ func (s *Store) Create(ctx context.Context, o domain.Order, key string, created 
 	return got, replayed, nil
 }
 
-// Order returns the order with id, or ErrNotFound.
+// Order returns the order with id; a fault.NotFound error if there is none.
 func (s *Store) Order(ctx context.Context, id string) (domain.Order, error) {
 	uid, err := uuid.Parse(id)
 	if err != nil {
-		return domain.Order{}, ErrNotFound // not a UUID, so no order has it
+		return domain.Order{}, fault.Errorf(fault.NotFound, "order %s", id) // not a UUID, so no order has it
 	}
 	var r row
 	err = s.db.GetContext(ctx, &r, `SELECT `+columns+` FROM orders WHERE id = $1`, uid.String())
 	if errors.Is(err, sql.ErrNoRows) {
-		return domain.Order{}, ErrNotFound
+		return domain.Order{}, fault.Errorf(fault.NotFound, "order %s", id)
 	}
 	if err != nil {
 		return domain.Order{}, fmt.Errorf("get order %s: %w", id, err)
@@ -174,13 +167,13 @@ func (s *Store) Order(ctx context.Context, id string) (domain.Order, error) {
 // no order with id. An id that is not a UUID is reported as absent rather
 // than as an error, because an event carrying it can never be applied and
 // retrying it would stall the consumer.
-func LockOrder(ctx context.Context, tx *sqlx.Tx, id string) (*domain.Order, error) {
+func LockOrder(ctx context.Context, tx sqlx.QueryerContext, id string) (*domain.Order, error) {
 	uid, err := uuid.Parse(id)
 	if err != nil {
 		return nil, nil
 	}
 	var r row
-	err = tx.GetContext(ctx, &r, `SELECT `+columns+` FROM orders WHERE id = $1 FOR UPDATE`, uid.String())
+	err = sqlx.GetContext(ctx, tx, &r, `SELECT `+columns+` FROM orders WHERE id = $1 FOR UPDATE`, uid.String())
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
@@ -194,10 +187,11 @@ func LockOrder(ctx context.Context, tx *sqlx.Tx, id string) (*domain.Order, erro
 	return &o, nil
 }
 
-// SetStatus moves an order to status with reason ("" unless cancelled).
-func SetStatus(ctx context.Context, tx *sqlx.Tx, id string, status domain.Status, reason string) error {
+// SetStatus moves an order to status with reason ("" unless cancelled),
+// stamping it updated at.
+func SetStatus(ctx context.Context, tx sqlx.ExecerContext, id string, status domain.Status, reason string, at time.Time) error {
 	res, err := tx.ExecContext(ctx,
-		`UPDATE orders SET status = $2, cancel_reason = $3, updated_at = now() WHERE id = $1`, id, status, reason)
+		`UPDATE orders SET status = $2, cancel_reason = $3, updated_at = $4 WHERE id = $1`, id, status, reason, at)
 	if err != nil {
 		return fmt.Errorf("set order %s to %s: %w", id, status, err)
 	}

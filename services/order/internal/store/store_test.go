@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,7 +13,9 @@ import (
 
 	"github.com/choreo-saga/choreo/internal/testenv"
 	"github.com/choreo-saga/choreo/pkg/events"
+	"github.com/choreo-saga/choreo/pkg/fault"
 	"github.com/choreo-saga/choreo/pkg/pg"
+	"github.com/choreo-saga/choreo/services/order"
 	"github.com/choreo-saga/choreo/services/order/internal/domain"
 	"github.com/choreo-saga/choreo/services/order/internal/store"
 )
@@ -21,7 +24,7 @@ import (
 // place, dropped when the test ends.
 func testDB(t *testing.T) *sqlx.DB {
 	t.Helper()
-	return testenv.DB(t, pg.Schema{Name: "order", FS: store.Migrations, Dir: "migrations"})
+	return testenv.DB(t, order.Schema)
 }
 
 // draft returns a valid draft for a customer unique to this test run.
@@ -43,7 +46,7 @@ func draft(t *testing.T, quantity int64) domain.Draft {
 func newOrder(t *testing.T, d domain.Draft) (domain.Order, events.Envelope) {
 	t.Helper()
 	o := domain.NewOrder(uuid.NewString(), d)
-	e, err := events.New("order", o.ID, o.Created(), time.Now())
+	e, err := events.New(order.Name, o.ID, o.Created(), time.Now())
 	if err != nil {
 		t.Fatalf("new event: %v", err)
 	}
@@ -109,15 +112,15 @@ func TestCreateWritesOrderAndItsEventInOneTransaction(t *testing.T) {
 	if err := db.Get(&value, `SELECT value FROM outbox WHERE key = $1`, []byte(o.ID)); err != nil {
 		t.Fatal(err)
 	}
-	env, err := events.Decode(value)
+	env, payload, err := events.Decode(value)
 	if err != nil {
 		t.Fatalf("outbox value does not decode: %v", err)
 	}
-	var p events.OrderCreated
-	if err := env.Decode(&p); err != nil {
-		t.Fatalf("outbox value is not OrderCreated: %v", err)
+	p, ok := payload.(events.OrderCreated)
+	if !ok {
+		t.Fatalf("outbox value carries a %T, want OrderCreated", payload)
 	}
-	if env.ID != e.ID || env.OrderID != o.ID || env.Source != "order" || p.TotalAmount != 5000 || p.CustomerID != d.CustomerID {
+	if env.ID != e.ID || env.OrderID != o.ID || env.Source != order.Name || p.TotalAmount != 5000 || p.CustomerID != d.CustomerID {
 		t.Fatalf("outbox event = %+v %+v", env, p)
 	}
 
@@ -242,8 +245,9 @@ func TestCreateSameKeyDifferentRequestIsRejected(t *testing.T) {
 	changed.TotalAmount = 5000
 	other, e := newOrder(t, changed)
 	_, _, err = st.Create(ctx, other, key, e)
-	if !errors.Is(err, store.ErrKeyReused) {
-		t.Fatalf("Create with reused key = %v, want ErrKeyReused", err)
+	var fe *fault.Error
+	if !errors.Is(err, fault.Invalid) || !errors.As(err, &fe) || !strings.Contains(fe.Detail(), "Idempotency-Key") || strings.Contains(fe.Detail(), first.ID) {
+		t.Fatalf("Create with reused key = %v, want a fault.Invalid naming the Idempotency-Key, not the order it belongs to", err)
 	}
 	if n := countOrders(t, db, "idempotency_key = $1", key); n != 1 {
 		t.Fatalf("orders with the key = %d, want 1", n)
@@ -269,8 +273,8 @@ func TestCreateRejectsMismatchedAnnouncement(t *testing.T) {
 func TestOrderNotFound(t *testing.T) {
 	st := store.New(testDB(t))
 	for _, id := range []string{uuid.NewString(), "not-a-uuid", ""} {
-		if _, err := st.Order(context.Background(), id); !errors.Is(err, store.ErrNotFound) {
-			t.Errorf("Order(%q) = %v, want ErrNotFound", id, err)
+		if _, err := st.Order(context.Background(), id); !errors.Is(err, fault.NotFound) {
+			t.Errorf("Order(%q) = %v, want fault.NotFound", id, err)
 		}
 	}
 }
@@ -284,6 +288,9 @@ func TestLockOrderAndSetStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// The reaction's clock (participant.Tx.Now), not the database's, stamps
+	// the change.
+	at := time.Now().Add(time.Minute).Truncate(time.Microsecond).UTC()
 	err := pg.InTx(ctx, db, func(tx *sqlx.Tx) error {
 		for _, id := range []string{uuid.NewString(), "not-a-uuid"} {
 			got, err := store.LockOrder(ctx, tx, id)
@@ -298,7 +305,7 @@ func TestLockOrderAndSetStatus(t *testing.T) {
 		if locked == nil || locked.Status != domain.StatusPending {
 			t.Fatalf("LockOrder = %+v", locked)
 		}
-		return store.SetStatus(ctx, tx, o.ID, domain.StatusCancelled, events.ReasonOutOfStock)
+		return store.SetStatus(ctx, tx, o.ID, domain.StatusCancelled, events.ReasonOutOfStock, at)
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -307,7 +314,7 @@ func TestLockOrderAndSetStatus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Status != domain.StatusCancelled || got.CancelReason != events.ReasonOutOfStock || !got.UpdatedAt.After(got.CreatedAt) {
+	if got.Status != domain.StatusCancelled || got.CancelReason != events.ReasonOutOfStock || !got.UpdatedAt.Equal(at) || !got.UpdatedAt.After(got.CreatedAt) {
 		t.Fatalf("after SetStatus: %+v", got)
 	}
 }

@@ -1,0 +1,81 @@
+package order_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jmoiron/sqlx"
+
+	"github.com/choreo-saga/choreo/internal/testenv"
+	"github.com/choreo-saga/choreo/pkg/events"
+	"github.com/choreo-saga/choreo/pkg/participant/participanttest"
+	"github.com/choreo-saga/choreo/services/order"
+	"github.com/choreo-saga/choreo/services/order/internal/domain"
+	"github.com/choreo-saga/choreo/services/order/internal/store"
+)
+
+// TestConformance runs the runtime's guarantees against the order service:
+// a scheduled shipment completes a PENDING order, a declined payment and a
+// refund cancel it. Its reactions emit nothing.
+func TestConformance(t *testing.T) {
+	spec, err := order.Spec(order.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	participanttest.Run(t, participanttest.Suite{
+		Spec: spec,
+		DB:   func(t *testing.T) *sqlx.DB { return testenv.DB(t, order.Schema) },
+		Cases: []participanttest.Case{
+			{Name: "ShipmentScheduledCompletes", Setup: pendingThen(events.ShipmentScheduled{Country: "JP"}), State: outcome},
+			{Name: "PaymentDeclinedCancels", Setup: pendingThen(events.PaymentDeclined{CustomerID: "c-1", Amount: 2500, Detail: "insufficient_funds"}), State: outcome},
+			{Name: "PaymentRefundedCancelsWithItsReason", Setup: pendingThen(events.PaymentRefunded{Amount: 2500, Reason: events.ReasonShippingUnavailable}), State: outcome},
+		},
+	})
+}
+
+// pendingThen returns a Setup that creates a PENDING order as POST /orders
+// does and returns p, about that order, to deliver.
+func pendingThen(p events.Payload) func(*testing.T, *sqlx.DB) events.Envelope {
+	return func(t *testing.T, db *sqlx.DB) events.Envelope {
+		t.Helper()
+		d, err := domain.Validate(domain.Request{
+			CustomerID:      "c-1",
+			Items:           []events.Item{{SKU: "SKU-1", Quantity: 1, UnitPrice: 2500}},
+			ShippingAddress: events.Address{Country: "JP", PostalCode: "100-0001"},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := domain.NewOrder(uuid.NewString(), d)
+		created, err := events.New(order.Name, o.ID, o.Created(), time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := store.New(db).Create(context.Background(), o, "", created); err != nil {
+			t.Fatal(err)
+		}
+		// The relay published OrderCreated long before any reply to it
+		// arrives. Its row goes, so that the suite sees on the order topic
+		// only what the reaction queues: nothing.
+		if _, err := db.Exec(`DELETE FROM outbox WHERE key = $1`, []byte(o.ID)); err != nil {
+			t.Fatal(err)
+		}
+		return testenv.Event(t, o.ID, p)
+	}
+}
+
+// outcome is the order's status and cancel reason: what the reactions
+// change.
+func outcome(t *testing.T, db *sqlx.DB, e events.Envelope) any {
+	t.Helper()
+	o, err := store.New(db).Order(context.Background(), e.OrderID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return struct {
+		Status domain.Status
+		Reason string
+	}{o.Status, o.CancelReason}
+}

@@ -1,0 +1,124 @@
+package eventapi_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jmoiron/sqlx"
+
+	"github.com/choreo-saga/choreo/internal/testenv"
+	"github.com/choreo-saga/choreo/pkg/consumer"
+	"github.com/choreo-saga/choreo/pkg/events"
+	"github.com/choreo-saga/choreo/services/order"
+	"github.com/choreo-saga/choreo/services/order/internal/domain"
+	"github.com/choreo-saga/choreo/services/order/internal/store"
+)
+
+// The runtime's guarantees (redelivery, concurrency, dead letters, one
+// transaction) are checked by the conformance suite in order_test; these
+// tests pin what the order service decides: how an order ends.
+
+func handler(t *testing.T) (*sqlx.DB, consumer.Handler) {
+	t.Helper()
+	spec, err := order.Spec(order.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := testenv.DB(t, order.Schema)
+	return db, spec.Handler(db, testenv.Logger(t))
+}
+
+// pending creates a PENDING order as POST /orders does and returns its id.
+func pending(t *testing.T, db *sqlx.DB) string {
+	t.Helper()
+	d, err := domain.Validate(domain.Request{
+		CustomerID:      "c-" + uuid.NewString()[:8],
+		Items:           []events.Item{{SKU: "SKU-1", Quantity: 1, UnitPrice: 2500}},
+		ShippingAddress: events.Address{Country: "JP", PostalCode: "100-0001"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := domain.NewOrder(uuid.NewString(), d)
+	created, err := events.New(order.Name, o.ID, o.Created(), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := store.New(db).Create(context.Background(), o, "", created); err != nil {
+		t.Fatal(err)
+	}
+	return o.ID
+}
+
+func TestReactionsDecideHowTheOrderEnds(t *testing.T) {
+	tests := []struct {
+		name       string
+		events     []events.Payload
+		wantStatus domain.Status
+		wantReason string
+	}{
+		{"ShipmentCompletes", []events.Payload{events.ShipmentScheduled{Country: "JP"}}, domain.StatusCompleted, ""},
+		{"DeclineCancels", []events.Payload{events.PaymentDeclined{CustomerID: "c", Amount: 1, Detail: "insufficient_funds"}}, domain.StatusCancelled, events.ReasonPaymentDeclined},
+		{"RefundCancelsWithItsReason", []events.Payload{events.PaymentRefunded{Amount: 1, Reason: events.ReasonShippingUnavailable}}, domain.StatusCancelled, events.ReasonShippingUnavailable},
+		{"LateShipmentAfterCancelChangesNothing", []events.Payload{
+			events.PaymentRefunded{Amount: 1, Reason: events.ReasonOutOfStock},
+			events.ShipmentScheduled{Country: "JP"},
+		}, domain.StatusCancelled, events.ReasonOutOfStock},
+		{"CancelAfterCompletionChangesNothing", []events.Payload{
+			events.ShipmentScheduled{Country: "JP"},
+			events.PaymentRefunded{Amount: 1, Reason: events.ReasonOutOfStock},
+		}, domain.StatusCompleted, ""},
+		{"SecondCancelKeepsTheFirstReason", []events.Payload{
+			events.PaymentDeclined{CustomerID: "c", Amount: 1, Detail: "insufficient_funds"},
+			events.PaymentRefunded{Amount: 1, Reason: events.ReasonOutOfStock},
+		}, domain.StatusCancelled, events.ReasonPaymentDeclined},
+		// The order does not track a completed payment: it stays PENDING
+		// until the shipment is scheduled or the saga is compensated.
+		{"PaymentCompletedIsNotOurs", []events.Payload{events.PaymentCompleted{
+			CustomerID: "c", Amount: 1, Items: []events.Item{{SKU: "A", Quantity: 1}}, ShippingAddress: events.Address{Country: "JP"},
+		}}, domain.StatusPending, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			db, h := handler(t)
+			id := pending(t, db)
+			for _, p := range tt.events {
+				if err := h.Handle(context.Background(), testenv.Message(t, testenv.Event(t, id, p))); err != nil {
+					t.Fatalf("Handle %s: %v", p.EventType(), err)
+				}
+			}
+			got, err := store.New(db).Order(context.Background(), id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Status != tt.wantStatus || got.CancelReason != tt.wantReason {
+				t.Fatalf("order = %s %q, want %s %q", got.Status, got.CancelReason, tt.wantStatus, tt.wantReason)
+			}
+			// The reactions emit nothing: the order topic holds only the
+			// OrderCreated that started the saga.
+			emitted := testenv.Emitted(t, db, id, events.TopicOrder, order.Name)
+			if len(emitted) != 1 || emitted[0].Type != events.TypeOrderCreated {
+				t.Fatalf("order %s has %d events queued, want its OrderCreated alone", id, len(emitted))
+			}
+		})
+	}
+}
+
+// TestEventsForUnknownOrdersAreAcknowledged: an event about an order this
+// service never created — a UUID it does not know, or no UUID at all — is
+// acknowledged, since no retry could make the order appear, and creates
+// nothing.
+func TestEventsForUnknownOrdersAreAcknowledged(t *testing.T) {
+	db, h := handler(t)
+	for _, id := range []string{uuid.NewString(), "not-a-uuid"} {
+		if err := h.Handle(context.Background(), testenv.Message(t, testenv.Event(t, id, events.ShipmentScheduled{Country: "JP"}))); err != nil {
+			t.Errorf("Handle for unknown order %q = %v, want nil (nothing a retry could fix)", id, err)
+		}
+	}
+	var n int
+	if err := db.Get(&n, `SELECT count(*) FROM orders`); err != nil || n != 0 {
+		t.Fatalf("orders = %d, %v; want none", n, err)
+	}
+}
