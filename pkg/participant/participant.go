@@ -47,6 +47,11 @@ type Config struct {
 	HTTPAddr     string   `envconfig:"HTTP_ADDR"`
 	DatabaseURL  string   `envconfig:"DATABASE_URL" required:"true"`
 	KafkaBrokers []string `envconfig:"KAFKA_BROKERS" required:"true"`
+	// GroupInstanceID makes this instance a static member of its consumer
+	// group (see consumer.Config.InstanceID): a stable id per instance,
+	// e.g. "payment-1", lets a restarted instance take its partitions back
+	// at once. Empty: dynamic membership.
+	GroupInstanceID string `envconfig:"KAFKA_GROUP_INSTANCE_ID"`
 	// TopicSettings are the partitions, replication factor and
 	// min.insync.replicas of the topics the service creates
 	// (KAFKA_PARTITIONS, KAFKA_REPLICATION_FACTOR, KAFKA_MIN_INSYNC_REPLICAS).
@@ -176,6 +181,7 @@ func Run(ctx context.Context, cfg Config, spec Spec) error {
 		Topics:     spec.Consumes(),
 		Handler:    spec.Handler(db, log),
 		DeadLetter: spec.DeadLetterTo(db),
+		InstanceID: cfg.GroupInstanceID,
 		Logger:     log,
 	})
 	if err != nil {
