@@ -11,63 +11,56 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
-	"time"
 
 	"github.com/jmoiron/sqlx"
 
-	"github.com/choreo-saga/choreo/pkg/consumer"
 	"github.com/choreo-saga/choreo/pkg/events"
 	"github.com/choreo-saga/choreo/pkg/participant"
 	"github.com/choreo-saga/choreo/pkg/pg"
 	"github.com/choreo-saga/choreo/pkg/web"
+	"github.com/choreo-saga/choreo/services/payment/internal/eventapi"
 	"github.com/choreo-saga/choreo/services/payment/internal/httpapi"
-	"github.com/choreo-saga/choreo/services/payment/internal/saga"
 	"github.com/choreo-saga/choreo/services/payment/internal/store"
 )
 
-// Config is the service's configuration, read from the environment by
-// cmd/payment.
+// Name is the service's name: its consumer group, de-duplication scope
+// and the source of the events it emits.
+const Name = "payment"
+
+// Config is the service's configuration: the runtime's, nothing of its
+// own. cmd/payment reads it from the environment over DefaultConfig.
 type Config struct {
-	HTTPAddr     string       `envconfig:"HTTP_ADDR" default:":8081"`
-	DatabaseURL  string       `envconfig:"DATABASE_URL" required:"true"`
-	KafkaBrokers []string     `envconfig:"KAFKA_BROKERS" required:"true"`
-	Logger       *slog.Logger `ignored:"true"`
+	participant.Config
 }
 
-// runtime is the part of the configuration every participant shares.
-func (c Config) runtime() participant.Config {
-	return participant.Config{HTTPAddr: c.HTTPAddr, DatabaseURL: c.DatabaseURL, KafkaBrokers: c.KafkaBrokers, Logger: c.Logger}
+// DefaultConfig returns the service's defaults: HTTP on :8081.
+func DefaultConfig() Config {
+	return Config{Config: participant.DefaultConfig(":8081")}
 }
-
-// Validate reports the first bad setting, naming its variable.
-func (c Config) Validate() error { return c.runtime().Validate() }
 
 // Run runs the service until ctx ends: its HTTP API, its consumer group and
-// its outbox relay (see package participant for the steps). It returns after
-// all three stopped, the message in hand finished and its offset committed.
+// its outbox relay (see package participant). It returns after all three
+// stopped, the message in hand finished and its offset committed.
 func Run(ctx context.Context, cfg Config) error {
-	return participant.Run(ctx, cfg.runtime(), spec())
+	spec, err := Spec(cfg)
+	if err != nil {
+		return err
+	}
+	return participant.Run(ctx, cfg.Config, spec)
 }
 
-// spec is what makes this service itself: its topics, tables, reactions
-// and API.
-func spec() participant.Spec {
+// Spec is what makes this service itself: its tables, reactions and API.
+func Spec(cfg Config) (participant.Spec, error) {
 	return participant.Spec{
-		Name:     saga.Service,
-		Produces: events.TopicPayment,
-		Consumes: saga.Topics,
-		Schema:   pg.Schema{Name: saga.Service, FS: store.Migrations, Dir: "migrations"},
-		Routes:   saga.Routes(time.Now),
+		Name:      Name,
+		Produces:  events.TopicPayment,
+		Schema:    Schema,
+		Reactions: eventapi.Reactions(),
 		API: func(log *slog.Logger, db *sqlx.DB, checks map[string]web.Check) http.Handler {
 			return httpapi.Routes(log, store.New(db), checks)
 		},
-	}
+	}, nil
 }
 
-// EventHandler returns the Kafka message handler Run consumes with: the
-// idempotent consumer applying the payment service's reactions. It is
-// exported so tests can deliver messages to the real handler directly, e.g.
-// the same message from many goroutines at once.
-func EventHandler(db *sqlx.DB, log *slog.Logger) consumer.Handler {
-	return spec().Handler(db, log)
-}
+// Schema is the service's own tables.
+var Schema = pg.Schema{Name: Name, FS: store.Migrations, Dir: "migrations"}

@@ -1,5 +1,6 @@
 // Command payment runs the payment service. Configuration comes from the
-// environment: HTTP_ADDR (default :8081), DATABASE_URL, KAFKA_BROKERS.
+// environment, over payment.DefaultConfig: HTTP_ADDR, DATABASE_URL,
+// KAFKA_BROKERS.
 package main
 
 import (
@@ -25,7 +26,7 @@ func main() {
 }
 
 func run(ctx context.Context) error {
-	var cfg payment.Config
+	cfg := payment.DefaultConfig()
 	if err := envconfig.Process("", &cfg); err != nil {
 		return fmt.Errorf("config: %w", err)
 	}

@@ -73,7 +73,7 @@ func getAccount(log *slog.Logger, st *store.Store) http.Handler {
 		}
 		a, err := st.Account(r.Context(), id)
 		if err != nil {
-			web.Respond(w, r, log, problem(err, "account "+id))
+			web.Respond(w, r, log, err)
 			return
 		}
 		web.Encode(w, http.StatusOK, a)
@@ -89,17 +89,9 @@ func getPayment(log *slog.Logger, st *store.Store) http.Handler {
 		}
 		p, err := st.Payment(r.Context(), id)
 		if err != nil {
-			web.Respond(w, r, log, problem(err, "payment for order "+id))
+			web.Respond(w, r, log, err)
 			return
 		}
 		web.Encode(w, http.StatusOK, p)
 	})
-}
-
-// problem maps store errors to HTTP errors; the one place that does.
-func problem(err error, what string) error {
-	if errors.Is(err, store.ErrNotFound) {
-		return web.Errorf(http.StatusNotFound, "%s not found", what)
-	}
-	return err
 }

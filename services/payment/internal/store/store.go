@@ -1,6 +1,8 @@
 // Package store is the payment service's PostgreSQL adapter. Reads used by
-// the saga lock the rows they decide on (SELECT … FOR UPDATE), so two
-// charges of one customer cannot both spend the same balance.
+// the reactions lock the rows they decide on (SELECT … FOR UPDATE), so two
+// charges of one customer cannot both spend the same balance. Functions the
+// reactions call take the transaction as an sqlx interface, so a
+// *participant.Tx and a *sqlx.Tx both fit.
 package store
 
 import (
@@ -12,6 +14,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/choreo-saga/choreo/pkg/fault"
 	"github.com/choreo-saga/choreo/services/payment/internal/domain"
 )
 
@@ -19,9 +22,6 @@ import (
 //
 //go:embed migrations/*.sql
 var Migrations embed.FS
-
-// ErrNotFound is returned when a requested row does not exist.
-var ErrNotFound = errors.New("not found")
 
 // Store reads and writes the payment tables.
 type Store struct{ db *sqlx.DB }
@@ -44,12 +44,12 @@ func (s *Store) PutAccount(ctx context.Context, customerID string, balance int64
 	return a, nil
 }
 
-// Account returns a customer's account, or ErrNotFound.
+// Account returns a customer's account; a fault.NotFound error if there is none.
 func (s *Store) Account(ctx context.Context, customerID string) (domain.Account, error) {
 	var a domain.Account
 	err := s.db.GetContext(ctx, &a, `SELECT customer_id, balance, currency FROM accounts WHERE customer_id = $1`, customerID)
 	if errors.Is(err, sql.ErrNoRows) {
-		return a, ErrNotFound
+		return a, fault.Errorf(fault.NotFound, "account %s", customerID)
 	}
 	if err != nil {
 		return a, fmt.Errorf("get account %s: %w", customerID, err)
@@ -57,12 +57,12 @@ func (s *Store) Account(ctx context.Context, customerID string) (domain.Account,
 	return a, nil
 }
 
-// Payment returns an order's payment, or ErrNotFound.
+// Payment returns an order's payment; a fault.NotFound error if there is none.
 func (s *Store) Payment(ctx context.Context, orderID string) (domain.Payment, error) {
 	var p domain.Payment
 	err := s.db.GetContext(ctx, &p, `SELECT order_id, customer_id, amount, currency, status FROM payments WHERE order_id = $1`, orderID)
 	if errors.Is(err, sql.ErrNoRows) {
-		return p, ErrNotFound
+		return p, fault.Errorf(fault.NotFound, "payment for order %s", orderID)
 	}
 	if err != nil {
 		return p, fmt.Errorf("get payment %s: %w", orderID, err)
@@ -71,9 +71,9 @@ func (s *Store) Payment(ctx context.Context, orderID string) (domain.Payment, er
 }
 
 // LockPayment returns the order's payment locked for the rest of tx, or nil.
-func LockPayment(ctx context.Context, tx *sqlx.Tx, orderID string) (*domain.Payment, error) {
+func LockPayment(ctx context.Context, tx sqlx.QueryerContext, orderID string) (*domain.Payment, error) {
 	var p domain.Payment
-	err := tx.GetContext(ctx, &p, `SELECT order_id, customer_id, amount, currency, status FROM payments WHERE order_id = $1 FOR UPDATE`, orderID)
+	err := sqlx.GetContext(ctx, tx, &p, `SELECT order_id, customer_id, amount, currency, status FROM payments WHERE order_id = $1 FOR UPDATE`, orderID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
@@ -84,9 +84,9 @@ func LockPayment(ctx context.Context, tx *sqlx.Tx, orderID string) (*domain.Paym
 }
 
 // LockAccount returns the customer's account locked for the rest of tx, or nil.
-func LockAccount(ctx context.Context, tx *sqlx.Tx, customerID string) (*domain.Account, error) {
+func LockAccount(ctx context.Context, tx sqlx.QueryerContext, customerID string) (*domain.Account, error) {
 	var a domain.Account
-	err := tx.GetContext(ctx, &a, `SELECT customer_id, balance, currency FROM accounts WHERE customer_id = $1 FOR UPDATE`, customerID)
+	err := sqlx.GetContext(ctx, tx, &a, `SELECT customer_id, balance, currency FROM accounts WHERE customer_id = $1 FOR UPDATE`, customerID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
@@ -97,7 +97,7 @@ func LockAccount(ctx context.Context, tx *sqlx.Tx, customerID string) (*domain.A
 }
 
 // AddBalance adds delta (negative to debit) to a customer's balance.
-func AddBalance(ctx context.Context, tx *sqlx.Tx, customerID string, delta int64) error {
+func AddBalance(ctx context.Context, tx sqlx.ExecerContext, customerID string, delta int64) error {
 	res, err := tx.ExecContext(ctx,
 		`UPDATE accounts SET balance = balance + $2, updated_at = now() WHERE customer_id = $1`, customerID, delta)
 	if err != nil {
@@ -110,7 +110,7 @@ func AddBalance(ctx context.Context, tx *sqlx.Tx, customerID string, delta int64
 }
 
 // InsertPayment records a payment outcome for an order.
-func InsertPayment(ctx context.Context, tx *sqlx.Tx, p domain.Payment, detail string) error {
+func InsertPayment(ctx context.Context, tx sqlx.ExecerContext, p domain.Payment, detail string) error {
 	_, err := tx.ExecContext(ctx, `
 		INSERT INTO payments (order_id, customer_id, amount, currency, status, detail)
 		VALUES ($1, $2, $3, $4, $5, $6)`,
@@ -122,7 +122,7 @@ func InsertPayment(ctx context.Context, tx *sqlx.Tx, p domain.Payment, detail st
 }
 
 // SetPaymentStatus moves an order's payment to status.
-func SetPaymentStatus(ctx context.Context, tx *sqlx.Tx, orderID string, status domain.Status, detail string) error {
+func SetPaymentStatus(ctx context.Context, tx sqlx.ExecerContext, orderID string, status domain.Status, detail string) error {
 	_, err := tx.ExecContext(ctx,
 		`UPDATE payments SET status = $2, detail = $3, updated_at = now() WHERE order_id = $1`, orderID, status, detail)
 	if err != nil {

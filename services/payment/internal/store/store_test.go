@@ -11,7 +11,9 @@ import (
 	"github.com/lib/pq"
 
 	"github.com/choreo-saga/choreo/internal/testenv"
+	"github.com/choreo-saga/choreo/pkg/fault"
 	"github.com/choreo-saga/choreo/pkg/pg"
+	"github.com/choreo-saga/choreo/services/payment"
 	"github.com/choreo-saga/choreo/services/payment/internal/domain"
 	"github.com/choreo-saga/choreo/services/payment/internal/store"
 )
@@ -20,7 +22,7 @@ import (
 // place, dropped when the test ends.
 func testDB(t *testing.T) *sqlx.DB {
 	t.Helper()
-	return testenv.DB(t, pg.Schema{Name: "payment", FS: store.Migrations, Dir: "migrations"})
+	return testenv.DB(t, payment.Schema)
 }
 
 // uniq returns an id no other test uses.
@@ -100,11 +102,11 @@ func TestUnknownIsNotFound(t *testing.T) {
 	db := testDB(t)
 	st := store.New(db)
 	ctx := context.Background()
-	if _, err := st.Account(ctx, uniq("ghost")); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("Account of unknown customer: err = %v, want ErrNotFound", err)
+	if _, err := st.Account(ctx, uniq("ghost")); !errors.Is(err, fault.NotFound) {
+		t.Errorf("Account of unknown customer: err = %v, want fault.NotFound", err)
 	}
-	if _, err := st.Payment(ctx, uniq("ord")); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("Payment of unknown order: err = %v, want ErrNotFound", err)
+	if _, err := st.Payment(ctx, uniq("ord")); !errors.Is(err, fault.NotFound) {
+		t.Errorf("Payment of unknown order: err = %v, want fault.NotFound", err)
 	}
 	err := inTx(db, func(tx *sqlx.Tx) error {
 		if a, err := store.LockAccount(ctx, tx, uniq("ghost")); a != nil || err != nil {
@@ -142,7 +144,7 @@ func TestAddBalance(t *testing.T) {
 		if err := inTx(db, func(tx *sqlx.Tx) error { return store.AddBalance(ctx, tx, ghost, 1) }); err == nil {
 			t.Fatal("AddBalance of an unknown account succeeded")
 		}
-		if _, err := st.Account(ctx, ghost); !errors.Is(err, store.ErrNotFound) {
+		if _, err := st.Account(ctx, ghost); !errors.Is(err, fault.NotFound) {
 			t.Fatalf("account was created: err = %v", err)
 		}
 	})
@@ -189,7 +191,7 @@ func TestCheckForbidsNegativeBalance(t *testing.T) {
 		if _, err := st.PutAccount(ctx, ghost, -1, "JPY"); !isViolation(err, "check_violation") {
 			t.Fatalf("err = %v, want a check_violation", err)
 		}
-		if _, err := st.Account(ctx, ghost); !errors.Is(err, store.ErrNotFound) {
+		if _, err := st.Account(ctx, ghost); !errors.Is(err, fault.NotFound) {
 			t.Fatalf("account was created: err = %v", err)
 		}
 	})

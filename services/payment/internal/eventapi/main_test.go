@@ -1,4 +1,4 @@
-package saga_test
+package eventapi_test
 
 import (
 	"os"

@@ -1,0 +1,98 @@
+// Package eventapi is the payment service's event API, as httpapi is its
+// HTTP API: its reactions to the events it consumes. It charges an order
+// when it is created, and refunds it when a later step fails. The runtime
+// (package participant) decodes each event, runs the reaction in the
+// transaction that marks the event processed, and publishes what it emits.
+package eventapi
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/choreo-saga/choreo/pkg/events"
+	"github.com/choreo-saga/choreo/pkg/participant"
+	"github.com/choreo-saga/choreo/services/payment/internal/domain"
+	"github.com/choreo-saga/choreo/services/payment/internal/store"
+)
+
+// Reactions returns the payment service's reactions. The other event on the
+// topics they listen to, InventoryReserved, concerns shipping; the runtime
+// acknowledges it.
+func Reactions() []participant.Reaction {
+	return []participant.Reaction{
+		participant.On(func(ctx context.Context, tx *participant.Tx, e events.Envelope, p events.OrderCreated) error {
+			return charge(ctx, tx, e.OrderID, p)
+		}),
+		participant.On(func(ctx context.Context, tx *participant.Tx, e events.Envelope, _ events.InventoryRejected) error {
+			return refund(ctx, tx, e.OrderID, events.ReasonOutOfStock)
+		}),
+		participant.On(func(ctx context.Context, tx *participant.Tx, e events.Envelope, p events.InventoryReleased) error {
+			return refund(ctx, tx, e.OrderID, p.Reason)
+		}),
+	}
+}
+
+// charge locks the order's payment, then the customer's account (always in
+// that order), and debits or declines.
+func charge(ctx context.Context, tx *participant.Tx, orderID string, o events.OrderCreated) error {
+	existing, err := store.LockPayment(ctx, tx, orderID)
+	if err != nil {
+		return err
+	}
+	account, err := store.LockAccount(ctx, tx, o.CustomerID)
+	if err != nil {
+		return err
+	}
+	d := domain.DecideCharge(existing, account, o.TotalAmount, o.Currency)
+	p := domain.Payment{OrderID: orderID, CustomerID: o.CustomerID, Amount: o.TotalAmount, Currency: o.Currency}
+	switch d.Action {
+	case domain.ChargeSkip:
+		return nil
+	case domain.ChargeDecline:
+		p.Status = domain.StatusDeclined
+		if err := store.InsertPayment(ctx, tx, p, d.Detail); err != nil {
+			return err
+		}
+		return tx.Emit(ctx, events.PaymentDeclined{CustomerID: o.CustomerID, Amount: o.TotalAmount, Detail: d.Detail})
+	case domain.ChargeDebit:
+		p.Status = domain.StatusCompleted
+		if err := store.AddBalance(ctx, tx, o.CustomerID, -o.TotalAmount); err != nil {
+			return err
+		}
+		if err := store.InsertPayment(ctx, tx, p, ""); err != nil {
+			return err
+		}
+		return tx.Emit(ctx, events.PaymentCompleted{
+			CustomerID: o.CustomerID, Amount: o.TotalAmount, Currency: o.Currency,
+			Items: o.Items, ShippingAddress: o.ShippingAddress,
+		})
+	}
+	return fmt.Errorf("charge %s: unhandled decision %v", orderID, d.Action)
+}
+
+func refund(ctx context.Context, tx *participant.Tx, orderID, reason string) error {
+	existing, err := store.LockPayment(ctx, tx, orderID)
+	if err != nil {
+		return err
+	}
+	switch domain.DecideRefund(existing) {
+	case domain.RefundSkip:
+		return nil
+	case domain.RefundTombstone:
+		// Nothing was charged; the row makes a late charge a no-op.
+		tomb := domain.Payment{OrderID: orderID, Currency: "", Status: domain.StatusRefunded}
+		if err := store.InsertPayment(ctx, tx, tomb, "refund arrived before charge: "+reason); err != nil {
+			return err
+		}
+		return tx.Emit(ctx, events.PaymentRefunded{Amount: 0, Reason: reason})
+	case domain.RefundCredit:
+		if err := store.AddBalance(ctx, tx, existing.CustomerID, existing.Amount); err != nil {
+			return err
+		}
+		if err := store.SetPaymentStatus(ctx, tx, orderID, domain.StatusRefunded, reason); err != nil {
+			return err
+		}
+		return tx.Emit(ctx, events.PaymentRefunded{CustomerID: existing.CustomerID, Amount: existing.Amount, Reason: reason})
+	}
+	return fmt.Errorf("refund %s: unhandled decision", orderID)
+}
