@@ -9,7 +9,8 @@
 # ${CHOREO_INFRA_DIR:-$HOME/.cache/choreo-infra}, never in the repository.
 #
 # Usage: scripts/infra.sh [up|env|down|status|kafka-start|kafka-stop|
-#                          kafka-start-node I|kafka-stop-node I|kafka-kill-node I]
+#                          kafka-start-node I|kafka-stop-node I|kafka-kill-node I|
+#                          pg-stop|pg-start|pg-restart]
 #   up (default)  install what is missing, start both, create the databases,
 #                 print `export` lines on stdout:  eval "$(scripts/infra.sh up)"
 #   env           print the export lines only
@@ -19,6 +20,9 @@
 #   kafka-stop-node I   stop node I (1..KAFKA_BROKERS_COUNT) with SIGTERM
 #   kafka-kill-node I   kill node I with SIGKILL, as a host crash would
 #   kafka-start-node I  start node I again and wait until it serves requests
+#   pg-stop       stop only PostgreSQL (fast shutdown: sessions are cut)
+#   pg-start      start only PostgreSQL and create the databases if missing
+#   pg-restart    pg-stop then pg-start, as a database failover would
 #   status        say what runs
 #
 # A cluster (KAFKA_BROKERS_COUNT=N, N>1): node I (node.id I) listens for
@@ -835,9 +839,19 @@ main() {
     kafka-start-node) exec 3>&1 1>&2; kafka_check_layout; kafka_check_node "${2:-}"; take_lock; kafka_start_node "$2" ;;
     kafka-stop-node) kafka_check_layout; kafka_check_node "${2:-}"; take_lock; kafka_node "$2"; kafka_stop_node TERM ;;
     kafka-kill-node) kafka_check_layout; kafka_check_node "${2:-}"; take_lock; kafka_node "$2"; kafka_stop_node KILL ;;
+    pg-stop) take_lock; pg_stop ;;
+    pg-start) exec 3>&1 1>&2; take_lock; pg_start ;;
+    pg-restart)
+      exec 3>&1 1>&2
+      take_lock
+      local t0; t0="$(now)"
+      pg_stop
+      pg_start
+      log "PostgreSQL restarted in $(( $(now) - t0 ))s"
+      ;;
     status) cmd_status ;;
     -h|--help|help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' ;;
-    *) die "unknown command '$cmd' (up|env|down|status|kafka-start|kafka-stop|kafka-start-node I|kafka-stop-node I|kafka-kill-node I)" ;;
+    *) die "unknown command '$cmd' (up|env|down|status|kafka-start|kafka-stop|kafka-start-node I|kafka-stop-node I|kafka-kill-node I|pg-stop|pg-start|pg-restart)" ;;
   esac
 }
 
