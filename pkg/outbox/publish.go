@@ -285,7 +285,7 @@ func (r *Relay) classify(topic string, err error) failure {
 		case sarama.ErrInvalidTopic:
 			return failHopeless
 		case sarama.ErrUnknownTopicOrPartition:
-			now := r.clock.Now()
+			now := r.cfg.Clock.Now()
 			since, ok := r.unknownSince[topic]
 			if !ok {
 				r.unknownSince[topic] = now

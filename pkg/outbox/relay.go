@@ -164,9 +164,8 @@ func (c RelayConfig) Validate() error {
 //     failures are retried with backoff, but never after a round that made
 //     progress.
 type Relay struct {
-	cfg   RelayConfig
-	log   *slog.Logger
-	clock Clock // cfg.Clock
+	cfg RelayConfig
+	log *slog.Logger
 
 	leading   atomic.Bool  // whether conn holds the lock, for housekeeping
 	listening atomic.Bool  // whether LISTEN is active, for tests
@@ -191,7 +190,6 @@ func NewRelay(cfg RelayConfig) (*Relay, error) {
 	return &Relay{
 		cfg:          cfg,
 		log:          log,
-		clock:        cfg.Clock,
 		unknownSince: map[string]time.Time{},
 	}, nil
 }
@@ -228,7 +226,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	wake := r.listen(ctx, &wg)
 	wg.Go(func() { r.housekeep(ctx) })
 
-	poll := r.clock.NewTimer(r.cfg.PollInterval) // armed again as it fires, like a ticker
+	poll := r.cfg.Clock.NewTimer(r.cfg.PollInterval) // armed again as it fires, like a ticker
 	defer func() { poll.Stop() }()
 	failures := 0
 	heldDelay := heldBackRetry
@@ -244,7 +242,7 @@ func (r *Relay) Run(ctx context.Context) error {
 				failures++
 				delay := min(time.Duration(1<<min(failures, 6))*50*time.Millisecond, 3*time.Second)
 				r.log.Error("publish failed; will retry", "err", err, "retry_in", delay)
-				if !sleep(ctx, r.clock, delay) {
+				if !sleep(ctx, r.cfg.Clock, delay) {
 					return nil
 				}
 				continue
@@ -268,7 +266,7 @@ func (r *Relay) Run(ctx context.Context) error {
 			if progress {
 				heldDelay = heldBackRetry // back off only while nothing moves
 			}
-			retry = r.clock.NewTimer(heldDelay)
+			retry = r.cfg.Clock.NewTimer(heldDelay)
 			retryC = retry.C()
 			heldDelay = min(heldDelay*2, r.cfg.PollInterval)
 		} else {
@@ -280,7 +278,7 @@ func (r *Relay) Run(ctx context.Context) error {
 			return nil
 		case <-wake:
 		case <-poll.C():
-			poll = r.clock.NewTimer(r.cfg.PollInterval)
+			poll = r.cfg.Clock.NewTimer(r.cfg.PollInterval)
 		case <-retryC:
 			r.retries.Add(1)
 		}
@@ -338,8 +336,8 @@ func (r *Relay) listen(ctx context.Context, wg *sync.WaitGroup) <-chan struct{} 
 // stops them.
 func (r *Relay) housekeep(ctx context.Context) {
 	// Each timer is armed again as it fires, like a ticker.
-	gauge := r.clock.NewTimer(gaugeEvery)
-	cleanup := r.clock.NewTimer(r.cfg.PollInterval * 30)
+	gauge := r.cfg.Clock.NewTimer(gaugeEvery)
+	cleanup := r.cfg.Clock.NewTimer(r.cfg.PollInterval * 30)
 	defer func() {
 		gauge.Stop()
 		cleanup.Stop()
@@ -350,10 +348,10 @@ func (r *Relay) housekeep(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-gauge.C():
-			gauge = r.clock.NewTimer(gaugeEvery)
+			gauge = r.cfg.Clock.NewTimer(gaugeEvery)
 			r.updateGauge(ctx)
 		case <-cleanup.C():
-			cleanup = r.clock.NewTimer(r.cfg.PollInterval * 30)
+			cleanup = r.cfg.Clock.NewTimer(r.cfg.PollInterval * 30)
 			if !r.leading.Load() {
 				continue
 			}
