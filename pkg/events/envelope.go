@@ -72,6 +72,10 @@ type Envelope struct {
 	ID string `json:"id"`
 	// Type names the payload type, e.g. "PaymentCompleted".
 	Type string `json:"type"`
+	// Version is the version of Type's payload schema the payload follows
+	// (see CurrentVersion). 0, absent from producers that predate it,
+	// means 1.
+	Version int `json:"version"`
 	// OrderID is the saga's correlation id and the Kafka message key.
 	OrderID string `json:"order_id"`
 	// Source is the service that produced the event.
@@ -91,14 +95,18 @@ type Payload interface {
 }
 
 // Errors returned by Decode and Envelope.Decode. All of them mean the
-// message can never be processed, however often it is retried.
+// message can never be processed by this code, however often it is
+// retried. ErrUnsupportedVersion is the one a newer release of the
+// consumer can fix: its dead letters are for replay after the upgrade.
 var (
-	ErrMalformed   = errors.New("malformed event")
-	ErrUnknownType = errors.New("unknown event type")
-	ErrInvalid     = errors.New("invalid event payload")
+	ErrMalformed          = errors.New("malformed event")
+	ErrUnknownType        = errors.New("unknown event type")
+	ErrInvalid            = errors.New("invalid event payload")
+	ErrUnsupportedVersion = errors.New("unsupported event version")
 )
 
-// New wraps p in an Envelope with a fresh event id.
+// New wraps p in an Envelope with a fresh event id, stamped with the
+// current version of p's type.
 func New(source, orderID string, p Payload, now time.Time) (Envelope, error) {
 	if err := p.Validate(); err != nil {
 		return Envelope{}, fmt.Errorf("new %s: %w", p.EventType(), err)
@@ -110,6 +118,7 @@ func New(source, orderID string, p Payload, now time.Time) (Envelope, error) {
 	return Envelope{
 		ID:         uuid.NewString(),
 		Type:       p.EventType(),
+		Version:    CurrentVersion(p.EventType()),
 		OrderID:    orderID,
 		Source:     source,
 		OccurredAt: now.UTC(),
@@ -130,7 +139,16 @@ func (e Envelope) Encode() ([]byte, error) {
 // an OrderCreated, a PaymentCompleted, … as a value, never a pointer — and
 // checks that the type is known and the payload valid. It is the one place
 // a consumer decodes a message; reactions receive the typed payload.
-// Errors wrap ErrMalformed, ErrUnknownType or ErrInvalid.
+// Errors wrap ErrMalformed, ErrUnknownType, ErrUnsupportedVersion or
+// ErrInvalid.
+//
+// Decode is a tolerant reader: fields it does not know, in the envelope or
+// the payload, are ignored, so a producer may add an optional field
+// without breaking older consumers. A payload of an older version of its
+// type is upcast to the current one, and the returned Envelope carries the
+// current Version and the upcast Payload, so reactions only ever see the
+// current shape. A version newer than this code knows is refused
+// (ErrUnsupportedVersion). See docs/event-evolution.md.
 //
 // Beyond the JSON shape, Decode rejects what PostgreSQL would refuse to
 // store, so such a message is dead-lettered here instead of failing every
@@ -146,7 +164,6 @@ func Decode(value []byte) (Envelope, Payload, error) {
 		return e, nil, fmt.Errorf("%w: contains a NUL character (\\u0000), which PostgreSQL text and jsonb cannot store", ErrMalformed)
 	}
 	dec := json.NewDecoder(bytes.NewReader(value))
-	dec.DisallowUnknownFields()
 	if err := dec.Decode(&e); err != nil {
 		return e, nil, fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
@@ -160,6 +177,13 @@ func Decode(value []byte) (Envelope, Payload, error) {
 	}
 	if err := validateID("order_id", e.OrderID); err != nil {
 		return e, nil, fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	if _, known := TopicOf(e.Type); !known {
+		return e, nil, fmt.Errorf("%w: %q", ErrUnknownType, e.Type)
+	}
+	e, err := e.current()
+	if err != nil {
+		return e, nil, err
 	}
 	p, err := e.typedPayload()
 	if err != nil {
@@ -188,12 +212,18 @@ func hasNUL(b []byte) bool {
 }
 
 // Decode unmarshals the payload into p, whose EventType must match, and
-// validates it. Errors wrap ErrInvalid. Consumers get their payload from
-// the package-level Decode; this is for tools and tests holding an
-// Envelope.
+// validates it, reading it as the package-level Decode does (unknown
+// fields ignored, older versions upcast). Errors wrap ErrInvalid,
+// ErrUnsupportedVersion or, for a negative version, ErrMalformed.
+// Consumers get their payload from the package-level Decode; this is for
+// tools and tests holding an Envelope.
 func (e Envelope) Decode(p Payload) error {
 	if p.EventType() != e.Type {
 		return fmt.Errorf("%w: event %s is %s, not %s", ErrInvalid, e.ID, e.Type, p.EventType())
+	}
+	e, err := e.current()
+	if err != nil {
+		return err
 	}
 	if err := e.unmarshal(p); err != nil {
 		return err
@@ -201,10 +231,11 @@ func (e Envelope) Decode(p Payload) error {
 	return e.validate(p)
 }
 
+// unmarshal decodes the payload into into, ignoring fields it does not
+// know (a tolerant reader) but refusing wrong JSON types and anything
+// after the payload's value.
 func (e Envelope) unmarshal(into any) error {
-	dec := json.NewDecoder(bytes.NewReader(e.Payload))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(into); err != nil {
+	if err := json.Unmarshal(e.Payload, into); err != nil {
 		return fmt.Errorf("%w: %s: %v", ErrInvalid, e.Type, err)
 	}
 	return nil

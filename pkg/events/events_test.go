@@ -70,12 +70,24 @@ func TestDecodePoison(t *testing.T) {
 	}{
 		{"NotJSON", "not json", events.ErrMalformed},
 		{"Empty", "", events.ErrMalformed},
-		{"UnknownEnvelopeField", strings.Replace(valid, `{"id"`, `{"extra":1,"id"`, 1), events.ErrMalformed},
+		// Unknown fields are ignored (TestAddOptionalFieldIsSafe), but
+		// they must still be JSON, and known fields keep their types.
+		{"UnknownEnvelopeFieldNotJSON", strings.Replace(valid, `{"id"`, `{"extra":undefined,"id"`, 1), events.ErrMalformed},
+		{"EnvelopeFieldWrongType", strings.Replace(valid, `"order_id":"order-1"`, `"order_id":1`, 1), events.ErrMalformed},
+		{"VersionWrongType", strings.Replace(valid, `"version":1`, `"version":"1"`, 1), events.ErrMalformed},
+		{"VersionFraction", strings.Replace(valid, `"version":1`, `"version":1.5`, 1), events.ErrMalformed},
+		{"VersionNegative", strings.Replace(valid, `"version":1`, `"version":-1`, 1), events.ErrMalformed},
+		{"VersionNewer", strings.Replace(valid, `"version":1`, `"version":2`, 1), events.ErrUnsupportedVersion},
 		{"IDNotUUID", `{"id":"x","type":"ShipmentScheduled","order_id":"o","payload":{"country":"JP"}}`, events.ErrMalformed},
 		{"NoOrderID", `{"id":"6f1c1a52-9b4e-4a4e-8f0e-5e2d3c7a9d10","type":"ShipmentScheduled","payload":{"country":"JP"}}`, events.ErrMalformed},
 		{"UnknownType", `{"id":"6f1c1a52-9b4e-4a4e-8f0e-5e2d3c7a9d10","type":"OrderTeleported","order_id":"o","payload":{}}`, events.ErrUnknownType},
 		{"PayloadFailsValidation", `{"id":"6f1c1a52-9b4e-4a4e-8f0e-5e2d3c7a9d10","type":"ShipmentScheduled","order_id":"o","payload":{"country":"JAPAN"}}`, events.ErrInvalid},
-		{"PayloadUnknownField", `{"id":"6f1c1a52-9b4e-4a4e-8f0e-5e2d3c7a9d10","type":"ShipmentScheduled","order_id":"o","payload":{"country":"JP","x":1}}`, events.ErrInvalid},
+		{"PayloadUnknownFieldRequiredMissing", `{"id":"6f1c1a52-9b4e-4a4e-8f0e-5e2d3c7a9d10","type":"ShipmentScheduled","order_id":"o","payload":{"x":1}}`, events.ErrInvalid},
+		{"PayloadFieldWrongType", `{"id":"6f1c1a52-9b4e-4a4e-8f0e-5e2d3c7a9d10","type":"ShipmentScheduled","order_id":"o","payload":{"country":1,"x":1}}`, events.ErrInvalid},
+		{"PayloadNestedFieldWrongType", envelope(id, "OrderCreated", "o", strings.Replace(created(`"total_amount":1`, `"line1":"x"`), `"quantity":1`, `"quantity":"1"`, 1)), events.ErrInvalid},
+		{"PayloadNull", envelope(id, "ShipmentScheduled", "o", `null`), events.ErrInvalid},
+		{"PayloadMissing", `{"id":"6f1c1a52-9b4e-4a4e-8f0e-5e2d3c7a9d10","type":"ShipmentScheduled","order_id":"o"}`, events.ErrInvalid},
+		{"UnknownTypeNewerVersion", `{"id":"6f1c1a52-9b4e-4a4e-8f0e-5e2d3c7a9d10","type":"OrderTeleported","version":9,"order_id":"o","payload":{}}`, events.ErrUnknownType},
 		{"PayloadWrongShape", `{"id":"6f1c1a52-9b4e-4a4e-8f0e-5e2d3c7a9d10","type":"OrderCreated","order_id":"o","payload":[1,2]}`, events.ErrInvalid},
 		{"Oversize", `{"id":"` + strings.Repeat("x", events.MaxMessageBytes) + `"}`, events.ErrMalformed},
 		// uuid.Parse accepts these spellings; PostgreSQL's uuid type and

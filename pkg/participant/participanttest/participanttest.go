@@ -9,6 +9,9 @@
 //     emitted event once;
 //   - ConcurrentDeliveriesApplyOnce: the same event handed to many
 //     goroutines at once ends exactly as one delivery does;
+//   - ForwardCompatibleEventIsApplied: the event with a field this code
+//     does not know added to its envelope and to its payload, as a newer
+//     producer may send it, ends exactly as the plain event does;
 //   - InvalidPayloadIsDeadLettered: a payload that does not decode is a
 //     permanent error, changes nothing, and is dead-lettered once to the
 //     service's dead-letter topic;
@@ -77,6 +80,7 @@ func Run(t *testing.T, s Suite) {
 		t.Run(c.Name, func(t *testing.T) {
 			t.Run("RedeliveryAppliesOnce", func(t *testing.T) { redelivery(t, s, c) })
 			t.Run("ConcurrentDeliveriesApplyOnce", func(t *testing.T) { concurrent(t, s, c) })
+			t.Run("ForwardCompatibleEventIsApplied", func(t *testing.T) { forwardCompatible(t, s, c) })
 			t.Run("InvalidPayloadIsDeadLettered", func(t *testing.T) { invalid(t, s, c) })
 			t.Run("OtherServicesEventsAreAcknowledged", func(t *testing.T) { others(t, s, c) })
 			t.Run("ChangeMarkAndOutboxCommitTogether", func(t *testing.T) { atomic(t, s, c) })
@@ -149,6 +153,69 @@ func concurrent(t *testing.T, s Suite, c Case) {
 	}
 	wantMarks(t, db, e, 1)
 	wantEmitted(t, s, db, e, c.Emits)
+}
+
+// forwardCompatible delivers the event as a newer producer might send it,
+// with an optional field added to the envelope and to the payload (see
+// docs/event-evolution.md), and wants the same outcome as a plain delivery.
+func forwardCompatible(t *testing.T, s Suite, c Case) {
+	db := s.DB(t)
+	plain := c.Setup(t, db)
+	deliver(t, s, db, plain)
+	want := c.State(t, db, plain)
+
+	e := c.Setup(t, db)
+	m := message(t, e)
+	m.Value = withAddedFields(t, m.Value,
+		map[string]any{"trace_hint": "x"},
+		map[string]any{"added_in_v1_1": true})
+	if err := s.Spec.Handler(db, discard).Handle(context.Background(), m); err != nil {
+		t.Fatalf("deliver %s with added fields: %v; want them ignored", e.Type, err)
+	}
+	if got := c.State(t, db, e); !reflect.DeepEqual(got, want) {
+		t.Errorf("state after the event with added fields %+v, after the plain event %+v", got, want)
+	}
+	wantMarks(t, db, e, 1)
+	wantEmitted(t, s, db, e, c.Emits)
+}
+
+// withAddedFields returns the envelope value with envelope fields added to
+// its top level and payload fields to its payload object; every other
+// member is kept byte for byte.
+func withAddedFields(t *testing.T, value []byte, envelope, payload map[string]any) []byte {
+	t.Helper()
+	add := func(object []byte, fields map[string]any) []byte {
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(object, &m); err != nil || m == nil {
+			t.Fatalf("not a JSON object: %s", object)
+		}
+		for k, v := range fields {
+			if _, ok := m[k]; ok {
+				t.Fatalf("field %q is not new to %s", k, object)
+			}
+			raw, err := json.Marshal(v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m[k] = raw
+		}
+		b, err := json.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	out := add(value, envelope)
+	var env map[string]json.RawMessage
+	if err := json.Unmarshal(out, &env); err != nil {
+		t.Fatal(err)
+	}
+	env["payload"] = add(env["payload"], payload)
+	out, err := json.Marshal(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 func invalid(t *testing.T, s Suite, c Case) {
