@@ -8,6 +8,10 @@
 //
 // Each service then logs "duplicate event skipped" for every event it had
 // already applied, and no balance, stock or status changes.
+//
+// What the same redelivery, plus concurrent delivery, does to a naive
+// check-then-act consumer, side by side with the payment service's handler
+// and with the figures, is tools/incident (go run ./tools/incident).
 package main
 
 import (
