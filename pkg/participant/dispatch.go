@@ -16,6 +16,7 @@ import (
 
 	"github.com/choreo-saga/choreo/pkg/consumer"
 	"github.com/choreo-saga/choreo/pkg/events"
+	"github.com/choreo-saga/choreo/pkg/failpoint"
 	"github.com/choreo-saga/choreo/pkg/idem"
 )
 
@@ -173,6 +174,7 @@ func Transaction(db *sqlx.DB, service, produces string, now func() time.Time) Mi
 			if err := sqlTx.Commit(); err != nil {
 				return fmt.Errorf("commit: %w", err)
 			}
+			failpoint.Hit(failpoint.AfterCommit) // the chaos suite's crash before the offset mark
 			return nil
 		}
 	}

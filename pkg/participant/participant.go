@@ -35,6 +35,7 @@ import (
 	"github.com/choreo-saga/choreo/pkg/broker"
 	"github.com/choreo-saga/choreo/pkg/consumer"
 	"github.com/choreo-saga/choreo/pkg/events"
+	"github.com/choreo-saga/choreo/pkg/failpoint"
 	"github.com/choreo-saga/choreo/pkg/idem"
 	"github.com/choreo-saga/choreo/pkg/outbox"
 	"github.com/choreo-saga/choreo/pkg/pg"
@@ -52,6 +53,9 @@ type Config struct {
 	// e.g. "payment-1", lets a restarted instance take its partitions back
 	// at once. Empty: dynamic membership.
 	GroupInstanceID string `envconfig:"KAFKA_GROUP_INSTANCE_ID"`
+	// FailPoints arms crash points for the chaos suite (see package
+	// failpoint), e.g. "after-commit=0.01". Never set in production.
+	FailPoints string `envconfig:"CHOREO_FAILPOINTS"`
 	// TopicSettings are the partitions, replication factor and
 	// min.insync.replicas of the topics the service creates
 	// (KAFKA_PARTITIONS, KAFKA_REPLICATION_FACTOR, KAFKA_MIN_INSYNC_REPLICAS).
@@ -77,6 +81,7 @@ func (c Config) Validate() error {
 	if c.HTTPAddr == "" {
 		return errors.New("HTTP_ADDR: empty")
 	}
+
 	return c.TopicSettings.Validate()
 }
 
@@ -142,6 +147,9 @@ func (s Spec) DeadLetterTo(db *sqlx.DB) consumer.DeadLetterFunc {
 // error, or nil after a clean shutdown.
 func Run(ctx context.Context, cfg Config, spec Spec) error {
 	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	if err := failpoint.Enable(cfg.FailPoints); err != nil {
 		return err
 	}
 	if cfg.Logger == nil {

@@ -452,7 +452,7 @@ func TestInvalidPayloadsAreRefused(t *testing.T) {
 	}{
 		{"OrderCreatedWithoutItems", events.TypeOrderCreated, `{"customer_id":"` + cust + `","items":[],"total_amount":1,"currency":"JPY","shipping_address":{"country":"JP"}}`},
 		{"OrderCreatedWithNegativeTotal", events.TypeOrderCreated, `{"customer_id":"` + cust + `","items":[{"sku":"a","quantity":1,"unit_price":1}],"total_amount":-1,"currency":"JPY","shipping_address":{"country":"JP"}}`},
-		{"OrderCreatedWithUnknownField", events.TypeOrderCreated, `{"customer_id":"` + cust + `","items":[{"sku":"a","quantity":1,"unit_price":1}],"total_amount":1,"currency":"JPY","shipping_address":{"country":"JP"},"coupon":"x"}`},
+		{"OrderCreatedWithWronglyTypedTotal", events.TypeOrderCreated, `{"customer_id":"` + cust + `","items":[{"sku":"a","quantity":1,"unit_price":1}],"total_amount":"1","currency":"JPY","shipping_address":{"country":"JP"}}`},
 		{"InventoryRejectedWithOtherReason", events.TypeInventoryRejected, `{"reason":"bored","shortages":[]}`},
 		{"InventoryReleasedWithoutReason", events.TypeInventoryReleased, `{"items":[]}`},
 	}
