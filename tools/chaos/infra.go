@@ -1,0 +1,145 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Infra drives scripts/infra.sh for the suite's own Kafka cluster and
+// PostgreSQL, in their own state dir and on their own ports, so that the
+// shared infrastructure (9092, 5432) is never touched.
+type Infra struct {
+	Repo      string
+	Dir       string // CHOREO_INFRA_DIR
+	KafkaPort int    // node I listens on KafkaPort+2(I-1), its controller on KafkaPort+1+2(I-1)
+	PGPort    int
+	Nodes     int
+	log       *slog.Logger
+
+	// Filled by Up.
+	Brokers   []string
+	Databases map[string]string // service → URL
+	Env       []string          // KAFKA_REPLICATION_FACTOR, KAFKA_MIN_INSYNC_REPLICAS
+}
+
+// env is the environment every infra.sh command of this cluster gets.
+func (in *Infra) env() []string {
+	env := append(os.Environ(),
+		"CHOREO_INFRA_DIR="+in.Dir,
+		"KAFKA_BROKERS_COUNT="+strconv.Itoa(in.Nodes),
+		"KAFKA_PORT="+strconv.Itoa(in.KafkaPort),
+		"KAFKA_CONTROLLER_PORT="+strconv.Itoa(in.KafkaPort+1),
+		"PGPORT="+strconv.Itoa(in.PGPort),
+	)
+	if os.Getenv("KAFKA_LIBS_DIR") == "" {
+		home, _ := os.UserHomeDir()
+		shared := filepath.Join(home, ".cache", "choreo-infra", "kafka-4.1.1", "libs")
+		if _, err := os.Stat(filepath.Join(shared, ".complete")); err == nil {
+			env = append(env, "KAFKA_LIBS_DIR="+shared) // reuse the jars, download nothing
+		}
+	}
+	return env
+}
+
+// script runs infra.sh with args; its progress (stderr) goes to the
+// suite's infra log, its stdout is returned.
+func (in *Infra) script(ctx context.Context, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, "bash", append([]string{filepath.Join(in.Repo, "scripts", "infra.sh")}, args...)...)
+	cmd.Env = in.env()
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.WaitDelay = 5 * time.Second
+	t0 := time.Now()
+	err := cmd.Run()
+	if f, ferr := os.OpenFile(filepath.Join(in.Dir, "chaos-infra.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); ferr == nil {
+		fmt.Fprintf(f, "=== infra.sh %s (%s, err %v)\n%s", strings.Join(args, " "), time.Since(t0).Round(time.Millisecond), err, stderr.String())
+		f.Close()
+	}
+	if err != nil {
+		return "", fmt.Errorf("infra.sh %s: %w\n%s", strings.Join(args, " "), err, tail(stderr.String(), 20))
+	}
+	in.log.Debug("infra.sh", "args", args, "took", time.Since(t0).Round(time.Millisecond))
+	return stdout.String(), nil
+}
+
+// Up starts (or finds running) the cluster and PostgreSQL and reads the
+// addresses infra.sh exports.
+func (in *Infra) Up(ctx context.Context) error {
+	if err := os.MkdirAll(in.Dir, 0o755); err != nil {
+		return err
+	}
+	t0 := time.Now()
+	in.log.Info("starting infrastructure", "dir", in.Dir, "kafka_nodes", in.Nodes, "kafka_port", in.KafkaPort, "pg_port", in.PGPort)
+	out, err := in.script(ctx, "up")
+	if err != nil {
+		return err
+	}
+	in.Databases = map[string]string{}
+	sc := bufio.NewScanner(strings.NewReader(out))
+	for sc.Scan() {
+		name, val, ok := strings.Cut(strings.TrimPrefix(sc.Text(), "export "), "=")
+		if !ok {
+			continue
+		}
+		switch {
+		case name == "KAFKA_BROKERS":
+			in.Brokers = strings.Split(val, ",")
+		case name == "KAFKA_REPLICATION_FACTOR" || name == "KAFKA_MIN_INSYNC_REPLICAS":
+			in.Env = append(in.Env, name+"="+val)
+		case strings.HasSuffix(name, "_DATABASE_URL"):
+			in.Databases[strings.ToLower(strings.TrimSuffix(name, "_DATABASE_URL"))] = val
+		}
+	}
+	for _, s := range Services {
+		if in.Databases[s] == "" {
+			return fmt.Errorf("infra.sh up exported no %s database", s)
+		}
+	}
+	if len(in.Brokers) != in.Nodes {
+		return fmt.Errorf("infra.sh up exported %d brokers, want %d", len(in.Brokers), in.Nodes)
+	}
+	in.log.Info("infrastructure up", "took", time.Since(t0).Round(time.Second), "brokers", strings.Join(in.Brokers, ","), "env", in.Env)
+	return nil
+}
+
+// Down stops the cluster and PostgreSQL of this state dir.
+func (in *Infra) Down(ctx context.Context) error {
+	_, err := in.script(ctx, "down")
+	return err
+}
+
+// KillNode kills broker node (its node id) with SIGKILL.
+func (in *Infra) KillNode(ctx context.Context, node int32) error {
+	_, err := in.script(ctx, "kafka-kill-node", strconv.Itoa(int(node)))
+	return err
+}
+
+// StartNode starts broker node again and waits until it serves requests.
+func (in *Infra) StartNode(ctx context.Context, node int32) error {
+	_, err := in.script(ctx, "kafka-start-node", strconv.Itoa(int(node)))
+	return err
+}
+
+// RestartPG restarts PostgreSQL (fast shutdown, sessions cut).
+func (in *Infra) RestartPG(ctx context.Context) error {
+	_, err := in.script(ctx, "pg-restart")
+	return err
+}
+
+// tail returns the last n lines of s.
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

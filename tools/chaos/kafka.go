@@ -1,0 +1,132 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/choreo-saga/choreo/pkg/broker"
+	"github.com/choreo-saga/choreo/pkg/events"
+)
+
+// SagaTopics are the four topics the saga's events travel on.
+var SagaTopics = []string{events.TopicOrder, events.TopicPayment, events.TopicInventory, events.TopicShipping}
+
+// Offsets are the next offset of every partition of the saga topics.
+type Offsets map[string]map[int32]int64
+
+// NewestOffsets returns where every saga topic's partitions end now, so
+// that the duplicating pass re-produces this run's messages only.
+// Topics that do not exist yet start at 0.
+func NewestOffsets(ctx context.Context, brokers []string) (Offsets, error) {
+	client, err := sarama.NewClient(brokers, broker.Config("chaos-offsets"))
+	if err != nil {
+		return nil, fmt.Errorf("kafka: connect: %w", err)
+	}
+	defer client.Close()
+	out := Offsets{}
+	for _, t := range SagaTopics {
+		out[t] = map[int32]int64{}
+		parts, err := client.Partitions(t)
+		if err != nil {
+			continue // not created yet: everything in it is this run's
+		}
+		for _, p := range parts {
+			off, err := client.GetOffset(t, p, sarama.OffsetNewest)
+			if err != nil {
+				return nil, fmt.Errorf("kafka: offset of %s/%d: %w", t, p, err)
+			}
+			out[t][p] = off
+		}
+	}
+	return out, nil
+}
+
+// PartitionLeader returns the id of the broker that leads topic/partition.
+func PartitionLeader(ctx context.Context, brokers []string, topic string, partition int32) (int32, error) {
+	client, err := sarama.NewClient(brokers, broker.Config("chaos-leader"))
+	if err != nil {
+		return 0, fmt.Errorf("kafka: connect: %w", err)
+	}
+	defer client.Close()
+	if err := client.RefreshMetadata(topic); err != nil {
+		return 0, fmt.Errorf("kafka: metadata of %s: %w", topic, err)
+	}
+	b, err := client.Leader(topic, partition)
+	if err != nil {
+		return 0, fmt.Errorf("kafka: leader of %s/%d: %w", topic, partition, err)
+	}
+	return b.ID(), nil
+}
+
+// Duplicate re-produces every message of the saga topics from the offsets
+// in from up to where each partition ends now — unchanged, same key, same
+// event id — as a broker does after an acknowledgement is lost. It
+// returns how many it produced.
+func Duplicate(ctx context.Context, brokers []string, from Offsets) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	client, err := sarama.NewClient(brokers, broker.Config("chaos-duplicate"))
+	if err != nil {
+		return 0, fmt.Errorf("kafka: connect: %w", err)
+	}
+	defer client.Close()
+	consumer, err := sarama.NewConsumerFromClient(client)
+	if err != nil {
+		return 0, fmt.Errorf("kafka: consumer: %w", err)
+	}
+	defer consumer.Close()
+	var again []*sarama.ProducerMessage
+	for _, t := range SagaTopics {
+		parts, err := client.Partitions(t)
+		if err != nil {
+			return 0, fmt.Errorf("kafka: partitions of %s: %w", t, err)
+		}
+		for _, p := range parts {
+			end, err := client.GetOffset(t, p, sarama.OffsetNewest)
+			if err != nil {
+				return 0, fmt.Errorf("kafka: offset of %s/%d: %w", t, p, err)
+			}
+			start := from[t][p]
+			if start >= end {
+				continue
+			}
+			pc, err := consumer.ConsumePartition(t, p, start)
+			if err != nil {
+				return 0, fmt.Errorf("kafka: consume %s/%d: %w", t, p, err)
+			}
+			for done := false; !done; {
+				select {
+				case m := <-pc.Messages():
+					again = append(again, broker.Redelivery(m))
+					done = m.Offset >= end-1
+				case <-time.After(5 * time.Second):
+					done = true // a gap at the end (e.g. a control record): nothing more to read
+				case err := <-pc.Errors():
+					pc.Close()
+					return 0, fmt.Errorf("kafka: consume %s/%d: %w", t, p, err)
+				case <-ctx.Done():
+					pc.Close()
+					return 0, fmt.Errorf("kafka: consume %s/%d: %w", t, p, ctx.Err())
+				}
+			}
+			pc.Close()
+		}
+	}
+	if len(again) == 0 {
+		return 0, nil
+	}
+	prod, err := broker.NewSyncProducer(brokers, "chaos-duplicate")
+	if err != nil {
+		return 0, err
+	}
+	defer prod.Close()
+	for i := 0; i < len(again); i += 500 {
+		if err := prod.SendMessages(again[i:min(i+500, len(again))]); err != nil {
+			return i, fmt.Errorf("kafka: produce: %w", err)
+		}
+	}
+	return len(again), nil
+}

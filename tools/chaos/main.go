@@ -1,0 +1,320 @@
+// Command chaos is Choreo's Jepsen-style chaos suite: it runs two
+// instances of every service against its own 3-broker Kafka cluster
+// (replication factor 3, min.insync.replicas 2) and PostgreSQL, sends
+// orders open-loop at a set rate with a seeded mix (a fifth of them
+// compensate), injects faults on a seeded schedule — kill -9 and crash
+// loops, SIGSTOP of the relay leader and of a consumer, kill -9 of a
+// partition-leader broker, a PostgreSQL restart, a pass that re-produces
+// every saga message, the compiled-in crash points — and, once quiet,
+// checks through every service's API that no accepted order was lost, no
+// effect doubled and the services agree.
+//
+//	go run ./tools/chaos -short                 # the CI profile, ~4 minutes
+//	go run ./tools/chaos -orders 10000 -rate 25 # a full run
+//
+// The last line is `chaos: lost=N doubled=N inconsistent=N terminal=X/Y`;
+// the exit status is non-zero on any violation. The infrastructure lives
+// in -infra-dir on its own ports (Kafka 19092/19094/19096, PostgreSQL
+// 15432), never the shared 9092/5432, and is stopped at the end unless
+// -keep; the next run reuses it if it still runs.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "chaos:", err)
+		os.Exit(1)
+	}
+}
+
+// options are the command line.
+type options struct {
+	seed               int64
+	orders             int
+	duration           time.Duration
+	rate               float64
+	customers, skus    int
+	out, dir, infraDir string
+	keep, short        bool
+	drain              time.Duration
+	kafkaPort, pgPort  int
+	portBase           int
+	crashEvery, pause  time.Duration
+}
+
+func parse(args []string, stderr io.Writer) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("chaos", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Int64Var(&o.seed, "seed", 1, "seed of the fault schedule and the order mix")
+	fs.IntVar(&o.orders, "orders", 0, "orders to send (default: -duration × -rate)")
+	fs.DurationVar(&o.duration, "duration", 2*time.Minute, "how long to send orders, if -orders is not set")
+	fs.Float64Var(&o.rate, "rate", 10, "orders per second, open loop")
+	fs.IntVar(&o.customers, "customers", 200, "customers (a tenth of them cannot pay)")
+	fs.IntVar(&o.skus, "skus", 100, "SKUs (a tenth of them out of stock)")
+	fs.StringVar(&o.out, "out", "", "write the JSON report here (default DIR/report.json)")
+	fs.StringVar(&o.dir, "dir", "", "output dir: binaries, service logs, report (default a new dir under $TMPDIR)")
+	fs.StringVar(&o.infraDir, "infra-dir", filepath.Join(os.TempDir(), "choreo-chaos-infra"), "CHOREO_INFRA_DIR of the suite's own Kafka and PostgreSQL")
+	fs.BoolVar(&o.keep, "keep", false, "leave Kafka and PostgreSQL running at the end (the next run reuses them)")
+	fs.BoolVar(&o.short, "short", false, "the CI profile: 360 orders at 6/s, every fault kind once, ~4 minutes")
+	fs.DurationVar(&o.drain, "drain", 3*time.Minute, "give up waiting for the orders to finish after this")
+	fs.IntVar(&o.kafkaPort, "kafka-port", 19092, "first broker's port (nodes step by 2, controllers on +1)")
+	fs.IntVar(&o.pgPort, "pg-port", 15432, "PostgreSQL's port")
+	fs.IntVar(&o.portBase, "port-base", 18080, "HTTP port of order-1; service s instance i listens on base+s+100(i-1)")
+	fs.DurationVar(&o.crashEvery, "crash-every", 3*time.Second, "period of the crash loop")
+	fs.DurationVar(&o.pause, "pause", 16*time.Second, "how long a SIGSTOP lasts (past relay takeover and the session timeout)")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if o.short {
+		if !set["orders"] && !set["duration"] {
+			o.orders = 360
+		}
+		if !set["rate"] {
+			o.rate = 6
+		}
+		if !set["customers"] {
+			o.customers = 60
+		}
+		if !set["skus"] {
+			o.skus = 30
+		}
+		if !set["drain"] {
+			o.drain = 90 * time.Second
+		}
+	}
+	if o.rate <= 0 {
+		return o, fmt.Errorf("-rate must be positive")
+	}
+	if o.orders <= 0 {
+		o.orders = int(o.duration.Seconds() * o.rate)
+	}
+	if o.customers < 2 || o.skus < 2 {
+		return o, fmt.Errorf("-customers and -skus must be at least 2")
+	}
+	return o, nil
+}
+
+// errViolations is returned when the checker found something.
+var errViolations = errors.New("the checker found violations")
+
+func run(ctx context.Context, args []string, stdout io.Writer) (err error) {
+	o, err := parse(args, os.Stderr)
+	if err != nil {
+		return err
+	}
+	t0 := time.Now()
+	tag := strconv.FormatInt(o.seed, 10) + "-" + strconv.FormatInt(t0.Unix()%1_000_000, 36)
+	if o.dir == "" {
+		if o.dir, err = os.MkdirTemp("", "chaos-"+tag+"-"); err != nil {
+			return err
+		}
+	} else if err := os.MkdirAll(o.dir, 0o755); err != nil {
+		return err
+	}
+	if o.out == "" {
+		o.out = filepath.Join(o.dir, "report.json")
+	}
+	logFile, err := os.Create(filepath.Join(o.dir, "chaos.log"))
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	log := slog.New(slog.NewTextHandler(io.MultiWriter(os.Stderr, logFile), nil))
+	repo, err := repoRoot()
+	if err != nil {
+		return err
+	}
+
+	load := time.Duration(float64(o.orders) / o.rate * float64(time.Second))
+	sched, err := Schedule(o.seed, Timings{Load: load, CrashEvery: o.crashEvery, Pause: o.pause})
+	if err != nil {
+		return err
+	}
+	world := NewWorld(tag, o.customers, o.skus)
+	reqs := Plan(o.seed, tag, o.orders, world)
+	log.Info("chaos run", "seed", o.seed, "tag", tag, "orders", o.orders, "rate", o.rate, "load", load, "faults", len(sched), "dir", o.dir)
+
+	rep := &Report{Seed: o.seed, Tag: tag, Started: t0, Dir: o.dir, Schedule: sched,
+		Config: Settings{Orders: o.orders, Rate: o.rate, Customers: o.customers, SKUs: o.skus, Short: o.short}}
+	// Whatever happens, the report (as far as it got) is printed and written.
+	defer func() {
+		rep.Wall = Duration(time.Since(t0))
+		if err != nil && !errors.Is(err, errViolations) {
+			rep.Error = err.Error()
+		}
+		rep.Print(stdout)
+		if werr := rep.WriteJSON(o.out); werr != nil {
+			log.Error("writing the report", "err", werr)
+		} else {
+			log.Info("report written", "path", o.out)
+		}
+	}()
+
+	// Infrastructure, binaries, the cluster. Cleanup runs on a context
+	// that Ctrl-C does not cancel.
+	cleanup := context.WithoutCancel(ctx)
+	infra := &Infra{Repo: repo, Dir: o.infraDir, KafkaPort: o.kafkaPort, PGPort: o.pgPort, Nodes: 3, log: log}
+	if !o.keep {
+		defer func() {
+			log.Info("stopping the infrastructure (-keep leaves it up)")
+			if derr := infra.Down(cleanup); derr != nil {
+				log.Error("infra down", "err", derr)
+			}
+		}()
+	}
+	if err := infra.Up(ctx); err != nil {
+		return err
+	}
+	bins, err := Build(ctx, log, repo, o.dir)
+	if err != nil {
+		return err
+	}
+	from, err := NewestOffsets(ctx, infra.Brokers)
+	if err != nil {
+		return err
+	}
+	cluster, err := StartCluster(ctx, log, ClusterConfig{Bins: bins, Dir: o.dir, PortBase: o.portBase,
+		Brokers: joinComma(infra.Brokers), Databases: infra.Databases, ExtraEnv: infra.Env})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		log.Info("stopping the services")
+		cluster.Stop()
+	}()
+	a := newAPI()
+	if err := Setup(ctx, a, cluster, world); err != nil {
+		return fmt.Errorf("setup: %w", err)
+	}
+	log.Info("world set up", "customers", len(world.Balance), "skus", len(world.Stock))
+
+	// Load, faults and the observer, together.
+	obsCtx, stopObs := context.WithCancel(ctx)
+	defer stopObs()
+	obs := &Observer{}
+	go obs.Watch(obsCtx, cluster, 250*time.Millisecond)
+	inj := &Injector{Cluster: cluster, Infra: infra, From: from, Log: log}
+	start := time.Now()
+	injected := make(chan []Injected, 1)
+	go func() { injected <- inj.Run(ctx, start, sched) }()
+	placed, stats := Load(ctx, log, a, cluster, reqs, o.rate, 2*time.Minute)
+	loadEnd := start.Add(stats.Elapsed)
+	rep.Load = stats
+	rep.Injected = <-injected
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	lastFault := start
+	rep.ByKind = map[Kind]int{}
+	for _, in := range rep.Injected {
+		rep.ByKind[in.Kind]++
+		if in.Err != "" {
+			rep.FaultErrs++
+		}
+		if in.End.After(lastFault) {
+			lastFault = in.End
+		}
+	}
+	log.Info("faults over; waiting for every instance to be up", "faults", len(rep.Injected))
+	if err := cluster.WaitReady(ctx, time.Minute); err != nil {
+		return err
+	}
+
+	// Drain, read, check.
+	exp := Expectation{Requests: map[string]Request{}, Accepted: map[string][]string{},
+		InitialBalance: world.Balance, InitialStock: world.Stock, ReplayRefused: map[string]string{}}
+	for i, p := range placed {
+		exp.Requests[p.Key] = reqs[i]
+		switch {
+		case len(p.IDs) > 0:
+			exp.Accepted[p.Key] = p.IDs
+		case p.Rejected == "":
+			exp.Unsettled = append(exp.Unsettled, p.Key)
+		}
+		if p.ReplayRefused != "" {
+			exp.ReplayRefused[p.Key] = p.ReplayRefused
+		}
+	}
+	var ids []string
+	for _, k := range sortedKeys(exp.Accepted) {
+		ids = append(ids, exp.Accepted[k]...)
+	}
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	log.Info("draining", "orders", len(ids), "limit", o.drain)
+	lastDone, left := Drain(ctx, log, a, cluster, ids, o.drain)
+	stopObs()
+	rep.Drain = Duration(max(0, lastDone.Sub(lastFault)))
+	rep.DrainAfterLoad = Duration(max(0, lastDone.Sub(loadEnd)))
+	finishes := obs.Finishes()
+	if from, to, ok := CrashWindow(sched, o.crashEvery); ok {
+		rep.CrashWindow = Duration(to - from)
+		d, _ := LongestStall(finishes, start.Add(from), start.Add(to))
+		rep.CrashStall = Duration(d)
+	}
+	d, at := LongestStall(finishes, start, loadEnd)
+	rep.LoadStall, rep.LoadStallAt = Duration(d), Duration(at.Sub(start))
+	rep.Exits = cluster.ExitsByCause()
+	log.Info("reading every service", "orders", len(ids), "left_pending", left)
+	snap, err := Read(ctx, a, cluster, ids, world)
+	if err != nil {
+		return fmt.Errorf("reading the services: %w", err)
+	}
+	rep.Verdict = Check(exp, snap)
+	if !rep.Verdict.OK() {
+		return errViolations
+	}
+	return nil
+}
+
+// repoRoot finds the module root (where go.mod is) from the working
+// directory up.
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			if _, err := os.Stat(filepath.Join(dir, "scripts", "infra.sh")); err == nil {
+				return dir, nil
+			}
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("run from inside the choreo repository (no go.mod with scripts/infra.sh above %s)", dir)
+		}
+		dir = parent
+	}
+}
+
+func joinComma(s []string) string {
+	out := ""
+	for i, x := range s {
+		if i > 0 {
+			out += ","
+		}
+		out += x
+	}
+	return out
+}
