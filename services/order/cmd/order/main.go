@@ -1,35 +1,12 @@
-// Command order runs the order service. Configuration comes from the
-// environment, over order.DefaultConfig: HTTP_ADDR, DATABASE_URL,
-// KAFKA_BROKERS.
+// Command order runs the order service: participant.Main reads its
+// configuration from the environment (HTTP_ADDR, DATABASE_URL,
+// KAFKA_BROKERS, …) over order.DefaultConfig and runs order.Run until
+// SIGINT or SIGTERM.
 package main
 
 import (
-	"context"
-	"fmt"
-	"log/slog"
-	"os"
-	"os/signal"
-	"syscall"
-
-	"github.com/kelseyhightower/envconfig"
-
+	"github.com/choreo-saga/choreo/pkg/participant"
 	"github.com/choreo-saga/choreo/services/order"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "order:", err)
-		os.Exit(1)
-	}
-}
-
-func run(ctx context.Context) error {
-	cfg := order.DefaultConfig()
-	if err := envconfig.Process("", &cfg); err != nil {
-		return fmt.Errorf("config: %w", err)
-	}
-	cfg.Logger = slog.New(slog.NewJSONHandler(os.Stdout, nil))
-	return order.Run(ctx, cfg)
-}
+func main() { participant.Main(order.Name, order.DefaultConfig(), order.Run) }

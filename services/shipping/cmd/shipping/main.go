@@ -1,35 +1,12 @@
-// Command shipping runs the shipping service. Configuration comes from the
-// environment, over shipping.DefaultConfig: HTTP_ADDR, DATABASE_URL,
-// KAFKA_BROKERS, SHIPPING_SERVED_COUNTRIES.
+// Command shipping runs the shipping service: participant.Main reads its
+// configuration from the environment (HTTP_ADDR, DATABASE_URL,
+// KAFKA_BROKERS, SHIPPING_SERVED_COUNTRIES, …) over shipping.DefaultConfig
+// and runs shipping.Run until SIGINT or SIGTERM.
 package main
 
 import (
-	"context"
-	"fmt"
-	"log/slog"
-	"os"
-	"os/signal"
-	"syscall"
-
-	"github.com/kelseyhightower/envconfig"
-
+	"github.com/choreo-saga/choreo/pkg/participant"
 	"github.com/choreo-saga/choreo/services/shipping"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "shipping:", err)
-		os.Exit(1)
-	}
-}
-
-func run(ctx context.Context) error {
-	cfg := shipping.DefaultConfig()
-	if err := envconfig.Process("", &cfg); err != nil {
-		return fmt.Errorf("config: %w", err)
-	}
-	cfg.Logger = slog.New(slog.NewJSONHandler(os.Stdout, nil))
-	return shipping.Run(ctx, cfg)
-}
+func main() { participant.Main(shipping.Name, shipping.DefaultConfig(), shipping.Run) }
