@@ -73,7 +73,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.dir, "dir", "", "output dir: binaries, service logs, report (default a new dir under $TMPDIR)")
 	fs.StringVar(&o.infraDir, "infra-dir", filepath.Join(os.TempDir(), "choreo-chaos-infra"), "CHOREO_INFRA_DIR of the suite's own Kafka and PostgreSQL")
 	fs.BoolVar(&o.keep, "keep", false, "leave Kafka and PostgreSQL running at the end (the next run reuses them)")
-	fs.BoolVar(&o.short, "short", false, "the CI profile: 360 orders at 6/s, every fault kind once, ~4 minutes")
+	fs.BoolVar(&o.short, "short", false, "the CI profile: 420 orders at 6/s, every fault kind once, ~4 minutes")
 	fs.DurationVar(&o.drain, "drain", 3*time.Minute, "give up waiting for the orders to finish after this")
 	fs.IntVar(&o.kafkaPort, "kafka-port", 19092, "first broker's port (nodes step by 2, controllers on +1)")
 	fs.IntVar(&o.pgPort, "pg-port", 15432, "PostgreSQL's port")
@@ -87,7 +87,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if o.short {
 		if !set["orders"] && !set["duration"] {
-			o.orders = 360
+			o.orders = 420
 		}
 		if !set["rate"] {
 			o.rate = 6

@@ -124,6 +124,18 @@ func Schedule(seed int64, t Timings) ([]Fault, error) {
 			out = append(out, mk(k))
 		}
 	}
+	// infra.sh runs one command at a time per state dir, and restarting a
+	// broker takes a while (~40 s on a busy 2-core machine): the mandatory
+	// PostgreSQL restart comes first, then the broker kill, early, so that
+	// neither waits for the other nor spills into the crash loop.
+	for i := range out {
+		switch out[i].Kind {
+		case KindPGRestart:
+			out[i].At = warm + time.Duration(r.Int64N(int64(3*time.Second)))
+		case KindBrokerKill:
+			out[i].At = warm + 8*time.Second + time.Duration(r.Int64N(int64(max(time.Second, (crashStart-warm)/5))))
+		}
+	}
 	// The two pauses on different services, so that no service has both
 	// instances frozen by the mandatory faults.
 	var leader, consumer *Fault

@@ -1,0 +1,126 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// fixture is a small consistent world: one happy order completed and one
+// out-of-stock order compensated, which the tests then break one way each.
+func fixture() (Expectation, Snapshot) {
+	exp := Expectation{
+		Requests: map[string]Request{
+			"k1": {Key: "k1", Kind: OrderHappy, Customer: "c1", Items: []Item{{SKU: "S1", Quantity: 2, UnitPrice: 100}}},
+			"k2": {Key: "k2", Kind: OrderOutOfStock, Customer: "c1", Items: []Item{{SKU: "S1", Quantity: 1, UnitPrice: 100}, {SKU: "X1", Quantity: 1, UnitPrice: 100}}},
+		},
+		Accepted:       map[string][]string{"k1": {"o1"}, "k2": {"o2", "o2"}},
+		InitialBalance: map[string]int64{"c1": 1000},
+		InitialStock:   map[string]int64{"S1": 10, "X1": 0},
+	}
+	snap := Snapshot{
+		Orders: map[string]*OrderView{
+			"o1": {ID: "o1", CustomerID: "c1", TotalAmount: 200, Status: "COMPLETED"},
+			"o2": {ID: "o2", CustomerID: "c1", TotalAmount: 200, Status: "CANCELLED", CancelReason: "out_of_stock"},
+		},
+		Payments: map[string]*PaymentView{
+			"o1": {OrderID: "o1", CustomerID: "c1", Amount: 200, Status: "COMPLETED"},
+			"o2": {OrderID: "o2", CustomerID: "c1", Amount: 200, Status: "REFUNDED"},
+		},
+		Reservations: map[string]*ReservationView{
+			"o1": {OrderID: "o1", Status: "RESERVED", Items: []Item{{SKU: "S1", Quantity: 2}}},
+			"o2": {OrderID: "o2", Status: "REJECTED"},
+		},
+		Shipments: map[string]*ShipmentView{"o1": {OrderID: "o1", Status: "SCHEDULED"}},
+		Balances:  map[string]int64{"c1": 800},
+		Stock:     map[string]StockView{"S1": {Available: 8, Reserved: 2}, "X1": {}},
+	}
+	return exp, snap
+}
+
+func TestCheckConsistent(t *testing.T) {
+	exp, snap := fixture()
+	v := Check(exp, snap)
+	if !v.OK() || v.Terminal != 2 || v.Total != 2 {
+		t.Fatalf("a consistent world: %+v", v)
+	}
+}
+
+func TestCheckFlags(t *testing.T) {
+	tests := []struct {
+		name   string
+		break_ func(*Expectation, *Snapshot)
+		class  string // lost, doubled, inconsistent
+		what   string
+	}{
+		{"pending order", func(_ *Expectation, s *Snapshot) { s.Orders["o1"].Status = "PENDING" }, "lost", "not-terminal"},
+		{"missing order", func(_ *Expectation, s *Snapshot) { delete(s.Orders, "o2") }, "lost", "order-missing"},
+		{"two orders for one key", func(e *Expectation, s *Snapshot) {
+			e.Accepted["k1"] = []string{"o1", "o3"}
+			s.Orders["o3"] = &OrderView{ID: "o3", CustomerID: "c1", TotalAmount: 200, Status: "CANCELLED", CancelReason: "payment_declined"}
+			s.Payments["o3"] = &PaymentView{OrderID: "o3", CustomerID: "c1", Amount: 200, Status: "DECLINED"}
+		}, "doubled", "idempotency-key"},
+		{"debited twice", func(_ *Expectation, s *Snapshot) { s.Balances["c1"] = 600 }, "doubled", "money"},
+		{"refunded twice", func(_ *Expectation, s *Snapshot) { s.Balances["c1"] = 1000 }, "doubled", "money"},
+		{"reserved twice", func(_ *Expectation, s *Snapshot) { s.Stock["S1"] = StockView{Available: 6, Reserved: 4} }, "doubled", "stock-reserved"},
+		{"released twice", func(_ *Expectation, s *Snapshot) { s.Stock["S1"] = StockView{Available: 9, Reserved: 2} }, "doubled", "stock"},
+		{"completed without shipment", func(_ *Expectation, s *Snapshot) { delete(s.Shipments, "o1") }, "inconsistent", "cross-service"},
+		{"cancelled with payment kept", func(_ *Expectation, s *Snapshot) {
+			s.Payments["o2"].Status = "COMPLETED"
+			s.Balances["c1"] = 600 // the money agrees with the payments; the order does not
+		}, "inconsistent", "cross-service"},
+		{"cancelled with stock kept", func(_ *Expectation, s *Snapshot) {
+			s.Reservations["o2"] = &ReservationView{OrderID: "o2", Status: "RESERVED", Items: []Item{{SKU: "S1", Quantity: 1}}}
+			s.Stock["S1"] = StockView{Available: 7, Reserved: 3}
+		}, "inconsistent", "cross-service"},
+		{"happy order cancelled", func(_ *Expectation, s *Snapshot) {
+			s.Orders["o1"] = &OrderView{ID: "o1", CustomerID: "c1", TotalAmount: 200, Status: "CANCELLED", CancelReason: "shipping_unavailable"}
+			s.Payments["o1"].Status = "REFUNDED"
+			s.Reservations["o1"].Status = "RELEASED"
+			s.Shipments["o1"].Status = "FAILED"
+			s.Balances["c1"] = 1000
+			s.Stock["S1"] = StockView{Available: 10}
+		}, "inconsistent", "unexpected-outcome"},
+		{"replay refused", func(e *Expectation, _ *Snapshot) {
+			e.ReplayRefused = map[string]string{"k1": "HTTP 422"}
+		}, "inconsistent", "idempotency-replay"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			exp, snap := fixture()
+			tt.break_(&exp, &snap)
+			v := Check(exp, snap)
+			if v.OK() {
+				t.Fatalf("not flagged: %+v", v)
+			}
+			found := false
+			for _, x := range v.Violations {
+				if x.Class == tt.class && x.What == tt.what {
+					found = true
+				}
+			}
+			if !found {
+				t.Fatalf("want a %s/%s violation, got %+v", tt.class, tt.what, v.Violations)
+			}
+			counts := map[string]int{"lost": v.Lost, "doubled": v.Doubled, "inconsistent": v.Inconsistent}
+			if counts[tt.class] == 0 {
+				t.Fatalf("%s count is 0: %+v", tt.class, v)
+			}
+		})
+	}
+}
+
+func TestCheckSkipsUnsettled(t *testing.T) {
+	exp, snap := fixture()
+	// An order the client never saw answered may have charged c1.
+	exp.Requests["k3"] = Request{Key: "k3", Customer: "c1", Items: []Item{{SKU: "S1", Quantity: 1}}}
+	exp.Unsettled = []string{"k3"}
+	snap.Balances["c1"] = 700
+	snap.Stock["S1"] = StockView{Available: 7, Reserved: 3}
+	v := Check(exp, snap)
+	if !v.OK() || v.SkippedCustomers != 1 || v.SkippedSKUs != 1 {
+		t.Fatalf("unsettled key: %+v", v)
+	}
+	if !strings.Contains(strings.Join(sortedKeys(v.Outcomes), ","), "COMPLETED") {
+		t.Fatalf("outcomes: %v", v.Outcomes)
+	}
+}
