@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 )
@@ -21,6 +22,9 @@ type Injected struct {
 	Target string    `json:"target,omitempty"`
 	Note   string    `json:"note,omitempty"`
 	Err    string    `json:"error,omitempty"`
+	// Takeover: for a paused relay leader, how long until the other
+	// instance led the relay; -1 if it did not during the pause.
+	Takeover Duration `json:"takeover,omitempty"`
 }
 
 // Injector fires a schedule's faults at their times.
@@ -89,8 +93,13 @@ func (j *Injector) fire(ctx context.Context, f Fault, in *Injected) error {
 	case KindPauseLeader:
 		i, err := c.RelayLeader(ctx, f.Service)
 		if err != nil {
-			i = c.Get(f.Service, f.Instance)
-			in.Note = fmt.Sprintf("relay leader unknown (%v); paused instance %d instead", err, f.Instance)
+			var lerr error
+			if i, lerr = c.RelayLeaderFromLogs(f.Service); lerr == nil {
+				in.Note = fmt.Sprintf("no leader gauge (%v); leader found in its log", err)
+			} else {
+				i = c.Get(f.Service, f.Instance)
+				in.Note = fmt.Sprintf("relay leader unknown (%v; %v); paused instance %d instead", err, lerr, f.Instance)
+			}
 		}
 		return j.pause(ctx, i, f.For, in)
 
@@ -98,7 +107,11 @@ func (j *Injector) fire(ctx context.Context, f Fault, in *Injected) error {
 		i := c.Get(f.Service, f.Instance)
 		// Prefer the instance that does not lead the relay, so this pause
 		// is about the consumer group.
-		if l, err := c.RelayLeader(ctx, f.Service); err == nil && l == i {
+		l, err := c.RelayLeader(ctx, f.Service)
+		if err != nil {
+			l, _ = c.RelayLeaderFromLogs(f.Service)
+		}
+		if l == i {
 			i = c.Get(f.Service, 1+f.Instance%Instances)
 		}
 		return j.pause(ctx, i, f.For, in)
@@ -154,9 +167,21 @@ func (j *Injector) pause(ctx context.Context, i *Instance, d time.Duration, in *
 	if err := i.Pause(); err != nil {
 		return err
 	}
+	t0 := time.Now()
 	sleep(ctx, d)
 	if err := i.Resume(); err != nil {
 		return fmt.Errorf("SIGCONT: %w (the process was replaced meanwhile)", err)
+	}
+	if in.Kind == KindPauseLeader {
+		// Did another instance take the relay over while this one was frozen?
+		other := j.Cluster.Get(i.Service, 1+i.Index%Instances)
+		if t, ok := other.ElectedSince(t0); ok && t.Before(t0.Add(d)) {
+			in.Takeover = Duration(t.Sub(t0))
+			in.Note = strings.TrimSpace(in.Note + fmt.Sprintf(" %s took the relay over after %s", other.Name(), in.Takeover))
+		} else {
+			in.Takeover = -1
+			in.Note = strings.TrimSpace(in.Note + fmt.Sprintf(" no takeover by %s during the %s pause", other.Name(), d.Round(100*time.Millisecond)))
+		}
 	}
 	return nil
 }

@@ -52,6 +52,7 @@ type options struct {
 	rate               float64
 	customers, skus    int
 	out, dir, infraDir string
+	rev                string
 	keep, short        bool
 	drain              time.Duration
 	kafkaPort, pgPort  int
@@ -72,6 +73,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.out, "out", "", "write the JSON report here (default DIR/report.json)")
 	fs.StringVar(&o.dir, "dir", "", "output dir: binaries, service logs, report (default a new dir under $TMPDIR)")
 	fs.StringVar(&o.infraDir, "infra-dir", filepath.Join(os.TempDir(), "choreo-chaos-infra"), "CHOREO_INFRA_DIR of the suite's own Kafka and PostgreSQL")
+	fs.StringVar(&o.rev, "rev", "", "build the services from this git revision (e.g. HEAD) instead of the working tree")
 	fs.BoolVar(&o.keep, "keep", false, "leave Kafka and PostgreSQL running at the end (the next run reuses them)")
 	fs.BoolVar(&o.short, "short", false, "the CI profile: 420 orders at 6/s, every fault kind once, ~4 minutes")
 	fs.DurationVar(&o.drain, "drain", 3*time.Minute, "give up waiting for the orders to finish after this")
@@ -185,7 +187,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) (err error) {
 	if err := infra.Up(ctx); err != nil {
 		return err
 	}
-	bins, err := Build(ctx, log, repo, o.dir)
+	bins, err := Build(ctx, log, repo, o.rev, o.dir)
 	if err != nil {
 		return err
 	}
@@ -215,6 +217,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) (err error) {
 	go obs.Watch(obsCtx, cluster, 250*time.Millisecond)
 	inj := &Injector{Cluster: cluster, Infra: infra, From: from, Log: log}
 	start := time.Now()
+	rep.LoadStart = Duration(start.Sub(t0))
 	injected := make(chan []Injected, 1)
 	go func() { injected <- inj.Run(ctx, start, sched) }()
 	placed, stats := Load(ctx, log, a, cluster, reqs, o.rate, 2*time.Minute)

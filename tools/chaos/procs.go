@@ -17,8 +17,22 @@ import (
 	"time"
 )
 
-// Build compiles the four services into dir/bin.
-func Build(ctx context.Context, log *slog.Logger, repo, dir string) (map[string]string, error) {
+// Build compiles the four services into dir/bin: from the working tree,
+// or, if rev is set, from that git revision (exported with git archive
+// into dir/src, so that files others are editing do not get in).
+func Build(ctx context.Context, log *slog.Logger, repo, rev, dir string) (map[string]string, error) {
+	if rev != "" {
+		src := filepath.Join(dir, "src")
+		if err := os.MkdirAll(src, 0o755); err != nil {
+			return nil, err
+		}
+		cmd := exec.CommandContext(ctx, "bash", "-c", `set -o pipefail; git -C "$1" archive "$2" | tar -x -C "$3"`, "archive", repo, rev, src)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("git archive %s: %w\n%s", rev, err, out)
+		}
+		log.Info("building from a git revision", "rev", rev, "src", src)
+		repo = src
+	}
 	bins := map[string]string{}
 	for _, s := range Services {
 		bin := filepath.Join(dir, "bin", s)
@@ -452,4 +466,62 @@ func instanceNames(is []*Instance) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// RelayLeaderFromLogs is the fallback of RelayLeader while no instance
+// exports the gauge: the instance whose log's latest relay event, since
+// its latest start, is "elected the active relay".
+func (c *Cluster) RelayLeaderFromLogs(svc string) (*Instance, error) {
+	var best *Instance
+	var bestAt string
+	for n := 1; n <= Instances; n++ {
+		i := c.Get(svc, n)
+		b, err := os.ReadFile(i.logPath)
+		if err != nil {
+			return nil, err
+		}
+		leads, at := false, ""
+		for _, line := range strings.Split(string(b), "\n") {
+			switch {
+			case strings.HasPrefix(line, "=== chaos: start"):
+				leads = false
+			case strings.Contains(line, `"msg":"elected the active relay"`):
+				leads = true
+				if t, _, ok := strings.Cut(strings.TrimPrefix(line, `{"time":"`), `"`); ok {
+					at = t
+				}
+			case strings.Contains(line, `"msg":"resigned as the active relay"`):
+				leads = false
+			}
+		}
+		if leads && (best == nil || at > bestAt) {
+			best, bestAt = i, at
+		}
+	}
+	if best == nil {
+		return nil, fmt.Errorf("no %s instance's log says it leads the relay", svc)
+	}
+	return best, nil
+}
+
+// ElectedSince returns when i's log first says it was elected relay
+// leader at or after since, if it does.
+func (i *Instance) ElectedSince(since time.Time) (time.Time, bool) {
+	b, err := os.ReadFile(i.logPath)
+	if err != nil {
+		return time.Time{}, false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if !strings.Contains(line, `"msg":"elected the active relay"`) {
+			continue
+		}
+		ts, _, ok := strings.Cut(strings.TrimPrefix(line, `{"time":"`), `"`)
+		if !ok {
+			continue
+		}
+		if t, err := time.Parse(time.RFC3339Nano, ts); err == nil && !t.Before(since) {
+			return t, true
+		}
+	}
+	return time.Time{}, false
 }

@@ -36,7 +36,9 @@ type Report struct {
 	LoadStall   Duration `json:"longest_stall_load"`
 	LoadStallAt Duration `json:"longest_stall_load_at"`
 	Verdict     Verdict  `json:"verdict"`
-	Error       string   `json:"error,omitempty"`
+	// LoadStart is when the load began, from Started.
+	LoadStart Duration `json:"load_start"`
+	Error     string   `json:"error,omitempty"`
 }
 
 // Duration marshals as a string like "1.5s".
@@ -71,7 +73,7 @@ func (r *Report) Print(w io.Writer) {
 	}
 	for _, in := range r.Injected {
 		if in.Note != "" && in.Kind == KindPauseLeader {
-			fmt.Fprintf(w, "  note: pause-leader %s: %s\n", in.Target, in.Note)
+			fmt.Fprintf(w, "  pause-leader %s at +%s: %s\n", in.Target, Duration(in.Start.Sub(r.Started.Add(time.Duration(r.LoadStart)))), in.Note)
 		}
 	}
 	causes := make([]string, 0, len(r.Exits))
