@@ -3,8 +3,8 @@
 //
 // What the package adds around the handler:
 //   - an offset is marked only after the handler returned nil, so a crash
-//     before the handler's commit redelivers the message (and package idem
-//     makes the redelivery harmless);
+//     before the handler's commit redelivers the message (and the
+//     runtime's de-duplication, idem.Mark, makes the redelivery harmless);
 //   - a transient error (database or broker down) is retried with
 //     exponential backoff for as long as it takes — a message is never
 //     skipped because a dependency was briefly away;

@@ -1,7 +1,11 @@
 // Package events defines the messages the saga's services exchange over Kafka:
 // the envelope every message travels in, one payload type per event, the
 // topic each producer writes to, and the decoding and validation a consumer
-// applies before it trusts a message.
+// applies before it trusts a message: a tolerant reader (unknown fields are
+// ignored, so producers can add optional ones) that refuses anything invalid
+// and brings older payload versions to the current shape (see Decode and
+// docs/event-evolution.md). It also holds the one rule for the ids clients
+// choose (IDPattern), since those ids travel in events.
 //
 // Every message is keyed by its order id, so all of one order's events land
 // in the same partition and are consumed in the order they were produced.

@@ -30,7 +30,7 @@ import (
 //go:embed migrations/*.sql
 var Migrations embed.FS
 
-// Execer is the part of *sqlx.Tx that Once needs.
+// Execer is the part of *sqlx.Tx that Mark needs.
 type Execer interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 }

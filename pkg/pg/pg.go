@@ -1,5 +1,7 @@
-// Package pg opens a service's PostgreSQL database and brings its schema up
-// to date from embedded goose migrations.
+// Package pg opens a service's PostgreSQL database — every session bounded
+// by SessionDefaults, so a frozen process cannot hold locks or the outbox
+// relay's horizon for long — and brings its schema up to date from embedded
+// goose migrations.
 package pg
 
 import (
