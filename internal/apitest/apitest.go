@@ -28,6 +28,7 @@ import (
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/go-chi/chi/v5"
+	"github.com/jmoiron/sqlx"
 
 	"github.com/choreo-saga/choreo/pkg/web"
 )
@@ -322,10 +323,13 @@ type API struct {
 }
 
 // Start reads the OpenAPI document in the test's directory (openapi.yaml),
-// builds the service's router twice with build, and runs the checks every
-// service shares as subtests: every served route documented and vice versa,
-// and the document served at GET /openapi.yaml.
-func Start(t *testing.T, build func(log *slog.Logger, checks map[string]web.Check) http.Handler) API {
+// builds the service's router twice with routes (its participant.Spec API)
+// on a nil database, and runs the checks every service shares as subtests:
+// every served route documented and vice versa, the document served at
+// GET /openapi.yaml as documented, and /healthz and /readyz answering as
+// documented, up and with the database down. With no database, only answers given before
+// the store is reached can be checked; Check sends those.
+func Start(t *testing.T, routes func(log *slog.Logger, db *sqlx.DB, checks map[string]web.Check) http.Handler) API {
 	t.Helper()
 	spec, err := os.ReadFile("openapi.yaml")
 	if err != nil {
@@ -336,10 +340,50 @@ func Start(t *testing.T, build func(log *slog.Logger, checks map[string]web.Chec
 	down := func(context.Context) error { return errors.New("connection refused") }
 	api := API{
 		Spec:     spec,
-		Ready:    build(log, map[string]web.Check{"database": ok, "kafka": ok}),
-		NotReady: build(log, map[string]web.Check{"database": down, "kafka": ok}),
+		Ready:    routes(log, nil, map[string]web.Check{"database": ok, "kafka": ok}),
+		NotReady: routes(log, nil, map[string]web.Check{"database": down, "kafka": ok}),
 	}
 	t.Run("RoutesDocumented", func(t *testing.T) { CheckRoutesDocumented(t, api.Ready, spec) })
 	t.Run("Served", func(t *testing.T) { CheckSpecServed(t, api.Ready, spec) })
+	t.Run("Healthz", func(t *testing.T) {
+		CheckResponse(t, api.Ready, spec, httptest.NewRequest("GET", "/healthz", nil), 200)
+	})
+	t.Run("Ready", func(t *testing.T) { CheckResponse(t, api.Ready, spec, httptest.NewRequest("GET", "/readyz", nil), 200) })
+	t.Run("NotReady", func(t *testing.T) {
+		CheckResponse(t, api.NotReady, spec, httptest.NewRequest("GET", "/readyz", nil), 503)
+	})
+	t.Run("OpenAPI", func(t *testing.T) { CheckResponse(t, api.Ready, spec, httptest.NewRequest("GET", SpecPath, nil), 200) })
 	return api
+}
+
+// Request is one request of a service's table of answers, and the status
+// it must get.
+type Request struct {
+	Name         string
+	Method, Path string
+	// Body, if any, is sent as application/json.
+	Body string
+	// Header is set on the request last, so it can replace the
+	// Content-Type.
+	Header http.Header
+	Want   int
+}
+
+// Check sends each request to the Ready router as a subtest named after
+// it, and fails it unless the answer has the status the request wants and
+// is documented (CheckResponse).
+func (a API) Check(t *testing.T, reqs []Request) {
+	t.Helper()
+	for _, rq := range reqs {
+		t.Run(rq.Name, func(t *testing.T) {
+			req := httptest.NewRequest(rq.Method, rq.Path, strings.NewReader(rq.Body))
+			if rq.Body != "" {
+				req.Header.Set("Content-Type", "application/json")
+			}
+			for k, vs := range rq.Header {
+				req.Header[k] = vs
+			}
+			CheckResponse(t, a.Ready, a.Spec, req, rq.Want)
+		})
+	}
 }

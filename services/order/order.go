@@ -9,16 +9,11 @@ package order
 
 import (
 	"context"
-	"log/slog"
-	"net/http"
 	"time"
-
-	"github.com/jmoiron/sqlx"
 
 	"github.com/choreo-saga/choreo/pkg/events"
 	"github.com/choreo-saga/choreo/pkg/participant"
 	"github.com/choreo-saga/choreo/pkg/pg"
-	"github.com/choreo-saga/choreo/pkg/web"
 	"github.com/choreo-saga/choreo/services/order/internal/eventapi"
 	"github.com/choreo-saga/choreo/services/order/internal/httpapi"
 	"github.com/choreo-saga/choreo/services/order/internal/store"
@@ -60,9 +55,7 @@ func Spec(cfg Config) (participant.Spec, error) {
 		Produces:  events.TopicOrder,
 		Schema:    Schema,
 		Reactions: eventapi.Reactions(),
-		API: func(log *slog.Logger, db *sqlx.DB, checks map[string]web.Check) http.Handler {
-			return httpapi.Routes(log, store.New(db), Name, time.Now, checks)
-		},
+		API:       httpapi.API{Service: Name, Now: time.Now}.Routes,
 	}, nil
 }
 

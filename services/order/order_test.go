@@ -18,7 +18,6 @@ import (
 	"github.com/choreo-saga/choreo/internal/testenv"
 	"github.com/choreo-saga/choreo/services/order"
 	"github.com/choreo-saga/choreo/services/order/internal/httpapi"
-	"github.com/choreo-saga/choreo/services/order/internal/store"
 )
 
 var quiet = slog.New(slog.DiscardHandler)
@@ -27,7 +26,7 @@ var quiet = slog.New(slog.DiscardHandler)
 // own, dropped when the test ends.
 func newAPI(t *testing.T) (http.Handler, *sqlx.DB) {
 	db := testenv.DB(t, order.Schema)
-	return httpapi.Routes(quiet, store.New(db), order.Name, time.Now, nil), db
+	return httpapi.API{Service: order.Name, Now: time.Now}.Routes(quiet, db, nil), db
 }
 
 type response struct {

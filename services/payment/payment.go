@@ -9,15 +9,10 @@ package payment
 
 import (
 	"context"
-	"log/slog"
-	"net/http"
-
-	"github.com/jmoiron/sqlx"
 
 	"github.com/choreo-saga/choreo/pkg/events"
 	"github.com/choreo-saga/choreo/pkg/participant"
 	"github.com/choreo-saga/choreo/pkg/pg"
-	"github.com/choreo-saga/choreo/pkg/web"
 	"github.com/choreo-saga/choreo/services/payment/internal/eventapi"
 	"github.com/choreo-saga/choreo/services/payment/internal/httpapi"
 	"github.com/choreo-saga/choreo/services/payment/internal/store"
@@ -56,9 +51,7 @@ func Spec(cfg Config) (participant.Spec, error) {
 		Produces:  events.TopicPayment,
 		Schema:    Schema,
 		Reactions: eventapi.Reactions(),
-		API: func(log *slog.Logger, db *sqlx.DB, checks map[string]web.Check) http.Handler {
-			return httpapi.Routes(log, store.New(db), checks)
-		},
+		API:       httpapi.Routes,
 	}, nil
 }
 

@@ -11,16 +11,11 @@ package shipping
 import (
 	"context"
 	"fmt"
-	"log/slog"
-	"net/http"
 	"strings"
-
-	"github.com/jmoiron/sqlx"
 
 	"github.com/choreo-saga/choreo/pkg/events"
 	"github.com/choreo-saga/choreo/pkg/participant"
 	"github.com/choreo-saga/choreo/pkg/pg"
-	"github.com/choreo-saga/choreo/pkg/web"
 	"github.com/choreo-saga/choreo/services/shipping/internal/eventapi"
 	"github.com/choreo-saga/choreo/services/shipping/internal/httpapi"
 	"github.com/choreo-saga/choreo/services/shipping/internal/store"
@@ -107,9 +102,7 @@ func Spec(cfg Config) (participant.Spec, error) {
 		Produces:  events.TopicShipping,
 		Schema:    Schema,
 		Reactions: eventapi.Reactions(served),
-		API: func(log *slog.Logger, db *sqlx.DB, checks map[string]web.Check) http.Handler {
-			return httpapi.Routes(log, store.New(db), checks)
-		},
+		API:       httpapi.Routes,
 	}, nil
 }
 

@@ -1,13 +1,12 @@
 package httpapi
 
 import (
+	"context"
 	"errors"
 	"fmt"
-	"log/slog"
-	"net/http"
 
 	"github.com/choreo-saga/choreo/pkg/events"
-	"github.com/choreo-saga/choreo/pkg/web"
+	"github.com/choreo-saga/choreo/services/inventory/internal/domain"
 	"github.com/choreo-saga/choreo/services/inventory/internal/store"
 )
 
@@ -31,55 +30,9 @@ func (s stockRequest) Validate() error {
 	return nil
 }
 
-func putStock(log *slog.Logger, st *store.Store) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		sku, err := web.PathID(r, "sku")
-		if err != nil {
-			web.Respond(w, r, log, err)
-			return
-		}
-		req, err := web.Decode[stockRequest](w, r)
-		if err != nil {
-			web.Respond(w, r, log, err)
-			return
-		}
-		s, err := st.PutStock(r.Context(), sku, *req.Available)
-		if err != nil {
-			web.Respond(w, r, log, err)
-			return
-		}
-		web.Encode(w, http.StatusOK, s)
-	})
-}
-
-func getStock(log *slog.Logger, st *store.Store) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		sku, err := web.PathID(r, "sku")
-		if err != nil {
-			web.Respond(w, r, log, err)
-			return
-		}
-		s, err := st.Stock(r.Context(), sku)
-		if err != nil {
-			web.Respond(w, r, log, err)
-			return
-		}
-		web.Encode(w, http.StatusOK, s)
-	})
-}
-
-func getReservation(log *slog.Logger, st *store.Store) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id, err := web.PathID(r, "order_id")
-		if err != nil {
-			web.Respond(w, r, log, err)
-			return
-		}
-		res, err := st.Reservation(r.Context(), id)
-		if err != nil {
-			web.Respond(w, r, log, err)
-			return
-		}
-		web.Encode(w, http.StatusOK, res)
-	})
+// putStock sets a SKU's available units; the reserved ones stay.
+func putStock(st *store.Store) func(context.Context, string, stockRequest) (domain.Stock, error) {
+	return func(ctx context.Context, sku string, req stockRequest) (domain.Stock, error) {
+		return st.PutStock(ctx, sku, *req.Available)
+	}
 }

@@ -29,7 +29,7 @@ func TestReads(t *testing.T) {
 	ctx := context.Background()
 	db := testenv.DB(t, inventory.Schema)
 	st := store.New(db)
-	srv := httptest.NewServer(httpapi.Routes(testenv.Logger(t), st, nil))
+	srv := httptest.NewServer(httpapi.Routes(testenv.Logger(t), db, nil))
 	t.Cleanup(srv.Close)
 
 	sku, orderID := "sku-"+uuid.NewString()[:13], uuid.NewString()

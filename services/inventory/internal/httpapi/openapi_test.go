@@ -1,9 +1,7 @@
 package httpapi_test
 
 import (
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -20,10 +18,8 @@ import (
 // reached are served here, so the store is nil; the bodies of answers that
 // need it are checked through the domain types the handlers encode.
 func TestOpenAPI(t *testing.T) {
-	api := apitest.Start(t, func(log *slog.Logger, checks map[string]web.Check) http.Handler {
-		return httpapi.Routes(log, nil, checks)
-	})
-	spec, h, notReady := api.Spec, api.Ready, api.NotReady
+	api := apitest.Start(t, httpapi.Routes)
+	spec := api.Spec
 	t.Run("Schemas", func(t *testing.T) {
 		apitest.CheckSchema(t, spec, "Stock", domain.Stock{SKU: "SKU-1", Available: 118, Reserved: 2})
 		apitest.CheckSchema(t, spec, "Reservation", domain.Reservation{
@@ -40,41 +36,20 @@ func TestOpenAPI(t *testing.T) {
 	})
 
 	long := strings.Repeat("x", 65)
-	tests := []struct {
-		name   string
-		h      http.Handler
-		method string
-		path   string
-		ct     string
-		body   string
-		want   int
-	}{
-		{"Healthz", h, "GET", "/healthz", "", "", 200},
-		{"Ready", h, "GET", "/readyz", "", "", 200},
-		{"NotReady", notReady, "GET", "/readyz", "", "", 503},
-		{"OpenAPI", h, "GET", "/openapi.yaml", "", "", 200},
-		{"PutStockTooLongSKU", h, "PUT", "/stock/" + long, "application/json", `{"available":1}`, 400},
-		{"PutStockNotJSON", h, "PUT", "/stock/SKU-1", "text/plain", `{"available":1}`, 415},
-		{"PutStockTooLarge", h, "PUT", "/stock/SKU-1", "application/json", `{"available":` + strings.Repeat(" ", web.MaxBodyBytes) + `1}`, 413},
-		{"PutStockMissing", h, "PUT", "/stock/SKU-1", "application/json", `{}`, 400},
-		{"PutStockNegative", h, "PUT", "/stock/SKU-1", "application/json", `{"available":-1}`, 400},
-		{"PutStockReserved", h, "PUT", "/stock/SKU-1", "application/json", `{"available":1,"reserved":0}`, 400},
-		{"PutStockAboveMaxAmount", h, "PUT", "/stock/SKU-1", "application/json", `{"available":1000000000000001}`, 400},
-		{"PutStockEscapedSlashInSKU", h, "PUT", "/stock/SKU%2F1", "application/json", `{"available":1}`, 400},
-		{"PutStockNULInSKU", h, "PUT", "/stock/SKU%001", "application/json", `{"available":1}`, 400},
-		{"GetReservationInvalidUTF8InID", h, "GET", "/reservations/%ff", "", "", 400},
-		{"GetStockTooLongSKU", h, "GET", "/stock/" + long, "", "", 400},
-		{"GetReservationTooLongID", h, "GET", "/reservations/" + long, "", "", 400},
-		{"UnknownPath", h, "GET", "/stock", "", "", 404},
-		{"UnlistedMethod", h, "DELETE", "/reservations/o-1", "", "", 405},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			req := httptest.NewRequest(tt.method, tt.path, strings.NewReader(tt.body))
-			if tt.ct != "" {
-				req.Header.Set("Content-Type", tt.ct)
-			}
-			apitest.CheckResponse(t, tt.h, spec, req, tt.want)
-		})
-	}
+	api.Check(t, []apitest.Request{
+		{Name: "PutStockTooLongSKU", Method: "PUT", Path: "/stock/" + long, Body: `{"available":1}`, Want: 400},
+		{Name: "PutStockNotJSON", Method: "PUT", Path: "/stock/SKU-1", Header: http.Header{"Content-Type": {"text/plain"}}, Body: `{"available":1}`, Want: 415},
+		{Name: "PutStockTooLarge", Method: "PUT", Path: "/stock/SKU-1", Body: `{"available":` + strings.Repeat(" ", web.MaxBodyBytes) + `1}`, Want: 413},
+		{Name: "PutStockMissing", Method: "PUT", Path: "/stock/SKU-1", Body: `{}`, Want: 400},
+		{Name: "PutStockNegative", Method: "PUT", Path: "/stock/SKU-1", Body: `{"available":-1}`, Want: 400},
+		{Name: "PutStockReserved", Method: "PUT", Path: "/stock/SKU-1", Body: `{"available":1,"reserved":0}`, Want: 400},
+		{Name: "PutStockAboveMaxAmount", Method: "PUT", Path: "/stock/SKU-1", Body: `{"available":1000000000000001}`, Want: 400},
+		{Name: "PutStockEscapedSlashInSKU", Method: "PUT", Path: "/stock/SKU%2F1", Body: `{"available":1}`, Want: 400},
+		{Name: "PutStockNULInSKU", Method: "PUT", Path: "/stock/SKU%001", Body: `{"available":1}`, Want: 400},
+		{Name: "GetReservationInvalidUTF8InID", Method: "GET", Path: "/reservations/%ff", Want: 400},
+		{Name: "GetStockTooLongSKU", Method: "GET", Path: "/stock/" + long, Want: 400},
+		{Name: "GetReservationTooLongID", Method: "GET", Path: "/reservations/" + long, Want: 400},
+		{Name: "UnknownPath", Method: "GET", Path: "/stock", Want: 404},
+		{Name: "UnlistedMethod", Method: "DELETE", Path: "/reservations/o-1", Want: 405},
+	})
 }

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"net/http"
 
+	"github.com/jmoiron/sqlx"
+
 	"github.com/choreo-saga/choreo/pkg/web"
 	"github.com/choreo-saga/choreo/services/inventory/internal/store"
 )
@@ -16,12 +18,14 @@ import (
 //go:embed openapi.yaml
 var spec []byte
 
-// Routes is the whole HTTP API of the inventory service.
-func Routes(log *slog.Logger, st *store.Store, checks map[string]web.Check) http.Handler {
+// Routes is the whole HTTP API of the inventory service, over the store in
+// db: participant.Spec's API.
+func Routes(log *slog.Logger, db *sqlx.DB, checks map[string]web.Check) http.Handler {
+	st := store.New(db)
 	r := web.NewRouter(log, checks)
-	r.Method(http.MethodPut, "/stock/{sku}", putStock(log, st))
-	r.Method(http.MethodGet, "/stock/{sku}", getStock(log, st))
-	r.Method(http.MethodGet, "/reservations/{order_id}", getReservation(log, st))
+	r.Method(http.MethodPut, "/stock/{sku}", web.Put(log, "sku", putStock(st)))
+	r.Method(http.MethodGet, "/stock/{sku}", web.Get(log, "sku", st.Stock))
+	r.Method(http.MethodGet, "/reservations/{order_id}", web.Get(log, "order_id", st.Reservation))
 	r.Method(http.MethodGet, "/openapi.yaml", web.OpenAPI(spec))
 	return r
 }

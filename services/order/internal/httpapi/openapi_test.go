@@ -2,7 +2,6 @@ package httpapi_test
 
 import (
 	"encoding/json"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -23,10 +22,8 @@ import (
 // reached are served here, so the store is nil; the bodies of answers that
 // need it are checked through the domain types the handlers encode.
 func TestOpenAPI(t *testing.T) {
-	api := apitest.Start(t, func(log *slog.Logger, checks map[string]web.Check) http.Handler {
-		return httpapi.Routes(log, nil, order.Name, time.Now, checks)
-	})
-	spec, h, notReady := api.Spec, api.Ready, api.NotReady
+	api := apitest.Start(t, httpapi.API{Service: order.Name, Now: time.Now}.Routes)
+	spec := api.Spec
 	t.Run("Schemas", func(t *testing.T) {
 		created := time.Date(2026, 11, 25, 9, 30, 0, 123456000, time.UTC)
 		apitest.CheckSchema(t, spec, "Order", domain.Order{
@@ -82,51 +79,27 @@ func TestOpenAPI(t *testing.T) {
 
 	valid := `{"customer_id":"c-1","items":[{"sku":"SKU-1","quantity":2,"unit_price":2500}],"shipping_address":{"country":"JP"}}`
 	huge := `{"items":[` + strings.Repeat(`{"sku":"SKU-1","quantity":1,"unit_price":1},`, web.MaxBodyBytes/40) + `]}`
-	tests := []struct {
-		name   string
-		h      http.Handler
-		method string
-		path   string
-		header http.Header
-		body   string
-		want   int
-	}{
-		{"Healthz", h, "GET", "/healthz", nil, "", 200},
-		{"Ready", h, "GET", "/readyz", nil, "", 200},
-		{"NotReady", notReady, "GET", "/readyz", nil, "", 503},
-		{"OpenAPI", h, "GET", "/openapi.yaml", nil, "", 200},
-		{"CreateEmptyKey", h, "POST", "/orders", http.Header{"Idempotency-Key": {""}}, valid, 400},
-		{"CreateKeyTwice", h, "POST", "/orders", http.Header{"Idempotency-Key": {"k1", "k2"}}, valid, 400},
-		{"CreateKeyTooLong", h, "POST", "/orders", http.Header{"Idempotency-Key": {strings.Repeat("k", 256)}}, valid, 400},
-		{"CreateKeyNotASCII", h, "POST", "/orders", http.Header{"Idempotency-Key": {"キー"}}, valid, 400},
-		{"CreateNotJSON", h, "POST", "/orders", http.Header{"Content-Type": {"text/plain"}}, valid, 415},
-		{"CreateTooLarge", h, "POST", "/orders", nil, huge, 413},
-		{"CreateMalformed", h, "POST", "/orders", nil, `{"customer_id":`, 400},
-		{"CreateUnknownField", h, "POST", "/orders", nil, strings.Replace(valid, `"customer_id"`, `"total_amount":1,"customer_id"`, 1), 400},
-		{"CreateNoItems", h, "POST", "/orders", nil, `{"customer_id":"c-1","items":[],"shipping_address":{"country":"JP"}}`, 400},
-		{"CreateBadCountry", h, "POST", "/orders", nil, strings.Replace(valid, `"JP"`, `"JPN"`, 1), 400},
-		{"CreateTotalOverflows", h, "POST", "/orders", nil, strings.Replace(valid, `"quantity":2`, `"quantity":9223372036854775807`, 1), 400},
-		{"CreateTotalAboveMaxAmount", h, "POST", "/orders", nil, strings.Replace(valid, `"quantity":2,"unit_price":2500`, `"quantity":2,"unit_price":500000000000001`, 1), 400},
-		{"CreateCustomerWithNUL", h, "POST", "/orders", nil, strings.Replace(valid, `"c-1"`, `"c\u00001"`, 1), 400},
-		{"CreateCustomerWithSlash", h, "POST", "/orders", nil, strings.Replace(valid, `"c-1"`, `"c/1"`, 1), 400},
-		{"CreateSKUWithSpace", h, "POST", "/orders", nil, strings.Replace(valid, `"SKU-1"`, `"SKU 1"`, 1), 400},
-		{"CreateLine1WithNUL", h, "POST", "/orders", nil, strings.Replace(valid, `"country":"JP"`, `"country":"JP","line1":"1-1\u0000"`, 1), 400},
-		{"CreatePostalCodeWithNewline", h, "POST", "/orders", nil, strings.Replace(valid, `"country":"JP"`, `"country":"JP","postal_code":"100\n0001"`, 1), 400},
-		{"GetNotAUUID", h, "GET", "/orders/42", nil, "", 400},
-		{"UnknownPath", h, "GET", "/customers/c-1", nil, "", 404},
-		{"UnlistedMethodOnOrder", h, "DELETE", "/orders/3f1c9a52-8d0e-4b7a-9a65-2c4e1f0b7d13", nil, "", 405},
-		{"UnlistedMethodOnOrders", h, "GET", "/orders", nil, "", 405},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			req := httptest.NewRequest(tt.method, tt.path, strings.NewReader(tt.body))
-			if tt.body != "" {
-				req.Header.Set("Content-Type", "application/json")
-			}
-			for k, vs := range tt.header {
-				req.Header[k] = vs
-			}
-			apitest.CheckResponse(t, tt.h, spec, req, tt.want)
-		})
-	}
+	api.Check(t, []apitest.Request{
+		{Name: "CreateEmptyKey", Method: "POST", Path: "/orders", Header: http.Header{"Idempotency-Key": {""}}, Body: valid, Want: 400},
+		{Name: "CreateKeyTwice", Method: "POST", Path: "/orders", Header: http.Header{"Idempotency-Key": {"k1", "k2"}}, Body: valid, Want: 400},
+		{Name: "CreateKeyTooLong", Method: "POST", Path: "/orders", Header: http.Header{"Idempotency-Key": {strings.Repeat("k", 256)}}, Body: valid, Want: 400},
+		{Name: "CreateKeyNotASCII", Method: "POST", Path: "/orders", Header: http.Header{"Idempotency-Key": {"キー"}}, Body: valid, Want: 400},
+		{Name: "CreateNotJSON", Method: "POST", Path: "/orders", Header: http.Header{"Content-Type": {"text/plain"}}, Body: valid, Want: 415},
+		{Name: "CreateTooLarge", Method: "POST", Path: "/orders", Body: huge, Want: 413},
+		{Name: "CreateMalformed", Method: "POST", Path: "/orders", Body: `{"customer_id":`, Want: 400},
+		{Name: "CreateUnknownField", Method: "POST", Path: "/orders", Body: strings.Replace(valid, `"customer_id"`, `"total_amount":1,"customer_id"`, 1), Want: 400},
+		{Name: "CreateNoItems", Method: "POST", Path: "/orders", Body: `{"customer_id":"c-1","items":[],"shipping_address":{"country":"JP"}}`, Want: 400},
+		{Name: "CreateBadCountry", Method: "POST", Path: "/orders", Body: strings.Replace(valid, `"JP"`, `"JPN"`, 1), Want: 400},
+		{Name: "CreateTotalOverflows", Method: "POST", Path: "/orders", Body: strings.Replace(valid, `"quantity":2`, `"quantity":9223372036854775807`, 1), Want: 400},
+		{Name: "CreateTotalAboveMaxAmount", Method: "POST", Path: "/orders", Body: strings.Replace(valid, `"quantity":2,"unit_price":2500`, `"quantity":2,"unit_price":500000000000001`, 1), Want: 400},
+		{Name: "CreateCustomerWithNUL", Method: "POST", Path: "/orders", Body: strings.Replace(valid, `"c-1"`, `"c\u00001"`, 1), Want: 400},
+		{Name: "CreateCustomerWithSlash", Method: "POST", Path: "/orders", Body: strings.Replace(valid, `"c-1"`, `"c/1"`, 1), Want: 400},
+		{Name: "CreateSKUWithSpace", Method: "POST", Path: "/orders", Body: strings.Replace(valid, `"SKU-1"`, `"SKU 1"`, 1), Want: 400},
+		{Name: "CreateLine1WithNUL", Method: "POST", Path: "/orders", Body: strings.Replace(valid, `"country":"JP"`, `"country":"JP","line1":"1-1\u0000"`, 1), Want: 400},
+		{Name: "CreatePostalCodeWithNewline", Method: "POST", Path: "/orders", Body: strings.Replace(valid, `"country":"JP"`, `"country":"JP","postal_code":"100\n0001"`, 1), Want: 400},
+		{Name: "GetNotAUUID", Method: "GET", Path: "/orders/42", Want: 400},
+		{Name: "UnknownPath", Method: "GET", Path: "/customers/c-1", Want: 404},
+		{Name: "UnlistedMethodOnOrder", Method: "DELETE", Path: "/orders/3f1c9a52-8d0e-4b7a-9a65-2c4e1f0b7d13", Want: 405},
+		{Name: "UnlistedMethodOnOrders", Method: "GET", Path: "/orders", Want: 405},
+	})
 }

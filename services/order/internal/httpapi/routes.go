@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/jmoiron/sqlx"
+
 	"github.com/choreo-saga/choreo/pkg/web"
 	"github.com/choreo-saga/choreo/services/order/internal/store"
 )
@@ -17,11 +19,19 @@ import (
 //go:embed openapi.yaml
 var spec []byte
 
-// Routes is the whole HTTP API of the order service. The events it emits
-// name service as their source and are stamped by now.
-func Routes(log *slog.Logger, st *store.Store, service string, now func() time.Time, checks map[string]web.Check) http.Handler {
+// API is the order service's HTTP API. The events it emits name Service
+// as their source and are stamped by Now.
+type API struct {
+	Service string
+	Now     func() time.Time
+}
+
+// Routes is the whole HTTP API of the order service, over the store in db:
+// participant.Spec's API.
+func (a API) Routes(log *slog.Logger, db *sqlx.DB, checks map[string]web.Check) http.Handler {
+	st := store.New(db)
 	r := web.NewRouter(log, checks)
-	r.Method(http.MethodPost, "/orders", createOrder(log, st, service, now))
+	r.Method(http.MethodPost, "/orders", createOrder(log, st, a.Service, a.Now))
 	r.Method(http.MethodGet, "/orders/{id}", getOrder(log, st))
 	r.Method(http.MethodGet, "/openapi.yaml", web.OpenAPI(spec))
 	return r

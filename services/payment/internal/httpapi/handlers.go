@@ -1,14 +1,13 @@
 package httpapi
 
 import (
+	"context"
 	"errors"
 	"fmt"
-	"log/slog"
-	"net/http"
 	"regexp"
 
 	"github.com/choreo-saga/choreo/pkg/events"
-	"github.com/choreo-saga/choreo/pkg/web"
+	"github.com/choreo-saga/choreo/services/payment/internal/domain"
 	"github.com/choreo-saga/choreo/services/payment/internal/store"
 )
 
@@ -43,55 +42,9 @@ func (a *accountRequest) Validate() error {
 
 var currencyCode = regexp.MustCompile(`^[A-Z]{3}$`)
 
-func putAccount(log *slog.Logger, st *store.Store) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id, err := web.PathID(r, "customer_id")
-		if err != nil {
-			web.Respond(w, r, log, err)
-			return
-		}
-		req, err := web.Decode[accountRequest](w, r)
-		if err != nil {
-			web.Respond(w, r, log, err)
-			return
-		}
-		a, err := st.PutAccount(r.Context(), id, *req.Balance, req.Currency)
-		if err != nil {
-			web.Respond(w, r, log, err)
-			return
-		}
-		web.Encode(w, http.StatusOK, a)
-	})
-}
-
-func getAccount(log *slog.Logger, st *store.Store) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id, err := web.PathID(r, "customer_id")
-		if err != nil {
-			web.Respond(w, r, log, err)
-			return
-		}
-		a, err := st.Account(r.Context(), id)
-		if err != nil {
-			web.Respond(w, r, log, err)
-			return
-		}
-		web.Encode(w, http.StatusOK, a)
-	})
-}
-
-func getPayment(log *slog.Logger, st *store.Store) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id, err := web.PathID(r, "order_id")
-		if err != nil {
-			web.Respond(w, r, log, err)
-			return
-		}
-		p, err := st.Payment(r.Context(), id)
-		if err != nil {
-			web.Respond(w, r, log, err)
-			return
-		}
-		web.Encode(w, http.StatusOK, p)
-	})
+// putAccount opens a customer's account or sets its balance and currency.
+func putAccount(st *store.Store) func(context.Context, string, accountRequest) (domain.Account, error) {
+	return func(ctx context.Context, id string, req accountRequest) (domain.Account, error) {
+		return st.PutAccount(ctx, id, *req.Balance, req.Currency)
+	}
 }

@@ -1,9 +1,7 @@
 package httpapi_test
 
 import (
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -19,10 +17,8 @@ import (
 // reached are served here, so the store is nil; the bodies of answers that
 // need it are checked through the domain types the handlers encode.
 func TestOpenAPI(t *testing.T) {
-	api := apitest.Start(t, func(log *slog.Logger, checks map[string]web.Check) http.Handler {
-		return httpapi.Routes(log, nil, checks)
-	})
-	spec, h, notReady := api.Spec, api.Ready, api.NotReady
+	api := apitest.Start(t, httpapi.Routes)
+	spec := api.Spec
 	t.Run("Schemas", func(t *testing.T) {
 		apitest.CheckSchema(t, spec, "Account", domain.Account{CustomerID: "c-1", Balance: 100000, Currency: "JPY"})
 		apitest.CheckSchema(t, spec, "Payment", domain.Payment{
@@ -35,42 +31,21 @@ func TestOpenAPI(t *testing.T) {
 	})
 
 	long := strings.Repeat("x", 65)
-	tests := []struct {
-		name   string
-		h      http.Handler
-		method string
-		path   string
-		ct     string
-		body   string
-		want   int
-	}{
-		{"Healthz", h, "GET", "/healthz", "", "", 200},
-		{"Ready", h, "GET", "/readyz", "", "", 200},
-		{"NotReady", notReady, "GET", "/readyz", "", "", 503},
-		{"OpenAPI", h, "GET", "/openapi.yaml", "", "", 200},
-		{"PutAccountTooLongID", h, "PUT", "/accounts/" + long, "application/json", `{"balance":1}`, 400},
-		{"PutAccountNotJSON", h, "PUT", "/accounts/c-1", "text/plain", `{"balance":1}`, 415},
-		{"PutAccountTooLarge", h, "PUT", "/accounts/c-1", "application/json", `{"balance":` + strings.Repeat(" ", web.MaxBodyBytes) + `1}`, 413},
-		{"PutAccountNegative", h, "PUT", "/accounts/c-1", "application/json", `{"balance":-1}`, 400},
-		{"PutAccountUnknownField", h, "PUT", "/accounts/c-1", "application/json", `{"balance":1,"owner":"x"}`, 400},
-		{"PutAccountBadCurrency", h, "PUT", "/accounts/c-1", "application/json", `{"balance":1,"currency":"yen"}`, 400},
-		{"PutAccountAboveMaxAmount", h, "PUT", "/accounts/c-1", "application/json", `{"balance":1000000000000001}`, 400},
-		{"PutAccountEscapedSlashInID", h, "PUT", "/accounts/c%2F1", "application/json", `{"balance":1}`, 400},
-		{"PutAccountNULInID", h, "PUT", "/accounts/c%001", "application/json", `{"balance":1}`, 400},
-		{"GetAccountInvalidUTF8InID", h, "GET", "/accounts/%ff", "", "", 400},
-		{"GetPaymentSpaceInID", h, "GET", "/payments/o%201", "", "", 400},
-		{"GetAccountTooLongID", h, "GET", "/accounts/" + long, "", "", 400},
-		{"GetPaymentTooLongID", h, "GET", "/payments/" + long, "", "", 400},
-		{"UnknownPath", h, "GET", "/refunds/o-1", "", "", 404},
-		{"UnlistedMethod", h, "DELETE", "/accounts/c-1", "", "", 405},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			req := httptest.NewRequest(tt.method, tt.path, strings.NewReader(tt.body))
-			if tt.ct != "" {
-				req.Header.Set("Content-Type", tt.ct)
-			}
-			apitest.CheckResponse(t, tt.h, spec, req, tt.want)
-		})
-	}
+	api.Check(t, []apitest.Request{
+		{Name: "PutAccountTooLongID", Method: "PUT", Path: "/accounts/" + long, Body: `{"balance":1}`, Want: 400},
+		{Name: "PutAccountNotJSON", Method: "PUT", Path: "/accounts/c-1", Header: http.Header{"Content-Type": {"text/plain"}}, Body: `{"balance":1}`, Want: 415},
+		{Name: "PutAccountTooLarge", Method: "PUT", Path: "/accounts/c-1", Body: `{"balance":` + strings.Repeat(" ", web.MaxBodyBytes) + `1}`, Want: 413},
+		{Name: "PutAccountNegative", Method: "PUT", Path: "/accounts/c-1", Body: `{"balance":-1}`, Want: 400},
+		{Name: "PutAccountUnknownField", Method: "PUT", Path: "/accounts/c-1", Body: `{"balance":1,"owner":"x"}`, Want: 400},
+		{Name: "PutAccountBadCurrency", Method: "PUT", Path: "/accounts/c-1", Body: `{"balance":1,"currency":"yen"}`, Want: 400},
+		{Name: "PutAccountAboveMaxAmount", Method: "PUT", Path: "/accounts/c-1", Body: `{"balance":1000000000000001}`, Want: 400},
+		{Name: "PutAccountEscapedSlashInID", Method: "PUT", Path: "/accounts/c%2F1", Body: `{"balance":1}`, Want: 400},
+		{Name: "PutAccountNULInID", Method: "PUT", Path: "/accounts/c%001", Body: `{"balance":1}`, Want: 400},
+		{Name: "GetAccountInvalidUTF8InID", Method: "GET", Path: "/accounts/%ff", Want: 400},
+		{Name: "GetPaymentSpaceInID", Method: "GET", Path: "/payments/o%201", Want: 400},
+		{Name: "GetAccountTooLongID", Method: "GET", Path: "/accounts/" + long, Want: 400},
+		{Name: "GetPaymentTooLongID", Method: "GET", Path: "/payments/" + long, Want: 400},
+		{Name: "UnknownPath", Method: "GET", Path: "/refunds/o-1", Want: 404},
+		{Name: "UnlistedMethod", Method: "DELETE", Path: "/accounts/c-1", Want: 405},
+	})
 }

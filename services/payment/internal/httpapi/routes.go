@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"net/http"
 
+	"github.com/jmoiron/sqlx"
+
 	"github.com/choreo-saga/choreo/pkg/web"
 	"github.com/choreo-saga/choreo/services/payment/internal/store"
 )
@@ -16,12 +18,14 @@ import (
 //go:embed openapi.yaml
 var spec []byte
 
-// Routes is the whole HTTP API of the payment service.
-func Routes(log *slog.Logger, st *store.Store, checks map[string]web.Check) http.Handler {
+// Routes is the whole HTTP API of the payment service, over the store in
+// db: participant.Spec's API.
+func Routes(log *slog.Logger, db *sqlx.DB, checks map[string]web.Check) http.Handler {
+	st := store.New(db)
 	r := web.NewRouter(log, checks)
-	r.Method(http.MethodPut, "/accounts/{customer_id}", putAccount(log, st))
-	r.Method(http.MethodGet, "/accounts/{customer_id}", getAccount(log, st))
-	r.Method(http.MethodGet, "/payments/{order_id}", getPayment(log, st))
+	r.Method(http.MethodPut, "/accounts/{customer_id}", web.Put(log, "customer_id", putAccount(st)))
+	r.Method(http.MethodGet, "/accounts/{customer_id}", web.Get(log, "customer_id", st.Account))
+	r.Method(http.MethodGet, "/payments/{order_id}", web.Get(log, "order_id", st.Payment))
 	r.Method(http.MethodGet, "/openapi.yaml", web.OpenAPI(spec))
 	return r
 }

@@ -24,7 +24,7 @@ func TestGetShipment(t *testing.T) {
 	ctx := context.Background()
 	log := testenv.Logger(t)
 	db := testenv.DB(t, shipping.Schema)
-	srv := httptest.NewServer(httpapi.Routes(log, store.New(db), nil))
+	srv := httptest.NewServer(httpapi.Routes(log, db, nil))
 	t.Cleanup(srv.Close)
 
 	failed := domain.Shipment{OrderID: uuid.NewString(), Status: domain.StatusFailed, Country: "BR", Reason: "shipping_unavailable"}

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"net/http"
 
+	"github.com/jmoiron/sqlx"
+
 	"github.com/choreo-saga/choreo/pkg/web"
 	"github.com/choreo-saga/choreo/services/shipping/internal/store"
 )
@@ -16,10 +18,12 @@ import (
 //go:embed openapi.yaml
 var spec []byte
 
-// Routes is the whole HTTP API of the shipping service.
-func Routes(log *slog.Logger, st *store.Store, checks map[string]web.Check) http.Handler {
+// Routes is the whole HTTP API of the shipping service, over the store in
+// db: participant.Spec's API.
+func Routes(log *slog.Logger, db *sqlx.DB, checks map[string]web.Check) http.Handler {
+	st := store.New(db)
 	r := web.NewRouter(log, checks)
-	r.Method(http.MethodGet, "/shipments/{order_id}", getShipment(log, st))
+	r.Method(http.MethodGet, "/shipments/{order_id}", web.Get(log, "order_id", st.Shipment))
 	r.Method(http.MethodGet, "/openapi.yaml", web.OpenAPI(spec))
 	return r
 }
