@@ -13,6 +13,12 @@ import (
 // OldestUnsent returns the backlog gauge of the relay named name.
 func OldestUnsent(name string) float64 { return value(oldestUnsent.WithLabelValues(name)) }
 
+// Published returns the published-rows counter of the relay named name.
+func Published(name string) float64 { return value(published.WithLabelValues(name)) }
+
+// Leader returns the leader gauge of the relay named name.
+func Leader(name string) float64 { return value(leaderGauge.WithLabelValues(name)) }
+
 // Parked returns the parked-rows counter of the relay named name.
 func Parked(name string) float64 { return value(parked.WithLabelValues(name)) }
 
@@ -34,7 +40,22 @@ const (
 	HeldBackRetry     = heldBackRetry
 	UnknownTopicGrace = unknownTopicGrace
 	GaugeEvery        = gaugeEvery
+	ProbeFirst        = probeFirst
+	ProbeMax          = probeMax
 )
+
+// SetHook makes r call hook at each of its failpoints (failpoint.AfterPublish,
+// failpoint.BetweenBatches), in the goroutine running the round. A hook that
+// blocks freezes the relay there exactly as SIGSTOP would, as far as
+// PostgreSQL can tell: its leader session stays open, and idle.
+func SetHook(r *Relay, hook func(point string)) { r.hook.Store(&hook) }
+
+// Blocked returns how many keys r holds back after a failure.
+func Blocked(r *Relay) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.blocked)
+}
 
 // Waits returns how many times r's Run went to wait for a wake-up: once it
 // grows, the round before has ended and its timers are armed.

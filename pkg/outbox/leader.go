@@ -1,12 +1,16 @@
 // This file holds the relay's leadership: one relay per database publishes,
-// elected by a session-level advisory lock held on a connection of its own.
+// elected by a session-level advisory lock held on a connection of its own,
+// whose session the server ends once it has sat idle for the Lease.
 
 package outbox
 
 import (
 	"context"
 	"database/sql/driver"
+	"errors"
 	"fmt"
+	"strconv"
+	"time"
 
 	"github.com/jmoiron/sqlx"
 )
@@ -17,14 +21,18 @@ import (
 // other, while every replica of a service agrees on the key.
 const relayLockID = 0x6f7574626f78 // "outbox"
 
+// errLostLeadership: the leader's session died under a round — the server
+// ended it after Lease idle (the relay was frozen), or the network did.
+// Nothing more may be marked through it; the relay resigns.
+var errLostLeadership = errors.New("outbox: lost the leader connection")
+
 // lead returns the leader's connection, electing this relay if no other
-// leads, or nil if another does. A leader checks its connection every round:
+// leads, or nil if another does. A leader checks its connection every round
+// — the heartbeat that keeps its session inside idle_session_timeout — and
 // if it died, so did the lock, and another relay may already lead.
 func (r *Relay) lead(ctx context.Context) (*sqlx.Conn, error) {
 	if r.conn != nil {
-		pctx, cancel := context.WithTimeout(ctx, statementTimeout)
-		err := r.conn.PingContext(pctx)
-		cancel()
+		err := r.heartbeat(ctx, r.conn)
 		if err == nil {
 			return r.conn, nil
 		}
@@ -38,21 +46,46 @@ func (r *Relay) lead(ctx context.Context) (*sqlx.Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("outbox: connect: %w", err)
 	}
-	var won bool
-	if err := conn.GetContext(ctx, &won,
-		`SELECT pg_try_advisory_lock($1 # 'outbox'::regclass::oid::bigint)`, relayLockID); err != nil {
+	// The session gets its lease in the statement that takes the lock, so
+	// no moment exists in which it holds the lock without the limit.
+	var got struct {
+		Lease string `db:"lease"`
+		Won   bool   `db:"won"`
+	}
+	if err := conn.GetContext(ctx, &got, `
+		SELECT set_config('idle_session_timeout', $2, false) AS lease,
+		       pg_try_advisory_lock($1 # 'outbox'::regclass::oid::bigint) AS won`,
+		relayLockID, strconv.FormatInt(r.cfg.Lease.Milliseconds(), 10)); err != nil {
 		discard(conn) // it may hold the lock after all
 		return nil, fmt.Errorf("outbox: elect: %w", err)
 	}
-	if !won {
-		conn.Close()
+	if !got.Won {
+		// Back to the pool, without the lease: pooled sessions may idle.
+		if _, err := conn.ExecContext(ctx, `RESET idle_session_timeout`); err != nil {
+			discard(conn)
+		} else {
+			conn.Close()
+		}
 		return nil, nil
 	}
 	r.conn = conn
 	r.leading.Store(true)
-	r.log.Info("elected the active relay")
+	leaderGauge.WithLabelValues(r.cfg.Name).Set(1)
+	r.log.Info("elected the active relay", "lease", r.cfg.Lease)
 	return conn, nil
 }
+
+// heartbeat touches the leader's session, so that the server does not end
+// it for idling, and reports whether it is still alive.
+func (r *Relay) heartbeat(ctx context.Context, conn *sqlx.Conn) error {
+	ctx, cancel := context.WithTimeout(ctx, statementTimeout)
+	defer cancel()
+	return conn.PingContext(ctx)
+}
+
+// heartbeatEvery is how often a leader touches its session while a round
+// waits on Kafka.
+func (r *Relay) heartbeatEvery() time.Duration { return r.cfg.Lease / 3 }
 
 // resign gives up the leadership, if held, by ending the session: the
 // server then releases the lock, and no pooled connection ever carries it.
@@ -63,7 +96,10 @@ func (r *Relay) resign() {
 	discard(r.conn)
 	r.conn = nil
 	r.leading.Store(false)
+	leaderGauge.WithLabelValues(r.cfg.Name).Set(0)
 	clear(r.unknownSince)
+	clear(r.blocked)
+	r.probeDelay = probeFirst
 	r.log.Info("resigned as the active relay")
 }
 

@@ -1,6 +1,8 @@
-// This file holds one round of the relay: selecting the publishable rows,
-// publishing them to Kafka as a batch, marking what Kafka acknowledged, and
-// parking what it will never accept — unknown topics after a grace period.
+// This file holds one round of the relay: selecting the publishable rows
+// (holding back the keys whose oldest row failed, retrying that row on a
+// backoff), publishing them to Kafka as a batch, marking what Kafka
+// acknowledged, and parking what it will never accept — unknown topics
+// after a grace period of continuous unknown-topic errors.
 
 package outbox
 
@@ -18,6 +20,7 @@ import (
 	"github.com/lib/pq"
 
 	"github.com/choreo-saga/choreo/pkg/events"
+	"github.com/choreo-saga/choreo/pkg/failpoint"
 )
 
 // Publisher is the part of sarama.SyncProducer the relay needs. The producer
@@ -27,19 +30,20 @@ type Publisher interface {
 	SendMessages(msgs []*sarama.ProducerMessage) error
 }
 
-// unknownTopicGrace is how long a topic may stay unknown to Kafka before
-// its rows are parked. At first an unknown topic is transient (being
+// unknownTopicGrace is how long a topic may stay unknown to Kafka, without
+// interruption, before its rows are parked. At first an unknown topic is transient (being
 // created, metadata catching up); after this it is a typo or a deleted
 // topic, and retrying would only slow down every other row.
 const unknownTopicGrace = 5 * time.Minute
 
 // Flush runs one round and returns how many rows it published. It returns 0
 // without error when another relay leads. On first use it tries to become
-// the leader, and stays leader until Close, the end of Run, or the loss of
-// its connection. Rows Kafka will never accept are parked, not reported as
-// an error; an error means some rows failed and will be retried. If ctx
-// ends while Kafka has not answered, Flush returns without waiting and the
-// batch is published again later.
+// the leader, and stays leader until Close, the end of Run, the loss of its
+// connection, or a pause longer than the Lease between two calls. Rows
+// Kafka will never accept are parked, not reported as an error; an error
+// means some rows failed and will be retried. If ctx ends while Kafka has
+// not answered, Flush returns without waiting and the batch is published
+// again later.
 func (r *Relay) Flush(ctx context.Context) (int, error) {
 	res, err := r.round(ctx)
 	return res.published, err
@@ -48,10 +52,13 @@ func (r *Relay) Flush(ctx context.Context) (int, error) {
 // roundResult tells Run what a round did, and so when to run the next.
 type roundResult struct {
 	leader    bool
-	selected  int  // publishable rows read
+	full      bool // the batch was full: more rows may be waiting
 	published int  // rows Kafka acknowledged and marked sent
 	parked    int  // rows set aside for good
 	heldBack  bool // committed rows waiting behind a running transaction
+	// probeIn is how long until the rows of blocked keys are retried: 0
+	// when no key is blocked, negative when the retry is due now.
+	probeIn time.Duration
 }
 
 type row struct {
@@ -60,6 +67,83 @@ type row struct {
 	Key     []byte `db:"key"`
 	Value   []byte `db:"value"`
 	Headers []byte `db:"headers"`
+}
+
+// blockKey is what a row that failed holds back: the later rows of its
+// topic and key, which must not overtake it. An unkeyed row has no order to
+// keep, and holds back only itself.
+type blockKey struct {
+	topic string
+	key   string
+	id    int64 // unkeyed rows only
+}
+
+func (rw row) blockKey() blockKey {
+	if rw.Key == nil {
+		return blockKey{topic: rw.Topic, id: rw.ID}
+	}
+	return blockKey{topic: rw.Topic, key: string(rw.Key)}
+}
+
+const (
+	// probeFirst is how soon the oldest row of a newly blocked key is
+	// retried; the wait doubles, up to probeMax, while retries fail.
+	probeFirst = 250 * time.Millisecond
+	probeMax   = 5 * time.Second
+)
+
+// maxBlocked caps the blocked keys. Past it — most of the backlog failing,
+// as when the whole cluster is down — a failing row blocks nothing more,
+// and Run backs off instead.
+func (r *Relay) maxBlocked() int { return 16 * r.cfg.BatchSize }
+
+const selectPublishable = `
+		SELECT id, topic, key, value, headers
+		FROM outbox
+		WHERE sent_at IS NULL AND parked_at IS NULL
+		  AND txid < pg_snapshot_xmin(pg_current_snapshot())
+		ORDER BY txid, id
+		LIMIT $1`
+
+// selectUnblocked is selectPublishable without the rows of blocked keys.
+const selectUnblocked = `
+		SELECT id, topic, key, value, headers
+		FROM outbox
+		WHERE sent_at IS NULL AND parked_at IS NULL
+		  AND txid < pg_snapshot_xmin(pg_current_snapshot())
+		  AND NOT (key IS NOT NULL AND (topic, key) IN (SELECT * FROM unnest($2::text[], $3::bytea[])))
+		  AND id <> ALL($4::bigint[])
+		ORDER BY txid, id
+		LIMIT $1`
+
+// selectHeads reads the oldest publishable row of each blocked key.
+const selectHeads = `
+		SELECT id, topic, key, value, headers FROM (
+			SELECT DISTINCT ON (topic, key, CASE WHEN key IS NULL THEN id END)
+			       id, txid, topic, key, value, headers
+			FROM outbox
+			WHERE sent_at IS NULL AND parked_at IS NULL
+			  AND txid < pg_snapshot_xmin(pg_current_snapshot())
+			  AND ((key IS NOT NULL AND (topic, key) IN (SELECT * FROM unnest($2::text[], $3::bytea[])))
+			       OR id = ANY($4::bigint[]))
+			ORDER BY topic, key, CASE WHEN key IS NULL THEN id END, txid, id
+		) heads
+		ORDER BY txid, id
+		LIMIT $1`
+
+// blockedArgs returns the blocked keys as the query arguments $2 to $4.
+func (r *Relay) blockedArgs() []any {
+	// Empty, not nil: a nil slice is NULL, and id <> ALL(NULL) is never true.
+	topics, keys, ids := []string{}, [][]byte{}, []int64{}
+	for k := range r.blocked {
+		if k.id != 0 {
+			ids = append(ids, k.id)
+			continue
+		}
+		topics = append(topics, k.topic)
+		keys = append(keys, []byte(k.key))
+	}
+	return []any{pq.Array(topics), pq.Array(keys), pq.Array(ids)}
 }
 
 func (r *Relay) round(ctx context.Context) (res roundResult, err error) {
@@ -71,25 +155,68 @@ func (r *Relay) round(ctx context.Context) (res roundResult, err error) {
 		return res, err
 	}
 	res.leader = true
+	defer func() {
+		if err != nil && ctx.Err() == nil && r.conn != nil && r.heartbeat(ctx, r.conn) != nil {
+			// Frozen past the Lease, or cut off: another relay may lead
+			// by now. Whatever this one published meanwhile is a
+			// duplicate; it marked nothing, and stands by.
+			r.log.Warn("lost the leader connection during a round; resigning", "err", err)
+			r.resign()
+		}
+	}()
 
-	var rows []row
-	if err := conn.SelectContext(ctx, &rows, `
-		SELECT id, topic, key, value, headers
-		FROM outbox
-		WHERE sent_at IS NULL AND parked_at IS NULL
-		  AND txid < pg_snapshot_xmin(pg_current_snapshot())
-		ORDER BY txid, id
-		LIMIT $1`, r.cfg.BatchSize); err != nil {
-		return res, fmt.Errorf("outbox: select unsent: %w", err)
+	// The oldest row of each blocked key is retried when due, alongside
+	// the rows of every other key.
+	limit := r.cfg.BatchSize
+	var heads []row
+	if len(r.blocked) > 0 && !r.cfg.Clock.Now().Before(r.probeAt) {
+		n := max(1, limit/2)
+		if err := conn.SelectContext(ctx, &heads, selectHeads, append([]any{n}, r.blockedArgs()...)...); err != nil {
+			return res, fmt.Errorf("outbox: select rows of blocked keys: %w", err)
+		}
+		if len(heads) < n {
+			// Every blocked key answered: those that did not have no
+			// publishable row left (another leader sent it, or it was
+			// parked) and block nothing.
+			has := make(map[blockKey]bool, len(heads))
+			for _, h := range heads {
+				has[h.blockKey()] = true
+			}
+			for k := range r.blocked {
+				if !has[k] {
+					delete(r.blocked, k)
+				}
+			}
+		}
+		limit -= len(heads)
 	}
-	res.selected = len(rows)
-	if len(rows) > 0 {
-		res.published, res.parked, err = r.publish(ctx, conn, rows)
-		if err != nil {
-			return res, err
+	var rows []row
+	if limit > 0 {
+		query, args := selectPublishable, []any{limit}
+		if len(r.blocked) > 0 {
+			query, args = selectUnblocked, append(args, r.blockedArgs()...)
+		}
+		if err := conn.SelectContext(ctx, &rows, query, args...); err != nil {
+			return res, fmt.Errorf("outbox: select unsent: %w", err)
 		}
 	}
-	if len(rows) < r.cfg.BatchSize {
+	res.full = len(rows) == limit
+	probed := len(heads) > 0
+	rows = append(heads, rows...)
+	if len(rows) > 0 {
+		out, err := r.publish(ctx, conn, rows)
+		res.published, res.parked = out.sent, out.parked
+		r.hold(out, heads, probed)
+		if err != nil {
+			res.probeIn = r.probeIn()
+			return res, err
+		}
+		if res.published > 0 {
+			r.hit(failpoint.BetweenBatches)
+		}
+	}
+	res.probeIn = r.probeIn()
+	if !res.full {
 		if err := conn.GetContext(ctx, &res.heldBack, `
 			SELECT EXISTS (
 				SELECT 1 FROM outbox
@@ -101,32 +228,105 @@ func (r *Relay) round(ctx context.Context) (res roundResult, err error) {
 	return res, nil
 }
 
+// hold updates the blocked keys after a batch: a key whose row failed for
+// a reason that may pass is blocked, so that its later rows do not overtake
+// that row while the rows of other keys flow; a blocked key whose oldest
+// row got through (or was parked) is free again.
+func (r *Relay) hold(out publishOutcome, heads []row, probed bool) {
+	now := r.cfg.Clock.Now()
+	failed := make(map[blockKey]bool, len(out.failed))
+	for _, rw := range out.failed {
+		failed[rw.blockKey()] = true
+	}
+	probeFailed := !out.judged
+	if out.judged {
+		for _, h := range heads {
+			k := h.blockKey()
+			if failed[k] {
+				probeFailed = true
+			} else {
+				delete(r.blocked, k)
+			}
+		}
+	}
+	wasBlocked := len(r.blocked) > 0
+	for k := range failed {
+		if len(r.blocked) >= r.maxBlocked() {
+			break
+		}
+		r.blocked[k] = struct{}{}
+	}
+	switch {
+	case len(r.blocked) == 0:
+		r.probeDelay = probeFirst
+	case probed && probeFailed:
+		r.probeDelay = min(r.probeDelay*2, probeMax)
+		r.probeAt = now.Add(r.probeDelay)
+	case probed:
+		// Kafka takes the blocked keys' rows again: retry the others now.
+		r.probeDelay = probeFirst
+		r.probeAt = now
+	case !wasBlocked:
+		r.probeDelay = probeFirst
+		r.probeAt = now.Add(r.probeDelay)
+	}
+}
+
+// probeIn is roundResult.probeIn.
+func (r *Relay) probeIn() time.Duration {
+	if len(r.blocked) == 0 {
+		return 0
+	}
+	if d := r.probeAt.Sub(r.cfg.Clock.Now()); d > 0 {
+		return d
+	}
+	return -1
+}
+
+// publishOutcome is what became of a batch.
+type publishOutcome struct {
+	sent, parked int
+	// judged: every row was sent, parked, or is in failed. Otherwise the
+	// batch failed as a whole (Kafka unreachable in a way sarama does not
+	// report per message, a lost connection, the relay stopping).
+	judged bool
+	failed []row // failed for a reason that may pass
+}
+
 // publish sends rows to Kafka, marks what Kafka acknowledged, and parks what
 // it will never accept. It returns an error when some rows failed for a
 // reason that may pass, or the whole batch failed; those stay unsent.
-func (r *Relay) publish(ctx context.Context, conn *sqlx.Conn, rows []row) (sent, nparked int, err error) {
+func (r *Relay) publish(ctx context.Context, conn *sqlx.Conn, rows []row) (out publishOutcome, err error) {
 	byID := make(map[int64]row, len(rows))
 	msgs := make([]*sarama.ProducerMessage, 0, len(rows))
 	for _, rw := range rows {
 		m, err := rw.message()
 		if err != nil {
 			if err := r.park(ctx, conn, rw, err); err != nil {
-				return 0, nparked, err
+				return out, err
 			}
-			nparked++
+			out.parked++
 			continue
 		}
 		byID[rw.ID] = rw
 		msgs = append(msgs, m)
 	}
 	if len(msgs) == 0 {
-		return 0, nparked, nil
+		out.judged = true
+		return out, nil
 	}
 
-	pubErr := r.send(ctx, msgs)
+	pubErr := r.send(ctx, conn, msgs)
 	var perr sarama.ProducerErrors
 	if pubErr != nil && !errors.As(pubErr, &perr) {
-		return 0, nparked, fmt.Errorf("outbox: publish %d messages: %w", len(msgs), pubErr)
+		if ctx.Err() == nil && !errors.Is(pubErr, errLostLeadership) {
+			// Kafka failed in another way than "unknown topic": that
+			// interrupts every topic's unknown-topic grace clock.
+			for _, m := range msgs {
+				delete(r.unknownSince, m.Topic)
+			}
+		}
+		return out, fmt.Errorf("outbox: publish %d messages: %w", len(msgs), pubErr)
 	}
 	failed := make(map[int64]error, len(perr))
 	for _, e := range perr {
@@ -138,29 +338,36 @@ func (r *Relay) publish(ctx context.Context, conn *sqlx.Conn, rows []row) (sent,
 		if _, known := byID[id]; !ok || !known {
 			// Which row failed is unknown, so mark none: all are
 			// published again.
-			return 0, nparked, fmt.Errorf("outbox: publish %d messages: %w", len(msgs), pubErr)
+			return out, fmt.Errorf("outbox: publish %d messages: %w", len(msgs), pubErr)
 		}
 		failed[id] = e.Err
 	}
+	// The grace clock of a topic measures how long it has stayed unknown
+	// without interruption: an acknowledged message shows the topic
+	// exists, and any other error means Kafka could not tell (a broker
+	// down, a leader moving), so either starts the clock afresh.
 	var acked []int64
 	for _, m := range msgs {
 		id := m.Metadata.(int64)
+		if err, ok := failed[id]; !ok || !unknownTopic(err) {
+			delete(r.unknownSince, m.Topic)
+		}
 		if _, ok := failed[id]; !ok {
 			acked = append(acked, id)
-			delete(r.unknownSince, m.Topic)
 		}
 	}
 	if err := r.markSent(ctx, conn, acked); err != nil {
-		return 0, nparked, err
+		return out, err
 	}
-	sent = len(acked)
+	out.sent = len(acked)
 	if len(failed) == 0 {
-		return sent, nparked, nil
+		out.judged = true
+		return out, nil
 	}
 
 	// Sort the failures: park what is hopeless; confirm what only may be
 	// (a broker rejects a whole batch for one bad message) by sending it
-	// alone; leave the rest for the next round.
+	// alone; leave the rest for a later round.
 	var suspects []row
 	var transient sarama.ProducerErrors
 	for _, e := range perr {
@@ -168,65 +375,94 @@ func (r *Relay) publish(ctx context.Context, conn *sqlx.Conn, rows []row) (sent,
 		switch r.classify(rw.Topic, e.Err) {
 		case failHopeless:
 			if err := r.park(ctx, conn, rw, e.Err); err != nil {
-				return sent, nparked, err
+				return out, err
 			}
-			nparked++
+			out.parked++
 		case failSuspect:
 			suspects = append(suspects, rw)
 		default:
 			transient = append(transient, e)
+			out.failed = append(out.failed, rw)
 		}
 	}
 	for i, rw := range suspects {
 		m, _ := rw.message() // it encoded a moment ago
-		err := r.send(ctx, []*sarama.ProducerMessage{m})
+		err := r.send(ctx, conn, []*sarama.ProducerMessage{m})
 		var alone sarama.ProducerErrors
 		switch {
 		case err == nil:
+			delete(r.unknownSince, rw.Topic)
 			if err := r.markSent(ctx, conn, []int64{rw.ID}); err != nil {
-				return sent, nparked, err
+				return out, err
 			}
-			sent++
+			out.sent++
 			continue
 		case errors.As(err, &alone) && len(alone) == 1 && r.classify(rw.Topic, alone[0].Err) == failSuspect:
 			if err := r.park(ctx, conn, rw, alone[0].Err); err != nil {
-				return sent, nparked, err
+				return out, err
 			}
-			nparked++
+			out.parked++
 			continue
 		}
-		// Kafka is failing in other ways: try again next round.
+		// Kafka is failing in other ways: try again later.
 		for _, rest := range suspects[i:] {
 			transient = append(transient, &sarama.ProducerError{Msg: &sarama.ProducerMessage{Topic: rest.Topic, Metadata: rest.ID}, Err: err})
+			out.failed = append(out.failed, rest)
 		}
 		break
 	}
+	out.judged = true
 	if len(transient) == 0 {
-		return sent, nparked, nil
+		return out, nil
 	}
-	return sent, nparked, fmt.Errorf("outbox: %d of %d messages failed: %w", len(transient), len(rows), transient)
+	return out, fmt.Errorf("outbox: %d of %d messages failed: %w", len(transient), len(rows), transient)
+}
+
+// unknownTopic reports whether err says that Kafka does not know the topic.
+func unknownTopic(err error) bool {
+	var kerr sarama.KError
+	return errors.As(err, &kerr) && kerr == sarama.ErrUnknownTopicOrPartition
 }
 
 // send publishes msgs, or gives up waiting when ctx ends, so that a relay
 // asked to stop is not held for as long as the producer keeps retrying. Rows
-// of an abandoned send are not marked and so are published again.
-func (r *Relay) send(ctx context.Context, msgs []*sarama.ProducerMessage) error {
+// of an abandoned send are not marked and so are published again. While
+// Kafka takes its time, the leader's session is touched every Lease/3, so
+// that the server does not end it as idle; if it has died, the relay no
+// longer leads, and gives up waiting too.
+func (r *Relay) send(ctx context.Context, conn *sqlx.Conn, msgs []*sarama.ProducerMessage) error {
 	done := make(chan error, 1)
 	go func() { done <- r.cfg.Publisher.SendMessages(msgs) }()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
+	for {
+		beat := r.cfg.Clock.NewTimer(r.heartbeatEvery())
+		select {
+		case err := <-done:
+			beat.Stop()
+			return err
+		case <-ctx.Done():
+			beat.Stop()
+			return ctx.Err()
+		case <-beat.C():
+			if err := r.heartbeat(ctx, conn); err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				return fmt.Errorf("%w while publishing: %w", errLostLeadership, err)
+			}
+		}
 	}
 }
 
-// markSent records that Kafka acknowledged ids. It runs even if ctx has just
-// ended: forgetting would only mean publishing the rows once more.
+// markSent records that Kafka acknowledged ids. It runs on the leader's
+// connection only — if the relay was frozen past its Lease, that session
+// is gone and the statement fails, so a relay that no longer leads never
+// marks — and even if ctx has just ended: forgetting would only mean
+// publishing the rows once more.
 func (r *Relay) markSent(ctx context.Context, conn *sqlx.Conn, ids []int64) error {
 	if len(ids) == 0 {
 		return nil
 	}
+	r.hit(failpoint.AfterPublish)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), statementTimeout)
 	defer cancel()
 	if _, err := conn.ExecContext(ctx,

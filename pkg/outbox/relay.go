@@ -7,6 +7,7 @@ package outbox
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -16,6 +17,8 @@ import (
 	"github.com/lib/pq"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/choreo-saga/choreo/pkg/failpoint"
 )
 
 // Metrics, labelled by the relay's Name: the oldest unsent row's age is the
@@ -39,6 +42,10 @@ var (
 		Name: "choreo_outbox_oldest_unsent_seconds",
 		Help: "Age of the oldest outbox row neither published nor parked, 0 when none waits.",
 	}, []string{"relay"})
+	leaderGauge = promauto.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "choreo_outbox_leader",
+		Help: "1 while this instance's relay holds the leader lock and publishes, 0 while it stands by.",
+	}, []string{"relay"})
 )
 
 // RelayConfig configures a Relay.
@@ -58,8 +65,20 @@ type RelayConfig struct {
 	BatchSize int
 	// PollInterval is the safety-net poll for notifications that were
 	// missed, e.g. while the LISTEN connection was reconnecting, and how
-	// soon a standby relay notices that the active one is gone. Default 2s.
+	// soon a standby relay notices that the active one is gone. Run waits
+	// at most min(PollInterval, Lease/3) between rounds. Default 2s.
 	PollInterval time.Duration
+	// Lease bounds how long a leader that stopped running — frozen
+	// (SIGSTOP, a paused container or VM) or cut off — keeps the
+	// leadership: its session runs with idle_session_timeout = Lease, so
+	// the server ends it, and releases the lock, once it has sat idle that
+	// long. A live leader touches its session at least every Lease/3 (each
+	// round pings it; a publish that takes long pings it meanwhile), so it
+	// never comes near. A frozen leader is replaced within Lease plus one
+	// standby round: Lease + min(PollInterval, Lease/3). Default 8s; at
+	// least 1s. Flush users must call Flush at least every Lease to lead
+	// without interruption.
+	Lease time.Duration
 	// Retention is how long sent rows are kept for inspection before they
 	// are deleted. Default 1h.
 	Retention time.Duration
@@ -106,6 +125,9 @@ func (c *RelayConfig) setDefaults() {
 	if c.Retention <= 0 {
 		c.Retention = time.Hour
 	}
+	if c.Lease <= 0 {
+		c.Lease = DefaultLease
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -123,6 +145,8 @@ func (c RelayConfig) Validate() error {
 		return errors.New("outbox: RelayConfig.DatabaseURL is empty")
 	case c.Publisher == nil:
 		return errors.New("outbox: RelayConfig.Publisher is nil")
+	case c.Lease > 0 && c.Lease < time.Second:
+		return fmt.Errorf("outbox: RelayConfig.Lease %v is below 1s", c.Lease)
 	}
 	return nil
 }
@@ -132,7 +156,13 @@ func (c RelayConfig) Validate() error {
 // One relay per database publishes at a time. It is elected by a
 // session-level advisory lock, held on a connection of its own for as long
 // as it leads; the other replicas stand by and take over within a
-// PollInterval (sooner on a NOTIFY) once the leader's session ends. The lock
+// PollInterval (sooner on a NOTIFY) once the leader's session ends. That
+// session runs with idle_session_timeout = Lease and the leader touches it
+// at least every Lease/3, so a leader that freezes loses it, and the lock,
+// within Lease: worst-case takeover is Lease + min(PollInterval, Lease/3),
+// 10 s by default. A leader that wakes after that finds its connection
+// dead: it marks nothing (every mark goes through that connection) and
+// resigns; whatever it published meanwhile is a duplicate consumers skip. The lock
 // lives in the session, not in a transaction, so no transaction stays open
 // while Kafka is slow or down: each round selects a batch, publishes it, and
 // marks what Kafka acknowledged in a short statement of its own. (A session
@@ -155,6 +185,12 @@ func (c RelayConfig) Validate() error {
 //     partition — in the order sent, retries included. A non-retriable
 //     failure of one row leaves later rows of that order published ahead of
 //     it; consumers are built to tolerate that (terminal states, tombstones);
+//   - per-key progress: a row that fails for a reason that may pass blocks
+//     its key (topic and message key; an unkeyed row only itself): later
+//     rows of that key are held back, while later rounds select the rows of
+//     every other key, so one unavailable partition or topic does not stop
+//     the others. A blocked key's oldest row is retried on a backoff; once
+//     Kafka takes it, the key's other rows follow, in order;
 //   - nothing stalls behind a poison row: a row Kafka will never accept (too
 //     large, invalid, for an invalid topic, or for a topic that has stayed
 //     unknown for five minutes) is parked — parked_at and last_error
@@ -172,9 +208,14 @@ type Relay struct {
 	waits     atomic.Int64 // times Run went to wait for a wake-up, for tests
 	retries   atomic.Int64 // rounds started by the held-back retry timer, for tests
 
+	hook atomic.Pointer[func(point string)] // tests: runs at every failpoint
+
 	mu           sync.Mutex // serialises rounds; guards the fields below
 	conn         *sqlx.Conn // holds the leader lock while non-nil
 	unknownSince map[string]time.Time
+	blocked      map[blockKey]struct{} // keys held back after a failure
+	probeAt      time.Time             // when blocked keys are retried
+	probeDelay   time.Duration         // the current wait between retries
 }
 
 // NewRelay returns a Relay, or an error if cfg is incomplete.
@@ -187,14 +228,20 @@ func NewRelay(cfg RelayConfig) (*Relay, error) {
 	if cfg.Name != "" {
 		log = log.With("relay", cfg.Name)
 	}
+	leaderGauge.WithLabelValues(cfg.Name).Set(0)
 	return &Relay{
 		cfg:          cfg,
 		log:          log,
 		unknownSince: map[string]time.Time{},
+		blocked:      map[blockKey]struct{}{},
+		probeDelay:   probeFirst,
 	}, nil
 }
 
 const (
+	// DefaultLease is RelayConfig.Lease's default.
+	DefaultLease = 8 * time.Second
+
 	// heldBackRetry is how soon Run first looks again at rows a round had
 	// to hold back; the wait doubles, up to PollInterval, while they stay.
 	heldBackRetry = 10 * time.Millisecond
@@ -226,7 +273,10 @@ func (r *Relay) Run(ctx context.Context) error {
 	wake := r.listen(ctx, &wg)
 	wg.Go(func() { r.housekeep(ctx) })
 
-	poll := r.cfg.Clock.NewTimer(r.cfg.PollInterval) // armed again as it fires, like a ticker
+	// The leader's heartbeat and a standby's bid for the lock: a round at
+	// least this often, whatever else wakes Run.
+	tick := r.tick()
+	poll := r.cfg.Clock.NewTimer(tick) // armed again as it fires, like a ticker
 	defer func() { poll.Stop() }()
 	failures := 0
 	heldDelay := heldBackRetry
@@ -240,7 +290,7 @@ func (r *Relay) Run(ctx context.Context) error {
 			publishFailures.WithLabelValues(r.cfg.Name).Inc()
 			if !progress {
 				failures++
-				delay := min(time.Duration(1<<min(failures, 6))*50*time.Millisecond, 3*time.Second)
+				delay := min(time.Duration(1<<min(failures, 6))*50*time.Millisecond, 3*time.Second, tick)
 				r.log.Error("publish failed; will retry", "err", err, "retry_in", delay)
 				if !sleep(ctx, r.cfg.Clock, delay) {
 					return nil
@@ -253,7 +303,7 @@ func (r *Relay) Run(ctx context.Context) error {
 				"published", res.published, "parked", res.parked)
 		}
 		failures = 0
-		if progress && (err != nil || res.selected == r.cfg.BatchSize) {
+		if progress && (err != nil || res.full) || res.probeIn < 0 {
 			continue // more is waiting
 		}
 
@@ -268,9 +318,13 @@ func (r *Relay) Run(ctx context.Context) error {
 			}
 			retry = r.cfg.Clock.NewTimer(heldDelay)
 			retryC = retry.C()
-			heldDelay = min(heldDelay*2, r.cfg.PollInterval)
+			heldDelay = min(heldDelay*2, tick)
 		} else {
 			heldDelay = heldBackRetry
+			if res.probeIn > 0 { // blocked keys to retry, nothing held back
+				retry = r.cfg.Clock.NewTimer(res.probeIn)
+				retryC = retry.C()
+			}
 		}
 		r.waits.Add(1)
 		select {
@@ -278,7 +332,7 @@ func (r *Relay) Run(ctx context.Context) error {
 			return nil
 		case <-wake:
 		case <-poll.C():
-			poll = r.cfg.Clock.NewTimer(r.cfg.PollInterval)
+			poll = r.cfg.Clock.NewTimer(tick)
 		case <-retryC:
 			r.retries.Add(1)
 		}
@@ -382,6 +436,19 @@ func (r *Relay) cleanup(ctx context.Context) error {
 	_, err := r.cfg.DB.ExecContext(ctx,
 		`DELETE FROM outbox WHERE sent_at < now() - make_interval(secs => $1)`, r.cfg.Retention.Seconds())
 	return err
+}
+
+// tick is the longest Run waits between rounds: the leader's heartbeat
+// (Lease/3 keeps its session well inside idle_session_timeout) and a
+// standby's bid for the lock.
+func (r *Relay) tick() time.Duration { return min(r.cfg.PollInterval, r.cfg.Lease/3) }
+
+// hit runs the failpoint name, then the test hook, if any.
+func (r *Relay) hit(name string) {
+	failpoint.Hit(name)
+	if h := r.hook.Load(); h != nil {
+		(*h)(name)
+	}
 }
 
 // sleep waits d on clock or until ctx ends, reporting whether the full
