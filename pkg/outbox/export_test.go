@@ -79,3 +79,16 @@ func LeaderPID(r *Relay) (int, error) {
 // HeldBackRetries returns how many rounds r's held-back retry timer started;
 // rounds woken by NOTIFY or the poll are not counted.
 func HeldBackRetries(r *Relay) int64 { return r.retries.Load() }
+
+// LeaderSetting returns the setting name of r's leader session, "" if r
+// does not lead.
+func LeaderSetting(r *Relay, name string) (string, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.conn == nil {
+		return "", nil
+	}
+	var v string
+	err := r.conn.GetContext(context.Background(), &v, `SELECT current_setting($1)`, name)
+	return v, err
+}
