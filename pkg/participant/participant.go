@@ -143,6 +143,24 @@ func (s Spec) DeadLetterTo(db *sqlx.DB) consumer.DeadLetterFunc {
 	return DeadLetter(db, events.DeadLetterTopic(s.Name), s.Name)
 }
 
+// Configured is a service's own configuration: a struct that embeds Config,
+// with settings of its own or none.
+type Configured interface{ participant() Config }
+
+func (c Config) participant() Config { return c }
+
+// RunService runs, with Run, the service whose Spec follows from its own
+// configuration: every service's Run is
+//
+//	func Run(ctx context.Context, cfg Config) error { return participant.RunService(ctx, cfg, Spec) }
+func RunService[C Configured](ctx context.Context, cfg C, spec func(C) (Spec, error)) error {
+	s, err := spec(cfg)
+	if err != nil {
+		return err
+	}
+	return Run(ctx, cfg.participant(), s)
+}
+
 // Run runs the participant until ctx ends. It returns the first component's
 // error, or nil after a clean shutdown.
 func Run(ctx context.Context, cfg Config, spec Spec) error {

@@ -6,6 +6,7 @@ package pg
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -20,6 +21,8 @@ import (
 	_ "github.com/lib/pq" // registers the "postgres" driver
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/lock"
+
+	"github.com/choreo-saga/choreo/pkg/fault"
 )
 
 // SessionDefaults are the server-side limits every session opened by Open
@@ -150,6 +153,23 @@ func migrateOne(ctx context.Context, db *sqlx.DB, log *slog.Logger, s Schema) er
 		log.Info("migration applied", "schema", s.Name, "file", r.Source.Path)
 	}
 	return nil
+}
+
+// Get reads the one row query returns into a T. what names the row in the
+// error: a fault.NotFound error "<what>" when there is none (a 404 over
+// HTTP), "get <what>: <cause>" when the query fails.
+//
+//	a, err := pg.Get[domain.Account](ctx, db, "account "+id, `SELECT … WHERE customer_id = $1`, id)
+func Get[T any](ctx context.Context, q sqlx.QueryerContext, what, query string, args ...any) (T, error) {
+	var v T
+	err := sqlx.GetContext(ctx, q, &v, query, args...)
+	if errors.Is(err, sql.ErrNoRows) {
+		return v, fault.Errorf(fault.NotFound, "%s", what)
+	}
+	if err != nil {
+		return v, fmt.Errorf("get %s: %w", what, err)
+	}
+	return v, nil
 }
 
 // InTx runs fn in a transaction and commits it if fn returns nil.

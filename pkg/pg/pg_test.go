@@ -2,6 +2,7 @@ package pg_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -9,8 +10,34 @@ import (
 	"time"
 
 	"github.com/choreo-saga/choreo/internal/testenv"
+	"github.com/choreo-saga/choreo/pkg/fault"
 	"github.com/choreo-saga/choreo/pkg/pg"
 )
+
+func TestGet(t *testing.T) {
+	ctx := context.Background()
+	db := testenv.DB(t)
+	if _, err := db.Exec(`CREATE TABLE things (id text PRIMARY KEY, n int); INSERT INTO things VALUES ('a', 1)`); err != nil {
+		t.Fatal(err)
+	}
+	type thing struct {
+		ID string `db:"id"`
+		N  int    `db:"n"`
+	}
+	got, err := pg.Get[thing](ctx, db, "thing a", `SELECT id, n FROM things WHERE id = $1`, "a")
+	if err != nil || got != (thing{"a", 1}) {
+		t.Errorf("Get(a) = %+v, %v; want {a 1}", got, err)
+	}
+	_, err = pg.Get[thing](ctx, db, "thing b", `SELECT id, n FROM things WHERE id = $1`, "b")
+	var fe *fault.Error
+	if !errors.Is(err, fault.NotFound) || !errors.As(err, &fe) || fe.Detail() != "thing b" {
+		t.Errorf("Get(b) error = %v; want fault.NotFound with detail %q", err, "thing b")
+	}
+	_, err = pg.Get[thing](ctx, db, "thing a", `SELECT id, n, missing FROM things WHERE id = $1`, "a")
+	if err == nil || errors.Is(err, fault.NotFound) || !strings.HasPrefix(err.Error(), "get thing a: ") {
+		t.Errorf("Get with a failing query: error = %v; want \"get thing a: …\", not NotFound", err)
+	}
+}
 
 // TestMigrateConcurrently starts "four instances" of a service at once
 // against one fresh schema: the advisory lock lets one apply the migrations

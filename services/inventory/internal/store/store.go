@@ -18,7 +18,7 @@ import (
 	"github.com/lib/pq"
 
 	"github.com/choreo-saga/choreo/pkg/events"
-	"github.com/choreo-saga/choreo/pkg/fault"
+	"github.com/choreo-saga/choreo/pkg/pg"
 	"github.com/choreo-saga/choreo/services/inventory/internal/domain"
 )
 
@@ -49,27 +49,16 @@ func (s *Store) PutStock(ctx context.Context, sku string, available int64) (doma
 
 // Stock returns a SKU's units; a fault.NotFound error if the SKU is unknown.
 func (s *Store) Stock(ctx context.Context, sku string) (domain.Stock, error) {
-	var st domain.Stock
-	err := s.db.GetContext(ctx, &st, `SELECT sku, available, reserved FROM stock WHERE sku = $1`, sku)
-	if errors.Is(err, sql.ErrNoRows) {
-		return st, fault.Errorf(fault.NotFound, "stock %s", sku)
-	}
-	if err != nil {
-		return st, fmt.Errorf("get stock %s: %w", sku, err)
-	}
-	return st, nil
+	return pg.Get[domain.Stock](ctx, s.db, "stock "+sku, `SELECT sku, available, reserved FROM stock WHERE sku = $1`, sku)
 }
 
 // Reservation returns an order's reservation; a fault.NotFound error if
 // there is none.
 func (s *Store) Reservation(ctx context.Context, orderID string) (domain.Reservation, error) {
-	var r reservationRow
-	err := s.db.GetContext(ctx, &r, `SELECT order_id, status, items FROM reservations WHERE order_id = $1`, orderID)
-	if errors.Is(err, sql.ErrNoRows) {
-		return domain.Reservation{}, fault.Errorf(fault.NotFound, "reservation for order %s", orderID)
-	}
+	r, err := pg.Get[reservationRow](ctx, s.db, "reservation for order "+orderID,
+		`SELECT order_id, status, items FROM reservations WHERE order_id = $1`, orderID)
 	if err != nil {
-		return domain.Reservation{}, fmt.Errorf("get reservation %s: %w", orderID, err)
+		return domain.Reservation{}, err
 	}
 	return r.reservation()
 }

@@ -152,13 +152,9 @@ func (s *Store) Order(ctx context.Context, id string) (domain.Order, error) {
 	if err != nil {
 		return domain.Order{}, fault.Errorf(fault.NotFound, "order %s", id) // not a UUID, so no order has it
 	}
-	var r row
-	err = s.db.GetContext(ctx, &r, `SELECT `+columns+` FROM orders WHERE id = $1`, uid.String())
-	if errors.Is(err, sql.ErrNoRows) {
-		return domain.Order{}, fault.Errorf(fault.NotFound, "order %s", id)
-	}
+	r, err := pg.Get[row](ctx, s.db, "order "+id, `SELECT `+columns+` FROM orders WHERE id = $1`, uid.String())
 	if err != nil {
-		return domain.Order{}, fmt.Errorf("get order %s: %w", id, err)
+		return domain.Order{}, err
 	}
 	return r.order()
 }

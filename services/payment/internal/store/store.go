@@ -14,7 +14,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
-	"github.com/choreo-saga/choreo/pkg/fault"
+	"github.com/choreo-saga/choreo/pkg/pg"
 	"github.com/choreo-saga/choreo/services/payment/internal/domain"
 )
 
@@ -46,28 +46,14 @@ func (s *Store) PutAccount(ctx context.Context, customerID string, balance int64
 
 // Account returns a customer's account; a fault.NotFound error if there is none.
 func (s *Store) Account(ctx context.Context, customerID string) (domain.Account, error) {
-	var a domain.Account
-	err := s.db.GetContext(ctx, &a, `SELECT customer_id, balance, currency FROM accounts WHERE customer_id = $1`, customerID)
-	if errors.Is(err, sql.ErrNoRows) {
-		return a, fault.Errorf(fault.NotFound, "account %s", customerID)
-	}
-	if err != nil {
-		return a, fmt.Errorf("get account %s: %w", customerID, err)
-	}
-	return a, nil
+	return pg.Get[domain.Account](ctx, s.db, "account "+customerID,
+		`SELECT customer_id, balance, currency FROM accounts WHERE customer_id = $1`, customerID)
 }
 
 // Payment returns an order's payment; a fault.NotFound error if there is none.
 func (s *Store) Payment(ctx context.Context, orderID string) (domain.Payment, error) {
-	var p domain.Payment
-	err := s.db.GetContext(ctx, &p, `SELECT order_id, customer_id, amount, currency, status FROM payments WHERE order_id = $1`, orderID)
-	if errors.Is(err, sql.ErrNoRows) {
-		return p, fault.Errorf(fault.NotFound, "payment for order %s", orderID)
-	}
-	if err != nil {
-		return p, fmt.Errorf("get payment %s: %w", orderID, err)
-	}
-	return p, nil
+	return pg.Get[domain.Payment](ctx, s.db, "payment for order "+orderID,
+		`SELECT order_id, customer_id, amount, currency, status FROM payments WHERE order_id = $1`, orderID)
 }
 
 // LockPayment returns the order's payment locked for the rest of tx, or nil.

@@ -12,7 +12,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
-	"github.com/choreo-saga/choreo/pkg/fault"
+	"github.com/choreo-saga/choreo/pkg/pg"
 	"github.com/choreo-saga/choreo/services/shipping/internal/domain"
 )
 
@@ -29,15 +29,8 @@ func New(db *sqlx.DB) *Store { return &Store{db: db} }
 
 // Shipment returns an order's shipment; a fault.NotFound error if there is none.
 func (s *Store) Shipment(ctx context.Context, orderID string) (domain.Shipment, error) {
-	var sh domain.Shipment
-	err := s.db.GetContext(ctx, &sh, `SELECT order_id, status, country, reason FROM shipments WHERE order_id = $1`, orderID)
-	if errors.Is(err, sql.ErrNoRows) {
-		return sh, fault.Errorf(fault.NotFound, "shipment for order %s", orderID)
-	}
-	if err != nil {
-		return sh, fmt.Errorf("get shipment %s: %w", orderID, err)
-	}
-	return sh, nil
+	return pg.Get[domain.Shipment](ctx, s.db, "shipment for order "+orderID,
+		`SELECT order_id, status, country, reason FROM shipments WHERE order_id = $1`, orderID)
 }
 
 // LockShipment returns the order's shipment locked for the rest of tx, or nil.
