@@ -74,10 +74,12 @@ func describeTopic(t *testing.T, topic string) (partitions int, replicas []int, 
 		t.Fatalf("admin: %v", err)
 	}
 	defer admin.Close()
-	md, err := admin.DescribeTopics([]string{topic})
-	if err != nil || len(md) != 1 || !errors.Is(md[0].Err, sarama.ErrNoError) {
-		t.Fatalf("describe topic %s: %v %+v", topic, err, md)
-	}
+	// A topic just created may not be in every broker's metadata yet.
+	var md []*sarama.TopicMetadata
+	testenv.Eventually(t, 30*time.Second, "topic "+topic+" described", func() bool {
+		md, err = admin.DescribeTopics([]string{topic})
+		return err == nil && len(md) == 1 && errors.Is(md[0].Err, sarama.ErrNoError) && len(md[0].Partitions) > 0
+	})
 	for _, p := range md[0].Partitions {
 		replicas = append(replicas, len(p.Replicas))
 	}

@@ -181,9 +181,10 @@ func (g *Group) Run(ctx context.Context) error {
 			sleep(ctx, time.Second)
 		}
 	}
-	// Consume committed the marked offsets when its session ended; Close
-	// leaves the group so its partitions move on without waiting for a
-	// session timeout.
+	// Consume committed the marked offsets when its session ended. A dynamic
+	// member's Close leaves the group, so its partitions move on at once; a
+	// static member (InstanceID) does not leave (KIP-345): its partitions
+	// wait for it to come back, or for the session timeout if it does not.
 	if err := cg.Close(); err != nil {
 		return fmt.Errorf("consumer: close group %s: %w", g.cfg.GroupID, err)
 	}

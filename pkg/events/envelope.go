@@ -160,31 +160,52 @@ func (e Envelope) Encode() ([]byte, error) {
 // UUID, a NUL character anywhere, an order_id that is empty, longer than
 // MaxIDLen or holds control characters.
 func Decode(value []byte) (Envelope, Payload, error) {
+	e, err := DecodeEnvelope(value)
+	if err != nil {
+		return e, nil, err
+	}
+	return e.Typed()
+}
+
+// DecodeEnvelope is the first half of Decode: it checks the message and its
+// envelope — size, NUL, JSON, a canonical event id, the order id, a known
+// type — and leaves the payload alone. A consumer that routes on the type
+// first decodes only the payloads it reacts to (Typed), so a payload version
+// it does not know yet, of an event it ignores, never holds it up.
+func DecodeEnvelope(value []byte) (Envelope, error) {
 	var e Envelope
 	if len(value) > MaxMessageBytes {
-		return e, nil, fmt.Errorf("%w: %d bytes exceeds %d", ErrMalformed, len(value), MaxMessageBytes)
+		return e, fmt.Errorf("%w: %d bytes exceeds %d", ErrMalformed, len(value), MaxMessageBytes)
 	}
 	if hasNUL(value) {
-		return e, nil, fmt.Errorf("%w: contains a NUL character (\\u0000), which PostgreSQL text and jsonb cannot store", ErrMalformed)
+		return e, fmt.Errorf("%w: contains a NUL character (\\u0000), which PostgreSQL text and jsonb cannot store", ErrMalformed)
 	}
 	dec := json.NewDecoder(bytes.NewReader(value))
 	if err := dec.Decode(&e); err != nil {
-		return e, nil, fmt.Errorf("%w: %v", ErrMalformed, err)
+		return e, fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
 	if dec.More() {
-		return e, nil, fmt.Errorf("%w: data after the envelope", ErrMalformed)
+		return e, fmt.Errorf("%w: data after the envelope", ErrMalformed)
 	}
 	// uuid.Parse also takes urn:uuid:…, {…}, upper case and the 32-digit
 	// form; only the canonical one is stored and compared as is.
 	if u, err := uuid.Parse(e.ID); err != nil || u.String() != e.ID {
-		return e, nil, fmt.Errorf("%w: id %q is not a UUID in canonical form (lower-case, hyphenated)", ErrMalformed, e.ID)
+		return e, fmt.Errorf("%w: id %q is not a UUID in canonical form (lower-case, hyphenated)", ErrMalformed, e.ID)
 	}
 	if err := validateID("order_id", e.OrderID); err != nil {
-		return e, nil, fmt.Errorf("%w: %v", ErrMalformed, err)
+		return e, fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
 	if _, known := TopicOf(e.Type); !known {
-		return e, nil, fmt.Errorf("%w: %q", ErrUnknownType, e.Type)
+		return e, fmt.Errorf("%w: %q", ErrUnknownType, e.Type)
 	}
+	return e, nil
+}
+
+// Typed is the second half of Decode: it brings the payload of an older
+// version to the current shape (refusing a newer one) and decodes and
+// validates it as the type e.Type names. It returns the envelope at the
+// current version with the upcast payload, and the typed payload.
+func (e Envelope) Typed() (Envelope, Payload, error) {
 	e, err := e.current()
 	if err != nil {
 		return e, nil, err

@@ -48,7 +48,7 @@ func Enable(spec string) error {
 		p := 1.0
 		if hasProb {
 			var err error
-			if p, err = strconv.ParseFloat(prob, 64); err != nil || p < 0 || p > 1 {
+			if p, err = strconv.ParseFloat(prob, 64); err != nil || !(p >= 0 && p <= 1) { // also refuses NaN
 				return fmt.Errorf("CHOREO_FAILPOINTS: %q: probability must be in [0, 1]", item)
 			}
 		}

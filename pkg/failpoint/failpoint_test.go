@@ -20,6 +20,7 @@ func TestEnable(t *testing.T) {
 		{"after-commit=0.5, after-publish=0, between-batches=1", ""},
 		{"after-commit=2", "probability"},
 		{"after-commit=x", "probability"},
+		{"after-commit=NaN", "probability"},
 		{"before-lunch", "unknown point"},
 	}
 	for _, tt := range tests {

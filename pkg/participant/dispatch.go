@@ -25,7 +25,7 @@ import (
 type Delivery struct {
 	Msg     *sarama.ConsumerMessage
 	Event   events.Envelope // set by Decode
-	Payload events.Payload  // set by Decode
+	Payload events.Payload  // set by DecodePayload, for routed events only
 	Log     *slog.Logger    // set by Decode: carries the event's ids
 	Tx      *Tx             // set by Transaction
 	// Outcome is how the message ended: "applied", "duplicate" (already
@@ -73,17 +73,17 @@ func Metrics(service string) Middleware {
 	}
 }
 
-// Decode parses the message into its envelope and typed payload (see
-// events.Decode); a message that does not parse is permanent.
+// Decode parses the message's envelope (events.DecodeEnvelope); a message
+// that does not parse is permanent. The payload waits for DecodePayload.
 func Decode(log *slog.Logger) Middleware {
 	return func(next Handler) Handler {
 		return func(ctx context.Context, d *Delivery) error {
 			m := d.Msg
-			e, p, err := events.Decode(m.Value)
+			e, err := events.DecodeEnvelope(m.Value)
 			if err != nil {
 				return consumer.Permanent(fmt.Errorf("decode %s/%d/%d: %w", m.Topic, m.Partition, m.Offset, err))
 			}
-			d.Event, d.Payload = e, p
+			d.Event = e
 			d.Log = log.With("event_id", e.ID, "event_type", e.Type, "order_id", e.OrderID)
 			return next(ctx, d)
 		}
@@ -108,11 +108,32 @@ func Guard(next Handler) Handler {
 	}
 }
 
+// DecodePayload decodes and validates the payload of a routed event as its
+// type, upcasting an older version (events.Envelope.Typed); one that does
+// not is permanent. Events the service ignores never get here, so a newer
+// payload version of one of them cannot hold up its partition.
+func DecodePayload(next Handler) Handler {
+	return func(ctx context.Context, d *Delivery) error {
+		e, p, err := d.Event.Typed()
+		if err != nil {
+			m := d.Msg
+			return consumer.Permanent(fmt.Errorf("decode %s/%d/%d: %w", m.Topic, m.Partition, m.Offset, err))
+		}
+		d.Event, d.Payload = e, p
+		return next(ctx, d)
+	}
+}
+
 // Route picks the reaction for the event's type. Known types without one
-// belong to other services and are acknowledged without effect.
+// belong to other services and are acknowledged without effect. Two
+// reactions to one type are a programming error: Route panics at once
+// rather than silently drop one (Spec.Validate reports it as an error).
 func Route(reactions []Reaction) Middleware {
 	byType := make(map[string]Reaction, len(reactions))
 	for _, r := range reactions {
+		if _, dup := byType[r.eventType]; dup {
+			panic("participant: two reactions to " + r.eventType)
+		}
 		byType[r.eventType] = r
 	}
 	return func(next Handler) Handler {
@@ -167,7 +188,7 @@ func Transaction(db *sqlx.DB, service, produces string, now func() time.Time) Mi
 				return fmt.Errorf("begin: %w", err)
 			}
 			defer sqlTx.Rollback() //nolint:errcheck // a no-op after Commit
-			d.Tx = &Tx{Tx: sqlTx, Log: d.Log, source: service, produces: produces, orderID: d.Event.OrderID, now: now()}
+			d.Tx = &Tx{ExtContext: sqlTx, Log: d.Log, source: service, produces: produces, orderID: d.Event.OrderID, now: now()}
 			if err := next(ctx, d); err != nil {
 				return err
 			}

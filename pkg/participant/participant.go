@@ -104,6 +104,22 @@ type Spec struct {
 	Now func() time.Time
 }
 
+// Validate reports a Spec the runtime cannot run: no name, no topic to
+// produce to, or two reactions to one event type.
+func (s Spec) Validate() error {
+	if s.Name == "" || s.Produces == "" {
+		return errors.New("participant: a Spec needs a Name and the topic it Produces")
+	}
+	seen := map[string]bool{}
+	for _, r := range s.Reactions {
+		if seen[r.eventType] {
+			return fmt.Errorf("participant: %s has two reactions to %s", s.Name, r.eventType)
+		}
+		seen[r.eventType] = true
+	}
+	return nil
+}
+
 // Consumes returns the topics the service's reactions listen to.
 func (s Spec) Consumes() []string {
 	var topics []string
@@ -128,6 +144,7 @@ func (s Spec) Handler(db *sqlx.DB, log *slog.Logger) consumer.Handler {
 		Decode(log.With("consumer", s.Name)),
 		Guard,
 		Route(s.Reactions),
+		DecodePayload,
 		Classify,
 		Transaction(db, s.Name, s.Produces, now),
 		Dedupe(s.Name),
@@ -165,6 +182,9 @@ func RunService[C Configured](ctx context.Context, cfg C, spec func(C) (Spec, er
 // error, or nil after a clean shutdown.
 func Run(ctx context.Context, cfg Config, spec Spec) error {
 	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	if err := spec.Validate(); err != nil {
 		return err
 	}
 	if err := failpoint.Enable(cfg.FailPoints); err != nil {

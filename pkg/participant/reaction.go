@@ -49,11 +49,12 @@ func On[P events.Payload](fn func(ctx context.Context, tx *Tx, e events.Envelope
 	}
 }
 
-// Tx is the transaction one event is handled in: a *sqlx.Tx for the
-// service's own tables, plus Emit for the events its reaction produces.
-// It is committed by the runtime, never by the reaction.
+// Tx is the transaction one event is handled in: the statements of
+// sqlx.ExtContext for the service's own tables, plus Emit for the events
+// its reaction produces. It has no Commit or Rollback: the runtime ends the
+// transaction, and a reaction fails it by returning an error.
 type Tx struct {
-	*sqlx.Tx
+	sqlx.ExtContext
 	// Log carries the event's ids (event_id, event_type, order_id).
 	Log *slog.Logger
 
@@ -78,7 +79,7 @@ func (tx *Tx) Emit(ctx context.Context, p events.Payload) error {
 	if topic, _ := events.TopicOf(e.Type); topic != tx.produces {
 		return fmt.Errorf("emit %s: the %s service produces to %s, not %s", e.Type, tx.source, tx.produces, topic)
 	}
-	return Enqueue(ctx, tx.Tx, e)
+	return Enqueue(ctx, tx, e)
 }
 
 // Enqueue stores the event e in the outbox within tx, on the topic its type

@@ -35,15 +35,15 @@ import (
 //   - idle_in_transaction_session_timeout: a transaction left open and idle
 //     (its process stopped mid-handler) is ended, its locks released, after
 //     15 s;
-//   - statement_timeout: no statement runs longer than 30 s;
 //   - tcp_keepalives_*: a client whose host is gone is noticed after about
 //     5 + 3×2 = 11 s instead of the kernel's two hours.
 //
-// A live handler's transaction is bounded on the client side too (see
-// participant.Transaction).
+// A live handler's transaction is bounded on the client side (see
+// participant.TxTimeout), which cancels its statement. There is no
+// server-side statement_timeout: it would also cut a migration or a
+// housekeeping DELETE that legitimately runs long, failing every restart.
 var SessionDefaults = map[string]string{
 	"idle_in_transaction_session_timeout": "15000", // ms
-	"statement_timeout":                   "30000", // ms
 	"tcp_keepalives_idle":                 "5",     // s
 	"tcp_keepalives_interval":             "2",     // s
 	"tcp_keepalives_count":                "3",

@@ -116,7 +116,7 @@ func TestSessionsAreBounded(t *testing.T) {
 		}
 		defer db.Close()
 		for name, want := range map[string]string{
-			"idle_in_transaction_session_timeout": "15s", "statement_timeout": "30s",
+			"idle_in_transaction_session_timeout": "15s", "statement_timeout": "0",
 			"tcp_keepalives_idle": "5", "tcp_keepalives_interval": "2", "tcp_keepalives_count": "3",
 		} {
 			var got string

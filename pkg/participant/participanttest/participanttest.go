@@ -126,12 +126,15 @@ func concurrent(t *testing.T, s Suite, c Case) {
 	}
 	h := s.Spec.Handler(db, discard)
 	m := message(t, e)
+	dups := duplicates(t, s.Spec.Name, e.Type)
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
+	start := make(chan struct{}) // all at once, not one after another
 	for range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			<-start
 			// A consumer retries what is not permanent (a deadlock, a
 			// serialization failure); so does this one, a few times.
 			var err error
@@ -143,6 +146,7 @@ func concurrent(t *testing.T, s Suite, c Case) {
 			errs <- err
 		}()
 	}
+	close(start)
 	wg.Wait()
 	close(errs)
 	for err := range errs {
@@ -152,6 +156,10 @@ func concurrent(t *testing.T, s Suite, c Case) {
 	}
 	if got := c.State(t, db, e); !reflect.DeepEqual(got, want) {
 		t.Errorf("state after %d concurrent deliveries %+v, after one delivery %+v", n, got, want)
+	}
+	// One applied it; the runtime skipped every other as a duplicate.
+	if got := duplicates(t, s.Spec.Name, e.Type) - dups; got != float64(n-1) {
+		t.Errorf("%v of %d concurrent deliveries skipped as duplicates, want %d", got, n, n-1)
 	}
 	wantMarks(t, db, e, 1)
 	wantEmitted(t, s, db, e, since, c.Emits)
@@ -376,6 +384,13 @@ func wantEmitted(t *testing.T, s Suite, db *sqlx.DB, e events.Envelope, since in
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("emitted %v for order %s, want %v", got, e.OrderID, want)
+	}
+	var elsewhere []string
+	if err := db.Select(&elsewhere, `SELECT topic FROM outbox WHERE topic <> $1 AND id > $2`, s.Spec.Produces, since); err != nil {
+		t.Fatal(err)
+	}
+	if len(elsewhere) > 0 {
+		t.Errorf("queued on other topics %v: a service publishes only to %s", elsewhere, s.Spec.Produces)
 	}
 }
 
