@@ -2,7 +2,9 @@
 # Runs every test against real Kafka and PostgreSQL: starts them (idempotent,
 # see scripts/infra.sh), vets, runs the package tests, then the end-to-end
 # suite on its own — it stops and restarts the shared broker, so no other
-# package may be using Kafka at that moment.
+# package may be using Kafka at that moment — and last the chaos suite's
+# short seeded run on a 3-broker cluster and PostgreSQL of its own
+# (scripts/chaos.sh).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -11,3 +13,4 @@ eval "$(bash scripts/infra.sh up)"
 go vet ./...
 go test -count=1 -timeout 20m $(go list ./... | grep -v '/e2e$')
 go test -count=1 -timeout 30m -v ./e2e
+bash scripts/chaos.sh
