@@ -31,9 +31,11 @@ func Reactions() []participant.Reaction {
 }
 
 func reserve(ctx context.Context, tx *participant.Tx, orderID string, p events.PaymentCompleted) error {
-	// The reservation row first, then stock rows in SKU order: every
-	// reaction locks in this order, so concurrent orders queue rather than
-	// deadlock, and two reactions to one order run one after the other.
+	// The reservation row first, then stock rows in byte order
+	// (store.LockStock, whatever the column's collation): every reaction
+	// locks in this order — release too, through store.Release — so
+	// concurrent orders queue rather than deadlock, and two reactions to
+	// one order run one after the other.
 	existing, err := store.LockReservation(ctx, tx, orderID)
 	if err != nil {
 		return err

@@ -3,12 +3,15 @@ package eventapi_test
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"reflect"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
 
 	"github.com/choreo-saga/choreo/internal/testenv"
 	"github.com/choreo-saga/choreo/pkg/consumer"
@@ -321,4 +324,137 @@ func TestOpposingLineOrdersDoNotDeadlock(t *testing.T) {
 	}
 	f.mustStock(x, 1000-n, n)
 	f.mustStock(y, 1000-n, n)
+}
+
+// TestReserveAndReleaseShareOneLockOrder runs reserves and releases of
+// orders naming the same SKUs, in shuffled line orders, at once, with the
+// sku column under an ICU collation, where "a_1" sorts before "A-1" while
+// Go (and COLLATE "C") puts "A-1" first. Every path must lock stock rows in
+// one order — byte order — or a reserve and a release wait for each other
+// and one is aborted as a deadlock victim (40P01). The consumer would retry
+// the victim, so the test looks at each delivery's first attempt.
+func TestReserveAndReleaseShareOneLockOrder(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	const collation = "en-US-x-icu"
+	var found bool
+	if err := f.db.GetContext(ctx, &found, `SELECT EXISTS (SELECT 1 FROM pg_collation WHERE collname = $1)`, collation); err != nil {
+		t.Fatal(err)
+	}
+	if !found {
+		t.Skipf("PostgreSQL has no ICU collation %q", collation)
+	}
+	if _, err := f.db.ExecContext(ctx, `ALTER TABLE stock ALTER COLUMN sku TYPE text COLLATE "`+collation+`"`); err != nil {
+		t.Fatal(err)
+	}
+	// The test's schema is its own, so these plain names clash with nobody.
+	skus := []string{"a-1", "a_1", "A-1", "A_1", "b"}
+	var icu []string
+	if err := f.db.SelectContext(ctx, &icu, `SELECT sku FROM unnest($1::text[]) AS sku ORDER BY sku COLLATE "`+collation+`"`, pq.Array(skus)); err != nil {
+		t.Fatal(err)
+	}
+	if reflect.DeepEqual(icu, []string{"A-1", "A_1", "a-1", "a_1", "b"}) {
+		t.Fatalf("collation %s orders %v as bytes do; the test needs an order that differs", collation, icu)
+	}
+	const initial = 1_000_000
+	for _, sku := range skus {
+		if _, err := f.st.PutStock(ctx, sku, initial); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	rng := rand.New(rand.NewPCG(6, 5))
+	lines := func() []events.Item {
+		items := make([]events.Item, len(skus))
+		for i, j := range rng.Perm(len(skus)) {
+			items[i] = events.Item{SKU: skus[j], Quantity: int64(1 + rng.IntN(3)), UnitPrice: 100}
+		}
+		return items
+	}
+
+	// A lock-order cycle is not always detected (40P01) at once: a cycle
+	// through row-lock queues can hold every party until the transaction's
+	// timeout. An attempt gets stuckAfter, far more than a round needs when
+	// the rows are locked in one order.
+	const rounds, perRound, stuckAfter = 4, 8, 5 * time.Second
+	reserved := map[string]int64{}
+	var held, fresh []string
+	for round := range rounds {
+		// Orders whose units are held, to be released during the round.
+		var deliveries []events.Envelope
+		for range perRound {
+			id := f.order()
+			f.mustDeliver(f.paid(id, lines()...))
+			held = append(held, id)
+			deliveries = append(deliveries, f.shipmentFailed(id))
+		}
+		// New orders reserving the same SKUs meanwhile.
+		for range perRound {
+			id := f.order()
+			items := lines()
+			for _, it := range items {
+				reserved[it.SKU] += it.Quantity
+			}
+			fresh = append(fresh, id)
+			deliveries = append(deliveries, f.paid(id, items...))
+		}
+		first := make([]error, len(deliveries))
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for i, e := range deliveries {
+			wg.Go(func() {
+				<-start
+				// As the consumer does: retry what is not permanent.
+				for attempt := 0; attempt < 10; attempt++ {
+					actx, cancel := context.WithTimeout(ctx, stuckAfter)
+					err := f.handler.Handle(actx, testenv.Message(t, e))
+					cancel()
+					if attempt == 0 {
+						first[i] = err
+					}
+					if err == nil || consumer.IsPermanent(err) {
+						return
+					}
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		var deadlocks, stuck, other []error
+		for _, err := range first {
+			var pqErr *pq.Error
+			switch {
+			case err == nil:
+			case errors.As(err, &pqErr) && pqErr.Code == "40P01":
+				deadlocks = append(deadlocks, err)
+			case errors.Is(err, context.DeadlineExceeded) || errors.As(err, &pqErr) && pqErr.Code == "57014":
+				stuck = append(stuck, err)
+			default:
+				other = append(other, err)
+			}
+		}
+		for what, errs := range map[string][]error{"deadlock victims (40P01)": deadlocks, "stuck past " + stuckAfter.String(): stuck, "failed otherwise": other} {
+			if len(errs) > 0 {
+				t.Errorf("round %d: %d of %d first attempts were %s, e.g. %v", round, len(errs), len(deliveries), what, errs[0])
+			}
+		}
+		if t.Failed() {
+			t.FailNow()
+		}
+	}
+
+	// Whatever the interleaving, the end state is the same.
+	for _, id := range held {
+		if r := f.reservation(id); r.Status != domain.StatusReleased {
+			t.Errorf("held order %s is %s, want RELEASED", id, r.Status)
+		}
+	}
+	for _, id := range fresh {
+		if r := f.reservation(id); r.Status != domain.StatusReserved {
+			t.Errorf("new order %s is %s, want RESERVED", id, r.Status)
+		}
+	}
+	for _, sku := range skus {
+		f.mustStock(sku, initial-reserved[sku], reserved[sku])
+	}
 }

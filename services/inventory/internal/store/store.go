@@ -83,14 +83,17 @@ func LockReservation(ctx context.Context, tx sqlx.QueryerContext, orderID string
 
 // LockStock locks the stock rows of skus for the rest of tx and returns
 // their available units by SKU; unknown SKUs are absent. Rows are locked in
-// SKU order, so two orders touching the same SKUs in different line orders
-// queue behind each other instead of deadlocking.
+// byte order (COLLATE "C", Go's sort.Strings order) whatever the column's
+// collation, the one order every path that touches several stock rows
+// follows (Reserve and Release lock through here before they move units),
+// so two transactions touching the same SKUs queue behind each other
+// instead of deadlocking.
 func LockStock(ctx context.Context, tx sqlx.QueryerContext, skus []string) (map[string]int64, error) {
 	var rows []domain.Stock
 	if err := sqlx.SelectContext(ctx, tx, &rows, `
 		SELECT sku, available, reserved FROM stock
 		WHERE sku = ANY($1)
-		ORDER BY sku
+		ORDER BY sku COLLATE "C"
 		FOR UPDATE`, pq.Array(skus)); err != nil {
 		return nil, fmt.Errorf("lock stock %v: %w", skus, err)
 	}
@@ -103,7 +106,7 @@ func LockStock(ctx context.Context, tx sqlx.QueryerContext, skus []string) (map[
 
 // Reserve moves qty units of each SKU from available to reserved. Every SKU
 // must exist; the CHECK on available refuses to go below zero.
-func Reserve(ctx context.Context, tx sqlx.ExecerContext, qty map[string]int64) error {
+func Reserve(ctx context.Context, tx sqlx.ExtContext, qty map[string]int64) error {
 	return move(ctx, tx, "reserve", qty, `
 		UPDATE stock SET available = available - $2, reserved = reserved + $2, updated_at = now()
 		WHERE sku = $1`)
@@ -111,27 +114,31 @@ func Reserve(ctx context.Context, tx sqlx.ExecerContext, qty map[string]int64) e
 
 // Release moves qty units of each SKU from reserved back to available; the
 // CHECK on reserved refuses to return more than is held.
-func Release(ctx context.Context, tx sqlx.ExecerContext, qty map[string]int64) error {
+func Release(ctx context.Context, tx sqlx.ExtContext, qty map[string]int64) error {
 	return move(ctx, tx, "release", qty, `
 		UPDATE stock SET available = available + $2, reserved = reserved - $2, updated_at = now()
 		WHERE sku = $1`)
 }
 
-// move runs query for each SKU in SKU order, the same order LockStock
-// locks in, so concurrent moves cannot deadlock.
-func move(ctx context.Context, tx sqlx.ExecerContext, what string, qty map[string]int64, query string) error {
+// move locks the SKUs' rows (LockStock: byte order) and then runs query
+// for each SKU in that same order, so a move never takes a row lock out of
+// the one order, whoever called it and whatever it locked before.
+func move(ctx context.Context, tx sqlx.ExtContext, what string, qty map[string]int64, query string) error {
 	skus := make([]string, 0, len(qty))
 	for sku := range qty {
 		skus = append(skus, sku)
 	}
 	sort.Strings(skus)
+	locked, err := LockStock(ctx, tx, skus)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
 	for _, sku := range skus {
-		res, err := tx.ExecContext(ctx, query, sku, qty[sku])
-		if err != nil {
-			return fmt.Errorf("%s %d of %s: %w", what, qty[sku], sku, err)
-		}
-		if n, _ := res.RowsAffected(); n != 1 {
+		if _, ok := locked[sku]; !ok {
 			return fmt.Errorf("%s %d of %s: sku missing", what, qty[sku], sku)
+		}
+		if _, err := tx.ExecContext(ctx, query, sku, qty[sku]); err != nil {
+			return fmt.Errorf("%s %d of %s: %w", what, qty[sku], sku, err)
 		}
 	}
 	return nil
