@@ -2,8 +2,10 @@ package eventapi_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 
+	"github.com/IBM/sarama"
 	"github.com/google/uuid"
 	"github.com/jmoiron/sqlx"
 
@@ -96,6 +98,64 @@ func TestSecondReservationIsSkipped(t *testing.T) {
 	}
 	if n := len(testenv.Emitted(t, db, orderID, events.TopicShipping, shipping.Name)); n != 1 {
 		t.Fatalf("%d events emitted, want 1", n)
+	}
+}
+
+// TestConcurrentReservationsScheduleOnce delivers many different
+// InventoryReserved events (distinct event ids, so de-duplication lets each
+// through) for one order at the same moment, retrying what is not
+// permanent as the consumer does. No shipment row exists to lock yet, so
+// the primary key of shipments decides: one insert wins, the others fail
+// with a unique violation, and their retries find the shipment and skip —
+// one shipment, one event.
+func TestConcurrentReservationsScheduleOnce(t *testing.T) {
+	db, h := handler(t)
+	orderID := uuid.NewString()
+	const n = 16
+	msgs := make([]*sarama.ConsumerMessage, n)
+	for i := range msgs {
+		msgs[i] = testenv.Message(t, reserved(t, orderID, "JP"))
+	}
+	start := make(chan struct{})
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i, m := range msgs {
+		wg.Go(func() {
+			<-start
+			for attempt := 0; attempt < 10; attempt++ {
+				errs[i] = h.Handle(context.Background(), m)
+				if errs[i] == nil || consumer.IsPermanent(errs[i]) {
+					return
+				}
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("delivery %d: %v", i, err)
+		}
+	}
+	var shipments int
+	if err := db.Get(&shipments, `SELECT count(*) FROM shipments WHERE order_id = $1`, orderID); err != nil {
+		t.Fatal(err)
+	}
+	if shipments != 1 {
+		t.Errorf("%d shipments, want 1", shipments)
+	}
+	if got, err := store.New(db).Shipment(context.Background(), orderID); err != nil || got.Status != domain.StatusScheduled {
+		t.Errorf("shipment = %+v, %v; want SCHEDULED", got, err)
+	}
+	if emitted := testenv.Emitted(t, db, orderID, events.TopicShipping, shipping.Name); len(emitted) != 1 || emitted[0].Type != events.TypeShipmentScheduled {
+		t.Errorf("emitted %v, want one ShipmentScheduled", emitted)
+	}
+	var marked int
+	if err := db.Get(&marked, `SELECT count(*) FROM processed_events WHERE consumer = $1`, shipping.Name); err != nil {
+		t.Fatal(err)
+	}
+	if marked != n {
+		t.Errorf("%d events marked processed, want all %d", marked, n)
 	}
 }
 
