@@ -1,5 +1,6 @@
 // Package fault names the kinds of failure a service's domain and store
-// report to its callers — not found, conflict, invalid — so that the HTTP
+// report to its callers — not found, conflict, invalid, and the two
+// outcomes of a write conditioned on a version — so that the HTTP
 // adapter maps each kind to a status in one place (web.Respond) while the
 // domain never imports HTTP.
 //
@@ -16,12 +17,21 @@ import (
 var (
 	// NotFound: the thing asked for does not exist.
 	NotFound = errors.New("not found")
-	// Conflict: the request clashes with the current state, e.g. a stale
-	// version or an order that can no longer change.
+	// Conflict: the request clashes with the current state, e.g. an
+	// account's currency that can no longer change or an order that can no
+	// longer change.
 	Conflict = errors.New("conflict")
 	// Invalid: the request is well-formed but cannot be carried out as
 	// asked, e.g. an idempotency key reused for a different request.
 	Invalid = errors.New("invalid")
+	// PreconditionFailed: a write conditioned on a version found another
+	// one (something changed the row since the caller read it), or a write
+	// allowed only to create found the row there.
+	PreconditionFailed = errors.New("precondition failed")
+	// PreconditionRequired: a write that would replace a row's values did
+	// not name the version it replaces, so it could erase a change it never
+	// saw.
+	PreconditionRequired = errors.New("precondition required")
 )
 
 // Error is a failure of a kind, with a message fit for the client.

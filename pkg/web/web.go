@@ -18,6 +18,9 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -66,6 +69,9 @@ var statusOf = map[error]int{
 	fault.NotFound: http.StatusNotFound,
 	fault.Conflict: http.StatusConflict,
 	fault.Invalid:  http.StatusUnprocessableEntity,
+
+	fault.PreconditionFailed:   http.StatusPreconditionFailed,
+	fault.PreconditionRequired: http.StatusPreconditionRequired,
 }
 
 // Respond writes err as application/problem+json. An *Error keeps its status
@@ -265,10 +271,66 @@ func OpenAPI(doc []byte) http.Handler {
 	})
 }
 
+// Versioned is a resource whose version changes with every change of it.
+// Get, Put and Post send the version of what they return as the
+// response's ETag ("<version>", a strong entity tag), which a client
+// sends back in If-Match to make its PUT conditional (see Precondition).
+type Versioned interface {
+	CurrentVersion() int64
+}
+
+// ETag is the entity tag of a version: the version in double quotes.
+func ETag(version int64) string { return `"` + strconv.FormatInt(version, 10) + `"` }
+
+// setETag sets the ETag header when v is Versioned.
+func setETag(w http.ResponseWriter, v any) {
+	if vv, ok := v.(Versioned); ok {
+		w.Header().Set("ETag", ETag(vv.CurrentVersion()))
+	}
+}
+
+// Precondition is what a PUT's conditional headers (RFC 9110, section
+// 13.1) ask of the write.
+type Precondition struct {
+	// IfMatch is the version the write must replace, from If-Match:
+	// "<version>" (the ETag a GET answered); nil without If-Match.
+	IfMatch *int64
+	// CreateOnly is If-None-Match: *: the write may only create.
+	CreateOnly bool
+}
+
+var etagVersion = regexp.MustCompile(`^"([0-9]{1,18})"$`)
+
+// ParsePrecondition reads r's If-Match and If-None-Match. It understands
+// one strong entity tag of a version in If-Match and * in If-None-Match;
+// anything else — a list, a weak tag, If-Match: *, both headers — is a
+// 400 *Error rather than a condition silently ignored.
+func ParsePrecondition(r *http.Request) (Precondition, error) {
+	var p Precondition
+	ifMatch, ifNoneMatch := r.Header.Values("If-Match"), r.Header.Values("If-None-Match")
+	switch {
+	case len(ifMatch) > 0 && len(ifNoneMatch) > 0:
+		return p, Errorf(http.StatusBadRequest, "send If-Match or If-None-Match, not both")
+	case len(ifMatch) > 0:
+		m := etagVersion.FindStringSubmatch(strings.TrimSpace(ifMatch[0]))
+		if len(ifMatch) > 1 || m == nil {
+			return p, Errorf(http.StatusBadRequest, `If-Match must be one entity tag as the ETag header gives it, e.g. "3"`)
+		}
+		v, _ := strconv.ParseInt(m[1], 10, 64) // 18 digits fit
+		p.IfMatch = &v
+	case len(ifNoneMatch) > 0:
+		if len(ifNoneMatch) > 1 || strings.TrimSpace(ifNoneMatch[0]) != "*" {
+			return p, Errorf(http.StatusBadRequest, "If-None-Match must be *")
+		}
+		p.CreateOnly = true
+	}
+	return p, nil
+}
+
 // Get serves a GET of one resource named by the path parameter param: the
 // id, checked by PathID, is read with get and the result written as JSON
-// with 200. Every error, a bad id's 400 or get's own (fault.NotFound → 404),
-// goes to Respond.
+// with 200, and its ETag if it is Versioned. Every error, a bad id's 400 or
+// get's own (fault.NotFound → 404), goes to Respond.
 //
 //	r.Method(http.MethodGet, "/stock/{sku}", web.Get(log, "sku", st.Stock))
 func Get[T any](log *slog.Logger, param string, get func(ctx context.Context, id string) (T, error)) http.Handler {
@@ -283,15 +345,51 @@ func Get[T any](log *slog.Logger, param string, get func(ctx context.Context, id
 			Respond(w, r, log, err)
 			return
 		}
+		setETag(w, v)
 		Encode(w, http.StatusOK, v)
 	})
 }
 
 // Put serves a PUT that sets one resource named by the path parameter
-// param: the id, checked by PathID, and the JSON body, decoded and
-// validated by Decode, are handed to put, and what it returns is written as
-// JSON with 200. Every error goes to Respond.
-func Put[Req, T any](log *slog.Logger, param string, put func(ctx context.Context, id string, req Req) (T, error)) http.Handler {
+// param: the id, checked by PathID, the conditional headers, read by
+// ParsePrecondition, and the JSON body, decoded and validated by Decode,
+// are handed to put, and what it returns is written as JSON with 200, and
+// its ETag if it is Versioned. put decides what the precondition means
+// for its resource (fault.PreconditionFailed → 412,
+// fault.PreconditionRequired → 428). Every error goes to Respond.
+func Put[Req, T any](log *slog.Logger, param string, put func(ctx context.Context, id string, pre Precondition, req Req) (T, error)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id, err := PathID(r, param)
+		if err != nil {
+			Respond(w, r, log, err)
+			return
+		}
+		pre, err := ParsePrecondition(r)
+		if err != nil {
+			Respond(w, r, log, err)
+			return
+		}
+		req, err := Decode[Req](w, r)
+		if err != nil {
+			Respond(w, r, log, err)
+			return
+		}
+		v, err := put(r.Context(), id, pre, req)
+		if err != nil {
+			Respond(w, r, log, err)
+			return
+		}
+		setETag(w, v)
+		Encode(w, http.StatusOK, v)
+	})
+}
+
+// Post serves a POST that acts on one resource named by the path
+// parameter param, e.g. a deposit to an account: the id, checked by
+// PathID, and the JSON body, decoded and validated by Decode, are handed
+// to act, and the resource it returns is written as JSON with 200, and its
+// ETag if it is Versioned. Every error goes to Respond.
+func Post[Req, T any](log *slog.Logger, param string, act func(ctx context.Context, id string, req Req) (T, error)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id, err := PathID(r, param)
 		if err != nil {
@@ -303,11 +401,12 @@ func Put[Req, T any](log *slog.Logger, param string, put func(ctx context.Contex
 			Respond(w, r, log, err)
 			return
 		}
-		v, err := put(r.Context(), id, req)
+		v, err := act(r.Context(), id, req)
 		if err != nil {
 			Respond(w, r, log, err)
 			return
 		}
+		setETag(w, v)
 		Encode(w, http.StatusOK, v)
 	})
 }

@@ -164,6 +164,8 @@ func TestRespondMapsFaultKinds(t *testing.T) {
 		{"NotFound", fault.Errorf(fault.NotFound, "account c-1"), http.StatusNotFound},
 		{"ConflictWrapped", fmt.Errorf("store: %w", fault.Errorf(fault.Conflict, "stale version")), http.StatusConflict},
 		{"Invalid", fault.Errorf(fault.Invalid, "key reused"), http.StatusUnprocessableEntity},
+		{"PreconditionFailed", fault.Errorf(fault.PreconditionFailed, "version 3 is stale"), http.StatusPreconditionFailed},
+		{"PreconditionRequired", fault.Errorf(fault.PreconditionRequired, "If-Match required"), http.StatusPreconditionRequired},
 		{"WebErrorWins", web.Errorf(http.StatusTeapot, "tea"), http.StatusTeapot},
 		{"Unknown", errors.New("db down"), http.StatusInternalServerError},
 	}
@@ -183,14 +185,17 @@ func TestRespondMapsFaultKinds(t *testing.T) {
 }
 
 type thing struct {
-	ID   string `json:"id"`
-	Name string `json:"name"`
+	ID      string `json:"id"`
+	Name    string `json:"name"`
+	Version int64  `json:"-"`
 }
 
-// things serves GET and PUT /things/{id} over a map, as a service's routes
-// serve its store.
+func (t thing) CurrentVersion() int64 { return t.Version }
+
+// things serves GET, PUT and POST /things/{id} over a map, as a service's
+// routes serve its store: a PUT replacing a thing must name its version.
 func things() http.Handler {
-	stored := map[string]thing{"t-1": {ID: "t-1", Name: "one"}}
+	stored := map[string]thing{"t-1": {ID: "t-1", Name: "one", Version: 1}}
 	log := slog.New(slog.DiscardHandler)
 	r := chi.NewRouter()
 	r.Method(http.MethodGet, "/things/{id}", web.Get(log, "id", func(_ context.Context, id string) (thing, error) {
@@ -200,31 +205,64 @@ func things() http.Handler {
 		}
 		return th, nil
 	}))
-	r.Method(http.MethodPut, "/things/{id}", web.Put(log, "id", func(_ context.Context, id string, b body) (thing, error) {
+	r.Method(http.MethodPut, "/things/{id}", web.Put(log, "id", func(_ context.Context, id string, pre web.Precondition, b body) (thing, error) {
 		if b.Name == "taken" {
 			return thing{}, fault.Errorf(fault.Conflict, "name %s is taken", b.Name)
 		}
-		stored[id] = thing{ID: id, Name: b.Name}
+		old, ok := stored[id]
+		switch {
+		case ok && pre.CreateOnly:
+			return thing{}, fault.Errorf(fault.PreconditionFailed, "thing %s exists", id)
+		case ok && pre.IfMatch == nil:
+			return thing{}, fault.Errorf(fault.PreconditionRequired, "If-Match required")
+		case pre.IfMatch != nil && (!ok || *pre.IfMatch != old.Version):
+			return thing{}, fault.Errorf(fault.PreconditionFailed, "thing %s is not at version %d", id, *pre.IfMatch)
+		}
+		stored[id] = thing{ID: id, Name: b.Name, Version: old.Version + 1}
 		return stored[id], nil
+	}))
+	r.Method(http.MethodPost, "/things/{id}/renames", web.Post(log, "id", func(_ context.Context, id string, b body) (thing, error) {
+		th, ok := stored[id]
+		if !ok {
+			return thing{}, fault.Errorf(fault.NotFound, "thing %s not found", id)
+		}
+		th.Name, th.Version = b.Name, th.Version+1
+		stored[id] = th
+		return th, nil
 	}))
 	return r
 }
 
-func TestGetAndPut(t *testing.T) {
+func TestGetPutPost(t *testing.T) {
 	h := things()
 	tests := []struct {
 		name, method, path, body string
+		header                   http.Header
 		want                     int
 		wantBody                 string // a substring of the response body
+		wantETag                 string
 	}{
-		{"GetFound", "GET", "/things/t-1", "", 200, `{"id":"t-1","name":"one"}`},
-		{"GetNotFound", "GET", "/things/t-2", "", 404, "thing t-2 not found"},
-		{"GetBadID", "GET", "/things/t%2F1", "", 400, "id must be"},
-		{"PutStores", "PUT", "/things/t-3", `{"name":"three"}`, 200, `{"id":"t-3","name":"three"}`},
-		{"PutBadID", "PUT", "/things/" + strings.Repeat("x", 65), `{"name":"x"}`, 400, "id must be"},
-		{"PutInvalidBody", "PUT", "/things/t-3", `{"name":""}`, 400, "name is required"},
-		{"PutNotJSON", "PUT", "/things/t-3", "", 415, "Content-Type"},
-		{"PutConflict", "PUT", "/things/t-4", `{"name":"taken"}`, 409, "name taken is taken"},
+		{"GetFound", "GET", "/things/t-1", "", nil, 200, `{"id":"t-1","name":"one"}`, `"1"`},
+		{"GetNotFound", "GET", "/things/t-2", "", nil, 404, "thing t-2 not found", ""},
+		{"GetBadID", "GET", "/things/t%2F1", "", nil, 400, "id must be", ""},
+		{"PutCreates", "PUT", "/things/t-3", `{"name":"three"}`, nil, 200, `{"id":"t-3","name":"three"}`, `"1"`},
+		{"PutWithoutIfMatchOnExisting", "PUT", "/things/t-3", `{"name":"3"}`, nil, 428, "If-Match required", ""},
+		{"PutStaleIfMatch", "PUT", "/things/t-3", `{"name":"3"}`, http.Header{"If-Match": {`"7"`}}, 412, "not at version 7", ""},
+		{"PutIfMatch", "PUT", "/things/t-3", `{"name":"three!"}`, http.Header{"If-Match": {`"1"`}}, 200, `"name":"three!"`, `"2"`},
+		{"PutCreateOnlyExisting", "PUT", "/things/t-3", `{"name":"x"}`, http.Header{"If-None-Match": {"*"}}, 412, "exists", ""},
+		{"PutCreateOnly", "PUT", "/things/t-5", `{"name":"five"}`, http.Header{"If-None-Match": {"*"}}, 200, `"name":"five"`, `"1"`},
+		{"PutWeakIfMatch", "PUT", "/things/t-3", `{"name":"x"}`, http.Header{"If-Match": {`W/"2"`}}, 400, "If-Match must be", ""},
+		{"PutIfMatchStar", "PUT", "/things/t-3", `{"name":"x"}`, http.Header{"If-Match": {"*"}}, 400, "If-Match must be", ""},
+		{"PutIfMatchList", "PUT", "/things/t-3", `{"name":"x"}`, http.Header{"If-Match": {`"1", "2"`}}, 400, "If-Match must be", ""},
+		{"PutIfNoneMatchTag", "PUT", "/things/t-3", `{"name":"x"}`, http.Header{"If-None-Match": {`"2"`}}, 400, "If-None-Match must be *", ""},
+		{"PutBothConditions", "PUT", "/things/t-3", `{"name":"x"}`, http.Header{"If-Match": {`"2"`}, "If-None-Match": {"*"}}, 400, "not both", ""},
+		{"PutBadID", "PUT", "/things/" + strings.Repeat("x", 65), `{"name":"x"}`, nil, 400, "id must be", ""},
+		{"PutInvalidBody", "PUT", "/things/t-3", `{"name":""}`, nil, 400, "name is required", ""},
+		{"PutNotJSON", "PUT", "/things/t-3", "", nil, 415, "Content-Type", ""},
+		{"PutConflict", "PUT", "/things/t-4", `{"name":"taken"}`, nil, 409, "name taken is taken", ""},
+		{"PostActs", "POST", "/things/t-1/renames", `{"name":"uno"}`, nil, 200, `{"id":"t-1","name":"uno"}`, `"2"`},
+		{"PostNotFound", "POST", "/things/t-9/renames", `{"name":"nine"}`, nil, 404, "thing t-9 not found", ""},
+		{"PostInvalidBody", "POST", "/things/t-1/renames", `{"name":""}`, nil, 400, "name is required", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -232,19 +270,25 @@ func TestGetAndPut(t *testing.T) {
 			if tt.body != "" {
 				req.Header.Set("Content-Type", "application/json")
 			}
+			for k, v := range tt.header {
+				req.Header[k] = v
+			}
 			rec := httptest.NewRecorder()
 			h.ServeHTTP(rec, req)
 			got, _ := io.ReadAll(rec.Body)
 			if rec.Code != tt.want || !strings.Contains(string(got), tt.wantBody) {
 				t.Errorf("%s %s = %d %s, want %d with %q", tt.method, tt.path, rec.Code, got, tt.want, tt.wantBody)
 			}
+			if etag := rec.Header().Get("ETag"); etag != tt.wantETag {
+				t.Errorf("ETag = %q, want %q", etag, tt.wantETag)
+			}
 		})
 	}
 	t.Run("PutThenGet", func(t *testing.T) {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest("GET", "/things/t-3", nil))
-		if want := fmt.Sprintln(`{"id":"t-3","name":"three"}`); rec.Body.String() != want {
-			t.Errorf("GET after PUT = %q, want %q", rec.Body.String(), want)
+		if want := fmt.Sprintln(`{"id":"t-3","name":"three!"}`); rec.Body.String() != want || rec.Header().Get("ETag") != `"2"` {
+			t.Errorf("GET after PUT = %q %s, want %q \"2\"", rec.Body.String(), rec.Header().Get("ETag"), want)
 		}
 	})
 }

@@ -96,7 +96,7 @@ func shipmentFailedFirst(t *testing.T, db *sqlx.DB) events.Envelope {
 // returns a PaymentCompleted for quantity of them, not delivered.
 func payment(t *testing.T, db *sqlx.DB, orderID string, available int64) events.Envelope {
 	t.Helper()
-	if _, err := store.New(db).PutStock(context.Background(), skuOf(orderID), available); err != nil {
+	if _, err := store.New(db).PutStock(context.Background(), skuOf(orderID), available, nil, true); err != nil {
 		t.Fatal(err)
 	}
 	return testenv.Event(t, orderID, events.PaymentCompleted{

@@ -28,7 +28,13 @@ type Stock struct {
 	SKU       string `db:"sku" json:"sku"`
 	Available int64  `db:"available" json:"available"`
 	Reserved  int64  `db:"reserved" json:"reserved"`
+	// Version rises with every change of the row; the API sends it as the
+	// ETag, not in the body.
+	Version int64 `db:"version" json:"-"`
 }
+
+// CurrentVersion is the stock's version (web.Versioned: its ETag).
+func (s Stock) CurrentVersion() int64 { return s.Version }
 
 // Reservation is the record of one order's reserve. Items are the order's
 // lines as requested: reserved for RESERVED, refused for REJECTED, returned

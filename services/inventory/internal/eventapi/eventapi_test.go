@@ -58,7 +58,7 @@ func newFixture(t *testing.T) *fixture {
 func (f *fixture) sku(available int64) string {
 	f.t.Helper()
 	sku := "sku-" + uuid.NewString()[:13]
-	if _, err := f.st.PutStock(context.Background(), sku, available); err != nil {
+	if _, err := f.st.PutStock(context.Background(), sku, available, nil, true); err != nil {
 		f.t.Fatal(err)
 	}
 	return sku
@@ -358,7 +358,7 @@ func TestReserveAndReleaseShareOneLockOrder(t *testing.T) {
 	}
 	const initial = 1_000_000
 	for _, sku := range skus {
-		if _, err := f.st.PutStock(ctx, sku, initial); err != nil {
+		if _, err := f.st.PutStock(ctx, sku, initial, nil, true); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/choreo-saga/choreo/pkg/events"
+	"github.com/choreo-saga/choreo/pkg/web"
 	"github.com/choreo-saga/choreo/services/inventory/internal/domain"
 	"github.com/choreo-saga/choreo/services/inventory/internal/store"
 )
@@ -30,9 +31,33 @@ func (s stockRequest) Validate() error {
 	return nil
 }
 
-// putStock sets a SKU's available units; the reserved ones stay.
-func putStock(st *store.Store) func(context.Context, string, stockRequest) (domain.Stock, error) {
-	return func(ctx context.Context, sku string, req stockRequest) (domain.Stock, error) {
-		return st.PutStock(ctx, sku, *req.Available)
+// putStock creates a SKU, or replaces its available units if the request
+// names the version it read (If-Match); the reserved ones stay.
+func putStock(st *store.Store) func(context.Context, string, web.Precondition, stockRequest) (domain.Stock, error) {
+	return func(ctx context.Context, sku string, pre web.Precondition, req stockRequest) (domain.Stock, error) {
+		return st.PutStock(ctx, sku, *req.Available, pre.IfMatch, pre.CreateOnly)
+	}
+}
+
+type restockRequest struct {
+	Quantity *int64 `json:"quantity"`
+}
+
+func (r restockRequest) Validate() error {
+	switch {
+	case r.Quantity == nil:
+		return errors.New("quantity is required")
+	case *r.Quantity <= 0:
+		return errors.New("quantity must be > 0")
+	case *r.Quantity > events.MaxAmount:
+		return fmt.Errorf("quantity must be at most %d", int64(events.MaxAmount))
+	}
+	return nil
+}
+
+// restock adds units to a SKU's available ones.
+func restock(st *store.Store) func(context.Context, string, restockRequest) (domain.Stock, error) {
+	return func(ctx context.Context, sku string, req restockRequest) (domain.Stock, error) {
+		return st.Restock(ctx, sku, *req.Quantity)
 	}
 }

@@ -3,8 +3,11 @@ package httpapi_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -12,8 +15,10 @@ import (
 	"github.com/google/uuid"
 	"github.com/jmoiron/sqlx"
 
+	"github.com/choreo-saga/choreo/internal/apitest"
 	"github.com/choreo-saga/choreo/internal/testenv"
 	"github.com/choreo-saga/choreo/pkg/events"
+	"github.com/choreo-saga/choreo/pkg/fault"
 	"github.com/choreo-saga/choreo/pkg/pg"
 	"github.com/choreo-saga/choreo/pkg/web"
 	"github.com/choreo-saga/choreo/services/inventory"
@@ -33,7 +38,7 @@ func TestReads(t *testing.T) {
 	t.Cleanup(srv.Close)
 
 	sku, orderID := "sku-"+uuid.NewString()[:13], uuid.NewString()
-	if _, err := st.PutStock(ctx, sku, 7); err != nil {
+	if _, err := st.PutStock(ctx, sku, 7, nil, true); err != nil {
 		t.Fatal(err)
 	}
 	items := []events.Item{{SKU: sku, Quantity: 2, UnitPrice: 150}}
@@ -88,4 +93,102 @@ func TestReads(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestWrites sends an operator's writes, in order, to the router on a real
+// store, each answer checked against the OpenAPI document (status, media
+// type, body schema), and checks the SKU in the database and its ETag
+// after each: only a PUT naming the current version replaces the units, a
+// restock adds to them, and a release between an operator's read and write
+// is never erased.
+func TestWrites(t *testing.T) {
+	ctx := context.Background()
+	db := testenv.DB(t, inventory.Schema)
+	st := store.New(db)
+	h := httpapi.Routes(testenv.Logger(t), db, nil)
+	specYAML := mustRead(t, "openapi.yaml")
+	sku, ghost := "sku-"+uuid.NewString()[:13], "ghost-"+uuid.NewString()[:13]
+	const maxAmount = int64(events.MaxAmount)
+
+	steps := []struct {
+		name         string
+		method, path string
+		ifMatch      string
+		ifNoneMatch  string
+		body         string
+		before       func(t *testing.T) // a saga's change before the request
+		want         int
+		wantStock    domain.Stock // afterwards; zero: the SKU does not exist
+	}{
+		{name: "RestockUnknownSKU", method: "POST", path: "/stock/" + ghost + "/restock", body: `{"quantity":1}`, want: 404},
+		{name: "PutIfMatchUnknownSKU", method: "PUT", path: "/stock/" + ghost, ifMatch: `"1"`, body: `{"available":1}`, want: 412},
+		{name: "PutCreates", method: "PUT", path: "/stock/" + sku, body: `{"available":5}`, want: 200,
+			wantStock: domain.Stock{SKU: sku, Available: 5, Version: 1}},
+		{name: "PutRetriedCreate", method: "PUT", path: "/stock/" + sku, body: `{"available":5}`, want: 200,
+			wantStock: domain.Stock{SKU: sku, Available: 5, Version: 1}},
+		{name: "PutCreateOnlyExisting", method: "PUT", path: "/stock/" + sku, ifNoneMatch: "*", body: `{"available":5}`, want: 412,
+			wantStock: domain.Stock{SKU: sku, Available: 5, Version: 1}},
+		{name: "PutWithoutIfMatch", method: "PUT", path: "/stock/" + sku, body: `{"available":9}`, want: 428,
+			wantStock: domain.Stock{SKU: sku, Available: 5, Version: 1}},
+		{name: "PutAfterReserveWithVersionRead", method: "PUT", path: "/stock/" + sku, ifMatch: `"1"`, body: `{"available":9}`,
+			before: func(t *testing.T) { move(t, db, store.Reserve, sku, 3) }, want: 412,
+			wantStock: domain.Stock{SKU: sku, Available: 2, Reserved: 3, Version: 2}},
+		{name: "PutCurrentVersion", method: "PUT", path: "/stock/" + sku, ifMatch: `"2"`, body: `{"available":9}`, want: 200,
+			wantStock: domain.Stock{SKU: sku, Available: 9, Reserved: 3, Version: 3}},
+		{name: "RestockDuringRelease", method: "POST", path: "/stock/" + sku + "/restock", body: `{"quantity":4}`,
+			before: func(t *testing.T) { move(t, db, store.Release, sku, 3) }, want: 200,
+			wantStock: domain.Stock{SKU: sku, Available: 16, Version: 5}},
+		{name: "RestockPastCap", method: "POST", path: "/stock/" + sku + "/restock", body: fmt.Sprintf(`{"quantity":%d}`, maxAmount), want: 409,
+			wantStock: domain.Stock{SKU: sku, Available: 16, Version: 5}},
+	}
+	for _, s := range steps {
+		t.Run(s.name, func(t *testing.T) {
+			if s.before != nil {
+				s.before(t)
+			}
+			req := httptest.NewRequest(s.method, s.path, strings.NewReader(s.body))
+			req.Header.Set("Content-Type", "application/json")
+			if s.ifMatch != "" {
+				req.Header.Set("If-Match", s.ifMatch)
+			}
+			if s.ifNoneMatch != "" {
+				req.Header.Set("If-None-Match", s.ifNoneMatch)
+			}
+			apitest.CheckResponse(t, h, specYAML, req, s.want)
+
+			id := strings.TrimSuffix(strings.TrimPrefix(s.path, "/stock/"), "/restock")
+			got, err := st.Stock(ctx, id)
+			if s.wantStock == (domain.Stock{}) {
+				if !errors.Is(err, fault.NotFound) {
+					t.Fatalf("stock %s = %+v, %v; want none", id, got, err)
+				}
+				return
+			}
+			if err != nil || got != s.wantStock {
+				t.Fatalf("stock afterwards = %+v, %v; want %+v", got, err, s.wantStock)
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest("GET", "/stock/"+id, nil))
+			if etag := rec.Header().Get("ETag"); etag != web.ETag(s.wantStock.Version) {
+				t.Fatalf("GET ETag = %q, want %q", etag, web.ETag(s.wantStock.Version))
+			}
+		})
+	}
+}
+
+// move reserves or releases n units of sku as a saga's reaction does.
+func move(t *testing.T, db *sqlx.DB, fn func(context.Context, sqlx.ExtContext, map[string]int64) error, sku string, n int64) {
+	t.Helper()
+	if err := pg.InTx(context.Background(), db, func(tx *sqlx.Tx) error { return fn(context.Background(), tx, map[string]int64{sku: n}) }); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

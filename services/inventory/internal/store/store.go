@@ -1,6 +1,8 @@
 // Package store is the inventory service's PostgreSQL adapter. Reads used
 // by the reactions lock the rows they decide on (SELECT … FOR UPDATE), so
-// two orders cannot both reserve the same last unit. The functions the
+// two orders cannot both reserve the same last unit; stock rows are always
+// locked in byte order (LockStock). Every change of a stock row raises its
+// version (a trigger), which a PUT must name to replace the units. The functions the
 // reactions call take the transaction as sqlx.QueryerContext or
 // sqlx.ExecerContext, so a *participant.Tx and a *sqlx.Tx both fit.
 package store
@@ -18,6 +20,7 @@ import (
 	"github.com/lib/pq"
 
 	"github.com/choreo-saga/choreo/pkg/events"
+	"github.com/choreo-saga/choreo/pkg/fault"
 	"github.com/choreo-saga/choreo/pkg/pg"
 	"github.com/choreo-saga/choreo/services/inventory/internal/domain"
 )
@@ -33,23 +36,80 @@ type Store struct{ db *sqlx.DB }
 // New returns a Store on db.
 func New(db *sqlx.DB) *Store { return &Store{db: db} }
 
-// PutStock sets a SKU's available units, creating the SKU if needed. Units
-// reserved for paid orders are kept: they belong to those orders.
-func (s *Store) PutStock(ctx context.Context, sku string, available int64) (domain.Stock, error) {
-	var st domain.Stock
-	err := s.db.GetContext(ctx, &st, `
-		INSERT INTO stock (sku, available) VALUES ($1, $2)
-		ON CONFLICT (sku) DO UPDATE SET available = EXCLUDED.available, updated_at = now()
-		RETURNING sku, available, reserved`, sku, available)
-	if err != nil {
-		return st, fmt.Errorf("put stock %s: %w", sku, err)
+// stockColumns are the columns of a domain.Stock.
+const stockColumns = `sku, available, reserved, version`
+
+// PutStock sets a SKU's available units. Units reserved for paid orders are
+// kept: they belong to those orders.
+//
+// With ifVersion it replaces the units of an existing SKU at that version
+// only; any other version, or no SKU, is a fault.PreconditionFailed, so a
+// reserve or release committed since the caller read the SKU is never
+// erased. Without it, it creates the SKU (createOnly: only that, a
+// fault.PreconditionFailed if the SKU exists); an existing SKU is left as
+// it is — answered unchanged if it already has these units (a retried
+// create), a fault.PreconditionRequired otherwise.
+func (s *Store) PutStock(ctx context.Context, sku string, available int64, ifVersion *int64, createOnly bool) (domain.Stock, error) {
+	if ifVersion != nil {
+		st, err := pg.Get[domain.Stock](ctx, s.db, "stock "+sku, `
+			UPDATE stock SET available = $2, updated_at = now()
+			WHERE sku = $1 AND version = $3
+			RETURNING `+stockColumns, sku, available, *ifVersion)
+		if !errors.Is(err, fault.NotFound) {
+			return st, err
+		}
+		cur, err := s.Stock(ctx, sku)
+		if errors.Is(err, fault.NotFound) {
+			return cur, fault.Errorf(fault.PreconditionFailed, "stock %s does not exist, so it is not at version %d; PUT without If-Match creates it", sku, *ifVersion)
+		}
+		if err != nil {
+			return cur, err
+		}
+		return cur, fault.Errorf(fault.PreconditionFailed, "stock %s is at version %d, not %d: it changed since it was read; read it again", sku, cur.Version, *ifVersion)
 	}
-	return st, nil
+	st, err := pg.Get[domain.Stock](ctx, s.db, "stock "+sku, `
+		INSERT INTO stock (sku, available) VALUES ($1, $2)
+		ON CONFLICT (sku) DO NOTHING
+		RETURNING `+stockColumns, sku, available)
+	if !errors.Is(err, fault.NotFound) {
+		return st, err
+	}
+	cur, err := s.Stock(ctx, sku)
+	switch {
+	case err != nil:
+		return cur, err
+	case createOnly:
+		return cur, fault.Errorf(fault.PreconditionFailed, "stock %s exists (If-None-Match: *)", sku)
+	case cur.Available == available:
+		return cur, nil
+	}
+	return cur, fault.Errorf(fault.PreconditionRequired,
+		"stock %s exists: send If-Match with its ETag (version %d) to replace its available units, or POST /stock/%s/restock to add to them", sku, cur.Version, sku)
+}
+
+// Restock adds quantity units to a SKU's available ones in one UPDATE, so
+// it commutes with every reserve and release: none is lost, whatever runs
+// at the same time. An unknown SKU is a fault.NotFound; a sum above
+// events.MaxAmount, a fault.Conflict.
+func (s *Store) Restock(ctx context.Context, sku string, quantity int64) (domain.Stock, error) {
+	st, err := pg.Get[domain.Stock](ctx, s.db, "stock "+sku, `
+		UPDATE stock SET available = available + $2, updated_at = now()
+		WHERE sku = $1 AND available + $2 <= $3
+		RETURNING `+stockColumns, sku, quantity, int64(events.MaxAmount))
+	if !errors.Is(err, fault.NotFound) {
+		return st, err
+	}
+	cur, err := s.Stock(ctx, sku)
+	if err != nil {
+		return cur, err
+	}
+	return cur, fault.Errorf(fault.Conflict, "restock of %d would take stock %s above %d available units (it has %d)",
+		quantity, sku, int64(events.MaxAmount), cur.Available)
 }
 
 // Stock returns a SKU's units; a fault.NotFound error if the SKU is unknown.
 func (s *Store) Stock(ctx context.Context, sku string) (domain.Stock, error) {
-	return pg.Get[domain.Stock](ctx, s.db, "stock "+sku, `SELECT sku, available, reserved FROM stock WHERE sku = $1`, sku)
+	return pg.Get[domain.Stock](ctx, s.db, "stock "+sku, `SELECT `+stockColumns+` FROM stock WHERE sku = $1`, sku)
 }
 
 // Reservation returns an order's reservation; a fault.NotFound error if

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"sync"
 	"testing"
 
 	"github.com/google/uuid"
@@ -31,21 +32,22 @@ func uniq(prefix string) string { return prefix + "-" + uuid.NewString()[:13] }
 // putStock creates a SKU.
 func putStock(t *testing.T, st *store.Store, sku string, available int64) {
 	t.Helper()
-	if _, err := st.PutStock(context.Background(), sku, available); err != nil {
+	if _, err := st.PutStock(context.Background(), sku, available, nil, true); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func mustStock(t *testing.T, st *store.Store, sku string, available, reserved int64) {
+// mustStock checks a SKU's units; its version is checked where it matters.
+func mustStock(t *testing.T, st *store.Store, sku string, available, reserved int64) domain.Stock {
 	t.Helper()
 	got, err := st.Stock(context.Background(), sku)
 	if err != nil {
 		t.Fatalf("stock %s: %v", sku, err)
 	}
-	want := domain.Stock{SKU: sku, Available: available, Reserved: reserved}
-	if got != want {
-		t.Fatalf("stock = %+v, want %+v", got, want)
+	if got.SKU != sku || got.Available != available || got.Reserved != reserved {
+		t.Fatalf("stock = %+v, want %s with %d available, %d reserved", got, sku, available, reserved)
 	}
+	return got
 }
 
 func inTx(t *testing.T, db *sqlx.DB, fn func(tx *sqlx.Tx) error) error {
@@ -53,22 +55,194 @@ func inTx(t *testing.T, db *sqlx.DB, fn func(tx *sqlx.Tx) error) error {
 	return pg.InTx(context.Background(), db, fn)
 }
 
-func TestPutStockKeepsReserved(t *testing.T) {
+// TestPutStock runs PUTs, in order, against one SKU that a saga changed
+// since it was created: only a PUT naming the current version replaces its
+// units (the reserved ones stay); the others leave the row as it is.
+func TestPutStock(t *testing.T) {
 	db := testDB(t)
 	st := store.New(db)
-	sku := uniq("put")
+	ctx := context.Background()
+	sku, ghost := uniq("put"), uniq("ghost")
+	putStock(t, st, sku, 5) // version 1
+	if err := inTx(t, db, func(tx *sqlx.Tx) error { return store.Reserve(ctx, tx, map[string]int64{sku: 2}) }); err != nil {
+		t.Fatal(err)
+	} // version 2: 3 available, 2 reserved
+	v := func(n int64) *int64 { return &n }
+
+	tests := []struct {
+		name       string
+		sku        string
+		available  int64
+		ifVersion  *int64
+		createOnly bool
+		wantErr    error
+		want       domain.Stock // the row afterwards
+	}{
+		{"WithoutVersionIsRefused", sku, 10, nil, false, fault.PreconditionRequired, domain.Stock{SKU: sku, Available: 3, Reserved: 2, Version: 2}},
+		{"WithoutVersionSameUnitsIsRetriedCreate", sku, 3, nil, false, nil, domain.Stock{SKU: sku, Available: 3, Reserved: 2, Version: 2}},
+		{"CreateOnlyOnExistingIsRefused", sku, 3, nil, true, fault.PreconditionFailed, domain.Stock{SKU: sku, Available: 3, Reserved: 2, Version: 2}},
+		{"StaleVersionIsRefused", sku, 10, v(1), false, fault.PreconditionFailed, domain.Stock{SKU: sku, Available: 3, Reserved: 2, Version: 2}},
+		{"CurrentVersionReplacesAvailableKeepsReserved", sku, 10, v(2), false, nil, domain.Stock{SKU: sku, Available: 10, Reserved: 2, Version: 3}},
+		{"SameVersionTwiceIsRefused", sku, 11, v(2), false, fault.PreconditionFailed, domain.Stock{SKU: sku, Available: 10, Reserved: 2, Version: 3}},
+		{"VersionOfUnknownSKUIsRefused", ghost, 1, v(1), false, fault.PreconditionFailed, domain.Stock{}},
+		{"CreateOnlyCreates", ghost, 4, nil, true, nil, domain.Stock{SKU: ghost, Available: 4, Version: 1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := st.PutStock(ctx, tt.sku, tt.available, tt.ifVersion, tt.createOnly)
+			if tt.wantErr != nil {
+				if !errors.Is(err, tt.wantErr) {
+					t.Fatalf("err = %v, want %v", err, tt.wantErr)
+				}
+			} else if err != nil || got != tt.want {
+				t.Fatalf("PutStock = %+v, %v; want %+v", got, err, tt.want)
+			}
+			now, err := st.Stock(ctx, tt.sku)
+			if tt.want == (domain.Stock{}) {
+				if !errors.Is(err, fault.NotFound) {
+					t.Fatalf("stock %s = %+v, %v; want none", tt.sku, now, err)
+				}
+				return
+			}
+			if err != nil || now != tt.want {
+				t.Fatalf("stock afterwards = %+v, %v; want %+v", now, err, tt.want)
+			}
+		})
+	}
+}
+
+// TestReleaseBetweenReadAndPutIsNotErased is the lost update a version
+// prevents: an operator reads a SKU, a release returns units, and the
+// operator's PUT with the version read is refused, not applied over it.
+func TestReleaseBetweenReadAndPutIsNotErased(t *testing.T) {
+	db := testDB(t)
+	st := store.New(db)
+	ctx := context.Background()
+	sku := uniq("race")
 	putStock(t, st, sku, 5)
-	if err := inTx(t, db, func(tx *sqlx.Tx) error {
-		return store.Reserve(context.Background(), tx, map[string]int64{sku: 2})
-	}); err != nil {
+	if err := inTx(t, db, func(tx *sqlx.Tx) error { return store.Reserve(ctx, tx, map[string]int64{sku: 4}) }); err != nil {
 		t.Fatal(err)
 	}
-	got, err := st.PutStock(context.Background(), sku, 10)
-	if err != nil {
+	read := mustStock(t, st, sku, 1, 4)
+	if err := inTx(t, db, func(tx *sqlx.Tx) error { return store.Release(ctx, tx, map[string]int64{sku: 4}) }); err != nil {
 		t.Fatal(err)
 	}
-	if want := (domain.Stock{SKU: sku, Available: 10, Reserved: 2}); got != want {
-		t.Fatalf("PutStock = %+v, want %+v", got, want)
+	if _, err := st.PutStock(ctx, sku, read.Available+10, &read.Version, false); !errors.Is(err, fault.PreconditionFailed) {
+		t.Fatalf("PUT with the version read before the release: err = %v, want fault.PreconditionFailed", err)
+	}
+	mustStock(t, st, sku, 5, 0)
+}
+
+// TestEveryChangeRaisesTheVersion: a saga's reserve and release, an
+// operator's restock and PUT, and an UPDATE by hand each raise it by one.
+func TestEveryChangeRaisesTheVersion(t *testing.T) {
+	db := testDB(t)
+	st := store.New(db)
+	ctx := context.Background()
+	sku := uniq("v")
+	putStock(t, st, sku, 5)
+	changes := []struct {
+		name   string
+		change func() error
+	}{
+		{"Reserve", func() error {
+			return inTx(t, db, func(tx *sqlx.Tx) error { return store.Reserve(ctx, tx, map[string]int64{sku: 2}) })
+		}},
+		{"Release", func() error {
+			return inTx(t, db, func(tx *sqlx.Tx) error { return store.Release(ctx, tx, map[string]int64{sku: 1}) })
+		}},
+		{"Restock", func() error { _, err := st.Restock(ctx, sku, 3); return err }},
+		{"Put", func() error { _, err := st.PutStock(ctx, sku, 9, ptr(int64(4)), false); return err }},
+		{"ByHand", func() error {
+			_, err := db.ExecContext(ctx, `UPDATE stock SET available = 8 WHERE sku = $1`, sku)
+			return err
+		}},
+	}
+	for i, c := range changes {
+		t.Run(c.name, func(t *testing.T) {
+			if err := c.change(); err != nil {
+				t.Fatal(err)
+			}
+			got, err := st.Stock(ctx, sku)
+			if want := int64(i + 2); err != nil || got.Version != want {
+				t.Fatalf("version = %d (%v), want %d", got.Version, err, want)
+			}
+		})
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func TestRestock(t *testing.T) {
+	db := testDB(t)
+	st := store.New(db)
+	ctx := context.Background()
+	sku := uniq("restock")
+	putStock(t, st, sku, 5)
+	if err := inTx(t, db, func(tx *sqlx.Tx) error { return store.Reserve(ctx, tx, map[string]int64{sku: 2}) }); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name              string
+		sku               string
+		quantity          int64
+		wantErr           error
+		wantAvailable     int64 // afterwards, of sku
+		wantReservedAfter int64
+	}{
+		{"AddsToAvailable", sku, 7, nil, 10, 2},
+		{"UnknownSKU", uniq("ghost"), 1, fault.NotFound, 10, 2},
+		{"AboveCapIsRefused", sku, events.MaxAmount - 9, fault.Conflict, 10, 2},
+		{"UpToCap", sku, events.MaxAmount - 10, nil, events.MaxAmount, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := st.Restock(ctx, tt.sku, tt.quantity)
+			if !errors.Is(err, tt.wantErr) {
+				t.Fatalf("err = %v, want %v", err, tt.wantErr)
+			}
+			if err == nil && (got.Available != tt.wantAvailable || got.Reserved != tt.wantReservedAfter) {
+				t.Fatalf("Restock = %+v, want %d available", got, tt.wantAvailable)
+			}
+			mustStock(t, st, sku, tt.wantAvailable, tt.wantReservedAfter)
+		})
+	}
+}
+
+// TestRestocksCommuteWithReserves runs restocks and reserves of one SKU at
+// once: a delta is applied in one UPDATE, so none is lost.
+func TestRestocksCommuteWithReserves(t *testing.T) {
+	db := testDB(t)
+	st := store.New(db)
+	ctx := context.Background()
+	sku := uniq("delta")
+	putStock(t, st, sku, 100)
+	const n = 16
+	var wg sync.WaitGroup
+	errs := make(chan error, 2*n)
+	start := make(chan struct{})
+	for range n {
+		wg.Go(func() {
+			<-start
+			_, err := st.Restock(ctx, sku, 3)
+			errs <- err
+		})
+		wg.Go(func() {
+			<-start
+			errs <- inTx(t, db, func(tx *sqlx.Tx) error { return store.Reserve(ctx, tx, map[string]int64{sku: 1}) })
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := mustStock(t, st, sku, 100+3*n-n, n)
+	if got.Version != 1+2*n {
+		t.Fatalf("version = %d, want %d (one per change)", got.Version, 1+2*n)
 	}
 }
 

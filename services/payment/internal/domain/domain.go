@@ -37,9 +37,17 @@ type Payment struct {
 type Account struct {
 	CustomerID string `db:"customer_id" json:"customer_id"`
 	Balance    int64  `db:"balance" json:"balance"`
-	// Currency is the ISO 4217 code the balance is held in.
+	// Currency is the ISO 4217 code the balance is held in. It never
+	// changes once the account exists, so a refund credits the currency
+	// the order was charged in.
 	Currency string `db:"currency" json:"currency"`
+	// Version rises with every change of the row; the API sends it as the
+	// ETag, not in the body.
+	Version int64 `db:"version" json:"-"`
 }
+
+// CurrentVersion is the account's version (web.Versioned: its ETag).
+func (a Account) CurrentVersion() int64 { return a.Version }
 
 // ChargeAction is what a charge request leads to.
 type ChargeAction int
@@ -97,16 +105,27 @@ const (
 	// REFUNDED with nothing charged, so the late charge becomes a no-op;
 	// emit PaymentRefunded so the saga still ends.
 	RefundTombstone
+	// RefundRefuse: the payment is to be credited, but the account it was
+	// charged to is gone or holds another currency than the one charged —
+	// impossible through the API (an account's currency never changes),
+	// so only a hand-made change of the database gets here. Crediting
+	// the amount in another unit would create or destroy money: nothing
+	// is written, and the event is refused as permanent (dead-lettered)
+	// for an operator to settle.
+	RefundRefuse
 )
 
 // DecideRefund decides what to do when a later step failed and the
-// payment must be undone. existing is nil if the order was never charged.
-func DecideRefund(existing *Payment) RefundAction {
+// payment must be undone. existing is nil if the order was never charged;
+// account is the charged customer's account, nil if there is none.
+func DecideRefund(existing *Payment, account *Account) RefundAction {
 	switch {
 	case existing == nil:
 		return RefundTombstone
-	case existing.Status == StatusCompleted:
-		return RefundCredit
+	case existing.Status != StatusCompleted:
+		return RefundSkip
+	case account == nil || account.Currency != existing.Currency:
+		return RefundRefuse
 	}
-	return RefundSkip
+	return RefundCredit
 }

@@ -36,19 +36,24 @@ func TestDecideCharge(t *testing.T) {
 }
 
 func TestDecideRefund(t *testing.T) {
+	jpy := &domain.Account{CustomerID: "c-1", Balance: 100, Currency: "JPY"}
+	charged := &domain.Payment{Status: domain.StatusCompleted, Amount: 5000, Currency: "JPY"}
 	tests := []struct {
 		name     string
 		existing *domain.Payment
+		account  *domain.Account
 		want     domain.RefundAction
 	}{
-		{"CompletedIsCredited", &domain.Payment{Status: domain.StatusCompleted, Amount: 5000}, domain.RefundCredit},
-		{"SecondRefundSkips", &domain.Payment{Status: domain.StatusRefunded}, domain.RefundSkip},
-		{"DeclinedHasNothingToRefund", &domain.Payment{Status: domain.StatusDeclined}, domain.RefundSkip},
-		{"RefundBeforeChargeLeavesTombstone", nil, domain.RefundTombstone},
+		{"CompletedIsCredited", charged, jpy, domain.RefundCredit},
+		{"SecondRefundSkips", &domain.Payment{Status: domain.StatusRefunded, Currency: "JPY"}, jpy, domain.RefundSkip},
+		{"DeclinedHasNothingToRefund", &domain.Payment{Status: domain.StatusDeclined}, nil, domain.RefundSkip},
+		{"RefundBeforeChargeLeavesTombstone", nil, nil, domain.RefundTombstone},
+		{"OtherCurrencyIsRefused", charged, &domain.Account{CustomerID: "c-1", Currency: "USD"}, domain.RefundRefuse},
+		{"AccountGoneIsRefused", charged, nil, domain.RefundRefuse},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := domain.DecideRefund(tt.existing); got != tt.want {
+			if got := domain.DecideRefund(tt.existing, tt.account); got != tt.want {
 				t.Fatalf("DecideRefund = %v, want %v", got, tt.want)
 			}
 		})

@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/choreo-saga/choreo/pkg/consumer"
 	"github.com/choreo-saga/choreo/pkg/events"
 	"github.com/choreo-saga/choreo/pkg/participant"
 	"github.com/choreo-saga/choreo/services/payment/internal/domain"
@@ -70,12 +71,21 @@ func charge(ctx context.Context, tx *participant.Tx, orderID string, o events.Or
 	return fmt.Errorf("charge %s: unhandled decision %v", orderID, d.Action)
 }
 
+// refund locks the order's payment, then the charged customer's account
+// (the order charge locks in), and credits the amount in the currency it
+// was charged in — never in another (domain.RefundRefuse).
 func refund(ctx context.Context, tx *participant.Tx, orderID, reason string) error {
 	existing, err := store.LockPayment(ctx, tx, orderID)
 	if err != nil {
 		return err
 	}
-	switch domain.DecideRefund(existing) {
+	var account *domain.Account
+	if existing != nil {
+		if account, err = store.LockAccount(ctx, tx, existing.CustomerID); err != nil {
+			return err
+		}
+	}
+	switch domain.DecideRefund(existing, account) {
 	case domain.RefundSkip:
 		return nil
 	case domain.RefundTombstone:
@@ -93,6 +103,13 @@ func refund(ctx context.Context, tx *participant.Tx, orderID, reason string) err
 			return err
 		}
 		return tx.Emit(ctx, events.PaymentRefunded{CustomerID: existing.CustomerID, Amount: existing.Amount, Reason: reason})
+	case domain.RefundRefuse:
+		held := "no account"
+		if account != nil {
+			held = "an account in " + account.Currency
+		}
+		return consumer.Permanent(fmt.Errorf("refund %s: %d %s was charged to %s, who now has %s: not credited in another currency; settle it by hand",
+			orderID, existing.Amount, existing.Currency, existing.CustomerID, held))
 	}
 	return fmt.Errorf("refund %s: unhandled decision", orderID)
 }

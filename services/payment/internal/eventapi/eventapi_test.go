@@ -63,7 +63,7 @@ func (f *fixture) customer(balance int64) string {
 func (f *fixture) customerIn(balance int64, currency string) string {
 	f.t.Helper()
 	id := "c-" + uuid.NewString()[:13]
-	if _, err := f.st.PutAccount(context.Background(), id, balance, currency); err != nil {
+	if _, err := f.st.PutAccount(context.Background(), id, balance, currency, nil, true); err != nil {
 		f.t.Fatal(err)
 	}
 	return id
@@ -332,6 +332,56 @@ func TestRefundOfDeclinedPaymentIsNoop(t *testing.T) {
 	}
 	if got := types(f.emitted(f.db, id)); !reflect.DeepEqual(got, []string{events.TypePaymentDeclined}) {
 		t.Fatalf("emitted %v, want only the PaymentDeclined", got)
+	}
+}
+
+// TestRefundNeverCreditsAnotherCurrency: an account's currency cannot
+// change through the API, but if the row says otherwise (edited by hand)
+// or is gone, a refund is refused as permanent — dead-lettered for an
+// operator — rather than credit the amount charged in yen as dollars.
+func TestRefundNeverCreditsAnotherCurrency(t *testing.T) {
+	tests := []struct {
+		name   string
+		tamper string // run on the charged account, $1 its customer id
+	}{
+		{"CurrencyEditedByHand", `UPDATE accounts SET currency = 'USD' WHERE customer_id = $1`},
+		{"AccountDeletedByHand", `DELETE FROM accounts WHERE customer_id = $1`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			cust := f.customer(10000)
+			id := f.order()
+			f.mustDeliver(f.created(id, cust, 2500))
+			if _, err := f.db.Exec(tt.tamper, cust); err != nil {
+				t.Fatal(err)
+			}
+			var before []byte
+			if err := f.db.Get(&before, `SELECT convert_to(coalesce((SELECT row_to_json(a)::text FROM accounts a WHERE customer_id = $1), ''), 'UTF8')`, cust); err != nil {
+				t.Fatal(err)
+			}
+
+			refund := f.rejected(id)
+			if err := f.deliver(refund); !consumer.IsPermanent(err) {
+				t.Fatalf("refund: err = %v, want a permanent error", err)
+			}
+			var after []byte
+			if err := f.db.Get(&after, `SELECT convert_to(coalesce((SELECT row_to_json(a)::text FROM accounts a WHERE customer_id = $1), ''), 'UTF8')`, cust); err != nil {
+				t.Fatal(err)
+			}
+			if string(after) != string(before) {
+				t.Fatalf("account changed by a refused refund: %s → %s", before, after)
+			}
+			if p, _ := f.payment(id); p.Status != domain.StatusCompleted {
+				t.Fatalf("status = %s, want still COMPLETED", p.Status)
+			}
+			if got := types(f.emitted(f.db, id)); !reflect.DeepEqual(got, []string{events.TypePaymentCompleted}) {
+				t.Fatalf("emitted %v, want only the PaymentCompleted", got)
+			}
+			if n := f.processed(refund.ID); n != 0 {
+				t.Fatalf("refused refund marked processed %d times, want 0", n)
+			}
+		})
 	}
 }
 

@@ -7,26 +7,21 @@ import (
 	"regexp"
 
 	"github.com/choreo-saga/choreo/pkg/events"
+	"github.com/choreo-saga/choreo/pkg/web"
 	"github.com/choreo-saga/choreo/services/payment/internal/domain"
 	"github.com/choreo-saga/choreo/services/payment/internal/store"
 )
 
 type accountRequest struct {
 	Balance *int64 `json:"balance"`
-	// Currency defaults to JPY.
+	// Currency is the account's: omitted, it stays what it is, or
+	// store.DefaultCurrency for a new account. It cannot change.
 	Currency string `json:"currency"`
 }
 
-// defaultCurrency is the currency of an account created without one, and of
-// orders placed without one.
-const defaultCurrency = "JPY"
-
-func (a *accountRequest) Validate() error {
-	if a.Currency == "" {
-		a.Currency = defaultCurrency
-	}
+func (a accountRequest) Validate() error {
 	switch {
-	case !currencyCode.MatchString(a.Currency):
+	case a.Currency != "" && !currencyCode.MatchString(a.Currency):
 		return fmt.Errorf("currency %q is not a three-letter ISO 4217 code", a.Currency)
 	case a.Balance == nil:
 		return errors.New("balance is required")
@@ -42,9 +37,33 @@ func (a *accountRequest) Validate() error {
 
 var currencyCode = regexp.MustCompile(`^[A-Z]{3}$`)
 
-// putAccount opens a customer's account or sets its balance and currency.
-func putAccount(st *store.Store) func(context.Context, string, accountRequest) (domain.Account, error) {
-	return func(ctx context.Context, id string, req accountRequest) (domain.Account, error) {
-		return st.PutAccount(ctx, id, *req.Balance, req.Currency)
+// putAccount opens a customer's account, or replaces its balance if the
+// request names the version it read (If-Match).
+func putAccount(st *store.Store) func(context.Context, string, web.Precondition, accountRequest) (domain.Account, error) {
+	return func(ctx context.Context, id string, pre web.Precondition, req accountRequest) (domain.Account, error) {
+		return st.PutAccount(ctx, id, *req.Balance, req.Currency, pre.IfMatch, pre.CreateOnly)
+	}
+}
+
+type depositRequest struct {
+	Amount *int64 `json:"amount"`
+}
+
+func (d depositRequest) Validate() error {
+	switch {
+	case d.Amount == nil:
+		return errors.New("amount is required")
+	case *d.Amount <= 0:
+		return errors.New("amount must be > 0")
+	case *d.Amount > events.MaxAmount:
+		return fmt.Errorf("amount must be at most %d", int64(events.MaxAmount))
+	}
+	return nil
+}
+
+// deposit adds to a customer's balance.
+func deposit(st *store.Store) func(context.Context, string, depositRequest) (domain.Account, error) {
+	return func(ctx context.Context, id string, req depositRequest) (domain.Account, error) {
+		return st.Deposit(ctx, id, *req.Amount)
 	}
 }

@@ -1,6 +1,8 @@
 // Package store is the payment service's PostgreSQL adapter. Reads used by
 // the reactions lock the rows they decide on (SELECT … FOR UPDATE), so two
-// charges of one customer cannot both spend the same balance. Functions the
+// charges of one customer cannot both spend the same balance. Every path
+// locks or changes one account only. Every change of an account raises
+// its version (a trigger), which a PUT must name to replace the balance. Functions the
 // reactions call take the transaction as an sqlx interface, so a
 // *participant.Tx and a *sqlx.Tx both fit.
 package store
@@ -14,6 +16,8 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/choreo-saga/choreo/pkg/events"
+	"github.com/choreo-saga/choreo/pkg/fault"
 	"github.com/choreo-saga/choreo/pkg/pg"
 	"github.com/choreo-saga/choreo/services/payment/internal/domain"
 )
@@ -29,25 +33,99 @@ type Store struct{ db *sqlx.DB }
 // New returns a Store on db.
 func New(db *sqlx.DB) *Store { return &Store{db: db} }
 
-// PutAccount sets a customer's balance and its currency, creating the
-// account if needed.
-func (s *Store) PutAccount(ctx context.Context, customerID string, balance int64, currency string) (domain.Account, error) {
-	var a domain.Account
-	err := s.db.GetContext(ctx, &a, `
-		INSERT INTO accounts (customer_id, balance, currency) VALUES ($1, $2, $3)
-		ON CONFLICT (customer_id) DO UPDATE
-		SET balance = EXCLUDED.balance, currency = EXCLUDED.currency, updated_at = now()
-		RETURNING customer_id, balance, currency`, customerID, balance, currency)
-	if err != nil {
-		return a, fmt.Errorf("put account %s: %w", customerID, err)
+// accountColumns are the columns of a domain.Account.
+const accountColumns = `customer_id, balance, currency, version`
+
+// DefaultCurrency is the currency of an account opened without one.
+const DefaultCurrency = "JPY"
+
+// PutAccount sets a customer's balance. currency is the account's: ""
+// means its own, or DefaultCurrency for a new account; an existing
+// account's currency never changes (a fault.Conflict), so a refund always
+// credits the currency its order was charged in.
+//
+// With ifVersion it replaces the balance of an existing account at that
+// version only; any other version, or no account, is a
+// fault.PreconditionFailed, so a debit or refund committed since the caller
+// read the account is never erased. Without it, it opens the account
+// (createOnly: only that, a fault.PreconditionFailed if it exists); an
+// existing account is left as it is — answered unchanged if it already has
+// this balance (a retried create), a fault.PreconditionRequired otherwise.
+func (s *Store) PutAccount(ctx context.Context, customerID string, balance int64, currency string, ifVersion *int64, createOnly bool) (domain.Account, error) {
+	if ifVersion != nil {
+		a, err := pg.Get[domain.Account](ctx, s.db, "account "+customerID, `
+			UPDATE accounts SET balance = $2, updated_at = now()
+			WHERE customer_id = $1 AND version = $3 AND ($4 = '' OR currency = $4)
+			RETURNING `+accountColumns, customerID, balance, *ifVersion, currency)
+		if !errors.Is(err, fault.NotFound) {
+			return a, err
+		}
+		cur, err := s.Account(ctx, customerID)
+		switch {
+		case errors.Is(err, fault.NotFound):
+			return cur, fault.Errorf(fault.PreconditionFailed, "account %s does not exist, so it is not at version %d; PUT without If-Match opens it", customerID, *ifVersion)
+		case err != nil:
+			return cur, err
+		case cur.Version != *ifVersion:
+			return cur, fault.Errorf(fault.PreconditionFailed, "account %s is at version %d, not %d: it changed since it was read; read it again", customerID, cur.Version, *ifVersion)
+		}
+		return cur, currencyFixed(cur, currency)
 	}
-	return a, nil
+	open := currency
+	if open == "" {
+		open = DefaultCurrency
+	}
+	a, err := pg.Get[domain.Account](ctx, s.db, "account "+customerID, `
+		INSERT INTO accounts (customer_id, balance, currency) VALUES ($1, $2, $3)
+		ON CONFLICT (customer_id) DO NOTHING
+		RETURNING `+accountColumns, customerID, balance, open)
+	if !errors.Is(err, fault.NotFound) {
+		return a, err
+	}
+	cur, err := s.Account(ctx, customerID)
+	switch {
+	case err != nil:
+		return cur, err
+	case createOnly:
+		return cur, fault.Errorf(fault.PreconditionFailed, "account %s exists (If-None-Match: *)", customerID)
+	case currency != "" && currency != cur.Currency:
+		return cur, currencyFixed(cur, currency)
+	case cur.Balance == balance:
+		return cur, nil
+	}
+	return cur, fault.Errorf(fault.PreconditionRequired,
+		"account %s exists: send If-Match with its ETag (version %d) to replace its balance, or POST /accounts/%s/deposits to add to it", customerID, cur.Version, customerID)
+}
+
+// currencyFixed is the refusal of a change of a's currency to currency.
+func currencyFixed(a domain.Account, currency string) error {
+	return fault.Errorf(fault.Conflict, "account %s holds %s; its currency cannot change to %s (refunds credit the currency charged): open another account", a.CustomerID, a.Currency, currency)
+}
+
+// Deposit adds amount to a customer's balance in one UPDATE, so it
+// commutes with every debit and refund: none is lost, whatever runs at the
+// same time. An unknown account is a fault.NotFound; a balance above
+// events.MaxAmount, a fault.Conflict.
+func (s *Store) Deposit(ctx context.Context, customerID string, amount int64) (domain.Account, error) {
+	a, err := pg.Get[domain.Account](ctx, s.db, "account "+customerID, `
+		UPDATE accounts SET balance = balance + $2, updated_at = now()
+		WHERE customer_id = $1 AND balance + $2 <= $3
+		RETURNING `+accountColumns, customerID, amount, int64(events.MaxAmount))
+	if !errors.Is(err, fault.NotFound) {
+		return a, err
+	}
+	cur, err := s.Account(ctx, customerID)
+	if err != nil {
+		return cur, err
+	}
+	return cur, fault.Errorf(fault.Conflict, "deposit of %d would take account %s above a balance of %d (it has %d)",
+		amount, customerID, int64(events.MaxAmount), cur.Balance)
 }
 
 // Account returns a customer's account; a fault.NotFound error if there is none.
 func (s *Store) Account(ctx context.Context, customerID string) (domain.Account, error) {
 	return pg.Get[domain.Account](ctx, s.db, "account "+customerID,
-		`SELECT customer_id, balance, currency FROM accounts WHERE customer_id = $1`, customerID)
+		`SELECT `+accountColumns+` FROM accounts WHERE customer_id = $1`, customerID)
 }
 
 // Payment returns an order's payment; a fault.NotFound error if there is none.
@@ -72,7 +150,7 @@ func LockPayment(ctx context.Context, tx sqlx.QueryerContext, orderID string) (*
 // LockAccount returns the customer's account locked for the rest of tx, or nil.
 func LockAccount(ctx context.Context, tx sqlx.QueryerContext, customerID string) (*domain.Account, error) {
 	var a domain.Account
-	err := sqlx.GetContext(ctx, tx, &a, `SELECT customer_id, balance, currency FROM accounts WHERE customer_id = $1 FOR UPDATE`, customerID)
+	err := sqlx.GetContext(ctx, tx, &a, `SELECT `+accountColumns+` FROM accounts WHERE customer_id = $1 FOR UPDATE`, customerID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}

@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/lib/pq"
 
 	"github.com/choreo-saga/choreo/internal/testenv"
+	"github.com/choreo-saga/choreo/pkg/events"
 	"github.com/choreo-saga/choreo/pkg/fault"
 	"github.com/choreo-saga/choreo/pkg/pg"
 	"github.com/choreo-saga/choreo/services/payment"
@@ -38,8 +40,8 @@ func mustBalance(t *testing.T, st *store.Store, customerID string, want int64) {
 	if err != nil {
 		t.Fatalf("account %s: %v", customerID, err)
 	}
-	if w := (domain.Account{CustomerID: customerID, Balance: want, Currency: "JPY"}); got != w {
-		t.Fatalf("account = %+v, want %+v", got, w)
+	if got.CustomerID != customerID || got.Balance != want || got.Currency != "JPY" {
+		t.Fatalf("account = %+v, want %s with %d JPY", got, customerID, want)
 	}
 }
 
@@ -50,11 +52,20 @@ func isViolation(err error, name string) bool {
 	return errors.As(err, &pqErr) && pqErr.Code.Name() == name
 }
 
-func TestPutAccountUpserts(t *testing.T) {
+// TestPutAccount runs PUTs, in order, against one account that a saga
+// debited since it was opened: only a PUT naming the current version
+// replaces the balance, and the currency never changes.
+func TestPutAccount(t *testing.T) {
 	db := testDB(t)
 	st := store.New(db)
 	ctx := context.Background()
-	c := uniq("c")
+	c, ghost, usd := uniq("c"), uniq("ghost"), uniq("usd")
+	if _, err := st.PutAccount(ctx, c, 1000, "", nil, false); err != nil { // version 1, JPY by default
+		t.Fatal(err)
+	}
+	if err := inTx(db, func(tx *sqlx.Tx) error { return store.AddBalance(ctx, tx, c, -300) }); err != nil {
+		t.Fatal(err)
+	} // version 2: 700
 	updatedAt := func() time.Time {
 		t.Helper()
 		var at time.Time
@@ -63,39 +74,192 @@ func TestPutAccountUpserts(t *testing.T) {
 		}
 		return at
 	}
+	before := updatedAt()
+	v := func(n int64) *int64 { return &n }
+	acct := func(id string, balance int64, currency string, version int64) domain.Account {
+		return domain.Account{CustomerID: id, Balance: balance, Currency: currency, Version: version}
+	}
 
-	got, err := st.PutAccount(ctx, c, 1000, "JPY")
+	tests := []struct {
+		name       string
+		id         string
+		balance    int64
+		currency   string
+		ifVersion  *int64
+		createOnly bool
+		wantErr    error
+		want       domain.Account // the row afterwards; zero: none
+	}{
+		{"WithoutVersionIsRefused", c, 5000, "", nil, false, fault.PreconditionRequired, acct(c, 700, "JPY", 2)},
+		{"WithoutVersionSameBalanceIsRetriedCreate", c, 700, "JPY", nil, false, nil, acct(c, 700, "JPY", 2)},
+		{"CreateOnlyOnExistingIsRefused", c, 700, "", nil, true, fault.PreconditionFailed, acct(c, 700, "JPY", 2)},
+		{"StaleVersionIsRefused", c, 5000, "", v(1), false, fault.PreconditionFailed, acct(c, 700, "JPY", 2)},
+		{"OtherCurrencyIsRefused", c, 5000, "USD", v(2), false, fault.Conflict, acct(c, 700, "JPY", 2)},
+		{"OtherCurrencyWithoutVersionIsRefused", c, 700, "USD", nil, false, fault.Conflict, acct(c, 700, "JPY", 2)},
+		{"CurrentVersionReplacesBalance", c, 5000, "", v(2), false, nil, acct(c, 5000, "JPY", 3)},
+		{"SameCurrencyNamedIsFine", c, 0, "JPY", v(3), false, nil, acct(c, 0, "JPY", 4)},
+		{"VersionOfUnknownAccountIsRefused", ghost, 1, "", v(1), false, fault.PreconditionFailed, domain.Account{}},
+		{"CreateOnlyOpensInCurrency", usd, 10, "USD", nil, true, nil, acct(usd, 10, "USD", 1)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := st.PutAccount(ctx, tt.id, tt.balance, tt.currency, tt.ifVersion, tt.createOnly)
+			if tt.wantErr != nil {
+				if !errors.Is(err, tt.wantErr) {
+					t.Fatalf("err = %v, want %v", err, tt.wantErr)
+				}
+			} else if err != nil || got != tt.want {
+				t.Fatalf("PutAccount = %+v, %v; want %+v", got, err, tt.want)
+			}
+			now, err := st.Account(ctx, tt.id)
+			if tt.want == (domain.Account{}) {
+				if !errors.Is(err, fault.NotFound) {
+					t.Fatalf("account %s = %+v, %v; want none", tt.id, now, err)
+				}
+				return
+			}
+			if err != nil || now != tt.want {
+				t.Fatalf("account afterwards = %+v, %v; want %+v", now, err, tt.want)
+			}
+		})
+	}
+	if !updatedAt().After(before) {
+		t.Error("a PUT that replaced the balance left updated_at unchanged")
+	}
+}
+
+// TestRefundBetweenReadAndPutIsNotErased is the lost update a version
+// prevents: an operator reads an account, a refund credits it, and the
+// operator's PUT with the version read is refused, not applied over it.
+func TestRefundBetweenReadAndPutIsNotErased(t *testing.T) {
+	db := testDB(t)
+	st := store.New(db)
+	ctx := context.Background()
+	c := uniq("race")
+	if _, err := st.PutAccount(ctx, c, 100, "JPY", nil, true); err != nil {
+		t.Fatal(err)
+	}
+	read, err := st.Account(ctx, c)
 	if err != nil {
-		t.Fatalf("PutAccount (create): %v", err)
+		t.Fatal(err)
 	}
-	if want := (domain.Account{CustomerID: c, Balance: 1000, Currency: "JPY"}); got != want {
-		t.Fatalf("PutAccount (create) = %+v, want %+v", got, want)
+	if err := inTx(db, func(tx *sqlx.Tx) error { return store.AddBalance(ctx, tx, c, 2500) }); err != nil {
+		t.Fatal(err)
 	}
-	mustBalance(t, st, c, 1000)
-	created := updatedAt()
+	if _, err := st.PutAccount(ctx, c, read.Balance+50, "", &read.Version, false); !errors.Is(err, fault.PreconditionFailed) {
+		t.Fatalf("PUT with the version read before the refund: err = %v, want fault.PreconditionFailed", err)
+	}
+	mustBalance(t, st, c, 2600)
+}
 
-	got, err = st.PutAccount(ctx, c, 250, "JPY")
-	if err != nil {
-		t.Fatalf("PutAccount (update): %v", err)
+// TestEveryChangeRaisesTheVersion: a saga's debit and refund, an
+// operator's deposit and PUT, and an UPDATE by hand each raise it by one.
+func TestEveryChangeRaisesTheVersion(t *testing.T) {
+	db := testDB(t)
+	st := store.New(db)
+	ctx := context.Background()
+	c := uniq("v")
+	if _, err := st.PutAccount(ctx, c, 1000, "JPY", nil, true); err != nil {
+		t.Fatal(err)
 	}
-	if want := (domain.Account{CustomerID: c, Balance: 250, Currency: "JPY"}); got != want {
-		t.Fatalf("PutAccount (update) = %+v, want %+v", got, want)
+	four := int64(4)
+	changes := []struct {
+		name   string
+		change func() error
+	}{
+		{"Debit", func() error { return inTx(db, func(tx *sqlx.Tx) error { return store.AddBalance(ctx, tx, c, -100) }) }},
+		{"Refund", func() error { return inTx(db, func(tx *sqlx.Tx) error { return store.AddBalance(ctx, tx, c, 100) }) }},
+		{"Deposit", func() error { _, err := st.Deposit(ctx, c, 5); return err }},
+		{"Put", func() error { _, err := st.PutAccount(ctx, c, 9, "", &four, false); return err }},
+		{"ByHand", func() error {
+			_, err := db.ExecContext(ctx, `UPDATE accounts SET balance = 8 WHERE customer_id = $1`, c)
+			return err
+		}},
 	}
-	mustBalance(t, st, c, 250)
-	if !updatedAt().After(created) {
-		t.Error("PutAccount on an existing account left updated_at unchanged")
+	for i, ch := range changes {
+		t.Run(ch.name, func(t *testing.T) {
+			if err := ch.change(); err != nil {
+				t.Fatal(err)
+			}
+			got, err := st.Account(ctx, c)
+			if want := int64(i + 2); err != nil || got.Version != want {
+				t.Fatalf("version = %d (%v), want %d", got.Version, err, want)
+			}
+		})
 	}
-	var n int
-	if err := db.Get(&n, `SELECT count(*) FROM accounts WHERE customer_id = $1`, c); err != nil || n != 1 {
-		t.Fatalf("account rows = %d, %v; want 1", n, err)
-	}
+}
 
-	t.Run("ZeroBalanceIsAllowed", func(t *testing.T) {
-		if _, err := st.PutAccount(ctx, c, 0, "JPY"); err != nil {
-			t.Fatalf("PutAccount(0): %v", err)
+func TestDeposit(t *testing.T) {
+	db := testDB(t)
+	st := store.New(db)
+	ctx := context.Background()
+	c := uniq("dep")
+	if _, err := st.PutAccount(ctx, c, 100, "JPY", nil, true); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name        string
+		id          string
+		amount      int64
+		wantErr     error
+		wantBalance int64 // afterwards, of c
+	}{
+		{"AddsToBalance", c, 50, nil, 150},
+		{"UnknownAccount", uniq("ghost"), 1, fault.NotFound, 150},
+		{"AboveCapIsRefused", c, events.MaxAmount - 149, fault.Conflict, 150},
+		{"UpToCap", c, events.MaxAmount - 150, nil, events.MaxAmount},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := st.Deposit(ctx, tt.id, tt.amount)
+			if !errors.Is(err, tt.wantErr) {
+				t.Fatalf("err = %v, want %v", err, tt.wantErr)
+			}
+			if err == nil && got.Balance != tt.wantBalance {
+				t.Fatalf("Deposit = %+v, want balance %d", got, tt.wantBalance)
+			}
+			mustBalance(t, st, c, tt.wantBalance)
+		})
+	}
+}
+
+// TestDepositsCommuteWithDebits runs deposits and debits of one account at
+// once: a delta is applied in one UPDATE, so none is lost.
+func TestDepositsCommuteWithDebits(t *testing.T) {
+	db := testDB(t)
+	st := store.New(db)
+	ctx := context.Background()
+	c := uniq("delta")
+	if _, err := st.PutAccount(ctx, c, 1000, "JPY", nil, true); err != nil {
+		t.Fatal(err)
+	}
+	const n = 16
+	var wg sync.WaitGroup
+	errs := make(chan error, 2*n)
+	start := make(chan struct{})
+	for range n {
+		wg.Go(func() {
+			<-start
+			_, err := st.Deposit(ctx, c, 30)
+			errs <- err
+		})
+		wg.Go(func() {
+			<-start
+			errs <- inTx(db, func(tx *sqlx.Tx) error { return store.AddBalance(ctx, tx, c, -10) })
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
 		}
-		mustBalance(t, st, c, 0)
-	})
+	}
+	mustBalance(t, st, c, 1000+30*n-10*n)
+	if got, _ := st.Account(ctx, c); got.Version != 1+2*n {
+		t.Fatalf("version = %d, want %d (one per change)", got.Version, 1+2*n)
+	}
 }
 
 func TestUnknownIsNotFound(t *testing.T) {
@@ -127,7 +291,7 @@ func TestAddBalance(t *testing.T) {
 	st := store.New(db)
 	ctx := context.Background()
 	c := uniq("c")
-	if _, err := st.PutAccount(ctx, c, 1000, "JPY"); err != nil {
+	if _, err := st.PutAccount(ctx, c, 1000, "JPY", nil, true); err != nil {
 		t.Fatal(err)
 	}
 	if err := inTx(db, func(tx *sqlx.Tx) error { return store.AddBalance(ctx, tx, c, -1000) }); err != nil {
@@ -157,7 +321,7 @@ func TestCheckForbidsNegativeBalance(t *testing.T) {
 	st := store.New(db)
 	ctx := context.Background()
 	c := uniq("c")
-	if _, err := st.PutAccount(ctx, c, 100, "JPY"); err != nil {
+	if _, err := st.PutAccount(ctx, c, 100, "JPY", nil, true); err != nil {
 		t.Fatal(err)
 	}
 
@@ -169,7 +333,7 @@ func TestCheckForbidsNegativeBalance(t *testing.T) {
 			return inTx(db, func(tx *sqlx.Tx) error { return store.AddBalance(ctx, tx, c, -101) })
 		}},
 		{"PutNegativeBalance", func() error {
-			_, err := st.PutAccount(ctx, c, -1, "JPY")
+			_, err := st.PutAccount(ctx, c, -1, "JPY", nil, false)
 			return err
 		}},
 		{"RawNegativeBalance", func() error {
@@ -188,7 +352,7 @@ func TestCheckForbidsNegativeBalance(t *testing.T) {
 
 	t.Run("NewAccountWithNegativeBalance", func(t *testing.T) {
 		ghost := uniq("c")
-		if _, err := st.PutAccount(ctx, ghost, -1, "JPY"); !isViolation(err, "check_violation") {
+		if _, err := st.PutAccount(ctx, ghost, -1, "JPY", nil, false); !isViolation(err, "check_violation") {
 			t.Fatalf("err = %v, want a check_violation", err)
 		}
 		if _, err := st.Account(ctx, ghost); !errors.Is(err, fault.NotFound) {

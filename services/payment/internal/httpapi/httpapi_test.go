@@ -1,0 +1,114 @@
+package httpapi_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/jmoiron/sqlx"
+
+	"github.com/choreo-saga/choreo/internal/apitest"
+	"github.com/choreo-saga/choreo/internal/testenv"
+	"github.com/choreo-saga/choreo/pkg/events"
+	"github.com/choreo-saga/choreo/pkg/fault"
+	"github.com/choreo-saga/choreo/pkg/pg"
+	"github.com/choreo-saga/choreo/pkg/web"
+	"github.com/choreo-saga/choreo/services/payment"
+	"github.com/choreo-saga/choreo/services/payment/internal/domain"
+	"github.com/choreo-saga/choreo/services/payment/internal/httpapi"
+	"github.com/choreo-saga/choreo/services/payment/internal/store"
+)
+
+// TestWrites sends an operator's writes, in order, to the router on a real
+// store, each answer checked against the OpenAPI document (status, media
+// type, body schema), and checks the account in the database and its ETag
+// after each: only a PUT naming the current version replaces the balance,
+// the currency never changes, a deposit adds, and a refund between an
+// operator's read and write is never erased.
+func TestWrites(t *testing.T) {
+	ctx := context.Background()
+	db := testenv.DB(t, payment.Schema)
+	st := store.New(db)
+	h := httpapi.Routes(testenv.Logger(t), db, nil)
+	specYAML, err := os.ReadFile("openapi.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, ghost := "c-"+uuid.NewString()[:13], "ghost-"+uuid.NewString()[:13]
+	acct := func(balance, version int64) domain.Account {
+		return domain.Account{CustomerID: c, Balance: balance, Currency: "JPY", Version: version}
+	}
+
+	steps := []struct {
+		name         string
+		method, path string
+		ifMatch      string
+		ifNoneMatch  string
+		body         string
+		before       func(t *testing.T) // a saga's change before the request
+		want         int
+		wantAccount  domain.Account // afterwards; zero: the account does not exist
+	}{
+		{name: "DepositUnknownAccount", method: "POST", path: "/accounts/" + ghost + "/deposits", body: `{"amount":1}`, want: 404},
+		{name: "PutIfMatchUnknownAccount", method: "PUT", path: "/accounts/" + ghost, ifMatch: `"1"`, body: `{"balance":1}`, want: 412},
+		{name: "PutOpens", method: "PUT", path: "/accounts/" + c, body: `{"balance":1000}`, want: 200, wantAccount: acct(1000, 1)},
+		{name: "PutRetriedOpen", method: "PUT", path: "/accounts/" + c, body: `{"balance":1000,"currency":"JPY"}`, want: 200, wantAccount: acct(1000, 1)},
+		{name: "PutCreateOnlyExisting", method: "PUT", path: "/accounts/" + c, ifNoneMatch: "*", body: `{"balance":1000}`, want: 412, wantAccount: acct(1000, 1)},
+		{name: "PutWithoutIfMatch", method: "PUT", path: "/accounts/" + c, body: `{"balance":9000}`, want: 428, wantAccount: acct(1000, 1)},
+		{name: "PutAfterRefundWithVersionRead", method: "PUT", path: "/accounts/" + c, ifMatch: `"1"`, body: `{"balance":9000}`,
+			before: func(t *testing.T) { addBalance(t, db, c, 250) }, want: 412, wantAccount: acct(1250, 2)},
+		{name: "PutOtherCurrency", method: "PUT", path: "/accounts/" + c, ifMatch: `"2"`, body: `{"balance":9000,"currency":"USD"}`, want: 409, wantAccount: acct(1250, 2)},
+		{name: "PutCurrentVersion", method: "PUT", path: "/accounts/" + c, ifMatch: `"2"`, body: `{"balance":9000}`, want: 200, wantAccount: acct(9000, 3)},
+		{name: "DepositAfterDebit", method: "POST", path: "/accounts/" + c + "/deposits", body: `{"amount":500}`,
+			before: func(t *testing.T) { addBalance(t, db, c, -1000) }, want: 200, wantAccount: acct(8500, 5)},
+		{name: "DepositPastCap", method: "POST", path: "/accounts/" + c + "/deposits", body: fmt.Sprintf(`{"amount":%d}`, int64(events.MaxAmount)), want: 409, wantAccount: acct(8500, 5)},
+	}
+	for _, s := range steps {
+		t.Run(s.name, func(t *testing.T) {
+			if s.before != nil {
+				s.before(t)
+			}
+			req := httptest.NewRequest(s.method, s.path, strings.NewReader(s.body))
+			req.Header.Set("Content-Type", "application/json")
+			if s.ifMatch != "" {
+				req.Header.Set("If-Match", s.ifMatch)
+			}
+			if s.ifNoneMatch != "" {
+				req.Header.Set("If-None-Match", s.ifNoneMatch)
+			}
+			apitest.CheckResponse(t, h, specYAML, req, s.want)
+
+			id := strings.TrimSuffix(strings.TrimPrefix(s.path, "/accounts/"), "/deposits")
+			got, err := st.Account(ctx, id)
+			if s.wantAccount == (domain.Account{}) {
+				if !errors.Is(err, fault.NotFound) {
+					t.Fatalf("account %s = %+v, %v; want none", id, got, err)
+				}
+				return
+			}
+			if err != nil || got != s.wantAccount {
+				t.Fatalf("account afterwards = %+v, %v; want %+v", got, err, s.wantAccount)
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest("GET", "/accounts/"+id, nil))
+			if etag := rec.Header().Get("ETag"); etag != web.ETag(s.wantAccount.Version) {
+				t.Fatalf("GET ETag = %q, want %q", etag, web.ETag(s.wantAccount.Version))
+			}
+		})
+	}
+}
+
+// addBalance debits or refunds as a saga's reaction does.
+func addBalance(t *testing.T, db *sqlx.DB, customerID string, delta int64) {
+	t.Helper()
+	if err := pg.InTx(context.Background(), db, func(tx *sqlx.Tx) error {
+		return store.AddBalance(context.Background(), tx, customerID, delta)
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
