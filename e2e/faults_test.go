@@ -21,12 +21,15 @@ import (
 // origin, and keeps consuming: an order created afterwards completes.
 func TestPoisonMessagesAreDeadLettered(t *testing.T) {
 	validID := uuid.NewString()
+	// Keyed by its order_id, so that the runtime's Guard lets it through
+	// and the payload's decoding is what refuses it.
+	invalidKey := newID("poison")
 	poison := []struct {
 		name, key, value, reason string
 	}{
 		{"NotJSON", newID("poison"), "this is not json", "malformed event"},
 		{"UnknownType", newID("poison"), fmt.Sprintf(`{"id":%q,"type":"OrderTeleported","order_id":"x","source":"evil","occurred_at":"2026-01-01T00:00:00Z","payload":{}}`, uuid.NewString()), "unknown event type"},
-		{"InvalidPayload", newID("poison"), fmt.Sprintf(`{"id":%q,"type":"OrderCreated","order_id":"x","source":"evil","occurred_at":"2026-01-01T00:00:00Z","payload":{"customer_id":"c","items":[],"total_amount":1,"currency":"JPY","shipping_address":{"country":"JP"}}}`, validID), "invalid event payload"},
+		{"InvalidPayload", invalidKey, fmt.Sprintf(`{"id":%q,"type":"OrderCreated","order_id":%q,"source":"evil","occurred_at":"2026-01-01T00:00:00Z","payload":{"customer_id":"c","items":[],"total_amount":1,"currency":"JPY","shipping_address":{"country":"JP"}}}`, validID, invalidKey), "invalid event payload"},
 	}
 	var msgs []*sarama.ProducerMessage
 	for _, p := range poison {
