@@ -109,9 +109,18 @@ func Discover(ctx context.Context, log *slog.Logger) (*Running, error) {
 	if e, ok := FromEnv(os.Getenv); ok {
 		log.Info("infrastructure from the environment", "mode", e.Mode, "brokers", e.Brokers)
 		r := &Running{Endpoints: e, Stop: func(context.Context) error { return nil }}
-		// The broker scripts/infra.sh started can be stopped and started by it.
+		// The broker scripts/infra.sh started can be stopped and started by
+		// it — but only if it is the broker in use: infra.sh finds its
+		// cluster by CHOREO_INFRA_DIR and KAFKA_PORT, and a shell that kept
+		// only the exported addresses of a private cluster would otherwise
+		// stop someone else's.
 		if script, err := infraScript(); err == nil {
-			r.StopKafka = func(ctx context.Context) error { return runScript(ctx, script, "kafka-stop") }
+			r.StopKafka = func(ctx context.Context) error {
+				if err := sameBroker(ctx, script, e.Brokers); err != nil {
+					return err
+				}
+				return runScript(ctx, script, "kafka-stop")
+			}
 			r.StartKafka = func(ctx context.Context) error { return runScript(ctx, script, "kafka-start") }
 		}
 		return r, nil
@@ -157,6 +166,24 @@ func infraScript() (string, error) {
 		}
 		dir = parent
 	}
+}
+
+// sameBroker reports an error unless scripts/infra.sh, in this
+// environment, manages the brokers in use.
+func sameBroker(ctx context.Context, script string, inUse []string) error {
+	out, err := exec.CommandContext(ctx, "bash", script, "env").Output()
+	if err != nil {
+		return fmt.Errorf("infra: %s env: %w", script, err)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if v, ok := strings.CutPrefix(line, "export KAFKA_BROKERS="); ok {
+			if v == strings.Join(inUse, ",") {
+				return nil
+			}
+			return fmt.Errorf("infra: refusing to stop Kafka: KAFKA_BROKERS is %s but scripts/infra.sh in this environment manages %s; export the CHOREO_INFRA_DIR and KAFKA_PORT the cluster was started with", strings.Join(inUse, ","), v)
+		}
+	}
+	return fmt.Errorf("infra: %s env printed no KAFKA_BROKERS", script)
 }
 
 func runScript(ctx context.Context, script, cmd string) error {
