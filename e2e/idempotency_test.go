@@ -161,6 +161,8 @@ var reactsTo = map[string][]string{
 	events.TypeInventoryReleased: {"payment"},
 	events.TypeShipmentScheduled: {"order"},
 	events.TypeShipmentFailed:    {"inventory"},
+	events.TypeOrderCompleted:    {},
+	events.TypeOrderCancelled:    {},
 }
 
 // TestConcurrentDeliveryToIdem hands one OrderCreated to the payment

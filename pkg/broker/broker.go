@@ -156,6 +156,28 @@ func EnsureTopicsWith(ctx context.Context, brokers []string, clientID string, s 
 	return nil
 }
 
+// Addrs is a broker list read from one variable such as KAFKA_BROKERS:
+// comma-separated host:port entries. Decode trims the spaces around each
+// entry, so "a:9092, b:9092" means two brokers rather than a second one
+// named " b:9092" that validation would pass and the client could not dial.
+type Addrs []string
+
+// Decode implements envconfig.Decoder.
+func (a *Addrs) Decode(value string) error {
+	*a = nil
+	if strings.TrimSpace(value) == "" {
+		return nil
+	}
+	for _, s := range strings.Split(value, ",") {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			return fmt.Errorf("empty broker address in %q", value)
+		}
+		*a = append(*a, s)
+	}
+	return nil
+}
+
 // ValidateAddrs checks a broker list such as KAFKA_BROKERS: at least one
 // entry, each host:port.
 func ValidateAddrs(addrs []string) error {
@@ -163,8 +185,8 @@ func ValidateAddrs(addrs []string) error {
 		return errors.New("no brokers given")
 	}
 	for _, a := range addrs {
-		host, port, err := net.SplitHostPort(strings.TrimSpace(a))
-		if err != nil || host == "" || port == "" {
+		host, port, err := net.SplitHostPort(a)
+		if err != nil || host == "" || port == "" || strings.TrimSpace(a) != a {
 			return fmt.Errorf("broker address %q is not host:port", a)
 		}
 	}

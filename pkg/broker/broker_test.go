@@ -2,6 +2,7 @@ package broker_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -17,7 +18,10 @@ func TestValidateAddrs(t *testing.T) {
 		ok    bool
 	}{
 		{"One", []string{"127.0.0.1:9092"}, true},
-		{"Several", []string{"kafka-1:9092", " kafka-2:9092"}, true},
+		{"Several", []string{"kafka-1:9092", "kafka-2:9092"}, true},
+		// Addrs.Decode trims; a list that bypassed it must not pass with a
+		// space the client would try to resolve.
+		{"UntrimmedEntry", []string{"kafka-1:9092", " kafka-2:9092"}, false},
 		{"None", nil, false},
 		{"NoPort", []string{"localhost"}, false},
 		{"EmptyEntry", []string{"localhost:9092", ""}, false},
@@ -29,6 +33,27 @@ func TestValidateAddrs(t *testing.T) {
 				t.Fatalf("ValidateAddrs(%q) = %v, want ok=%v", tt.addrs, err, tt.ok)
 			}
 		})
+	}
+}
+
+func TestAddrsDecodeTrimsEntries(t *testing.T) {
+	tests := []struct {
+		value   string
+		want    []string
+		wantErr bool
+	}{
+		{"a:9092, b:9092", []string{"a:9092", "b:9092"}, false},
+		{" a:9092 ,b:9092 ", []string{"a:9092", "b:9092"}, false},
+		{"", nil, false}, // "required" is envconfig's to enforce
+		{"a:9092,,b:9092", nil, true},
+		{"a:9092, ", nil, true},
+	}
+	for _, tt := range tests {
+		var got broker.Addrs
+		err := got.Decode(tt.value)
+		if (err != nil) != tt.wantErr || (!tt.wantErr && !slices.Equal(got, tt.want)) {
+			t.Errorf("Decode(%q) = %q, %v; want %q, error %v", tt.value, got, err, tt.want, tt.wantErr)
+		}
 	}
 }
 

@@ -56,7 +56,7 @@ const MaxAmount = 1_000_000_000_000_000
 // another service's topic: each service writes only its own.
 func TopicOf(eventType string) (string, bool) {
 	switch eventType {
-	case TypeOrderCreated:
+	case TypeOrderCreated, TypeOrderCompleted, TypeOrderCancelled:
 		return TopicOrder, true
 	case TypePaymentCompleted, TypePaymentDeclined, TypePaymentRefunded:
 		return TopicPayment, true
@@ -278,6 +278,10 @@ func (e Envelope) typedPayload() (Payload, error) {
 	switch e.Type {
 	case TypeOrderCreated:
 		return decodeAs[OrderCreated](e)
+	case TypeOrderCompleted:
+		return decodeAs[OrderCompleted](e)
+	case TypeOrderCancelled:
+		return decodeAs[OrderCancelled](e)
 	case TypePaymentCompleted:
 		return decodeAs[PaymentCompleted](e)
 	case TypePaymentDeclined:

@@ -161,6 +161,8 @@ func TestDecodeAcceptsTheLimits(t *testing.T) {
 func TestTopicOf(t *testing.T) {
 	tests := []struct{ typ, topic string }{
 		{events.TypeOrderCreated, events.TopicOrder},
+		{events.TypeOrderCompleted, events.TopicOrder},
+		{events.TypeOrderCancelled, events.TopicOrder},
 		{events.TypePaymentCompleted, events.TopicPayment},
 		{events.TypePaymentDeclined, events.TopicPayment},
 		{events.TypePaymentRefunded, events.TopicPayment},

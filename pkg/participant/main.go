@@ -18,7 +18,7 @@ import (
 //
 // Main reads the environment over the defaults in cfg (the variables the
 // envconfig tags of cfg's type name: HTTP_ADDR, DATABASE_URL, KAFKA_BROKERS
-// and the service's own), logs JSON to stdout, runs the service until
+// and the service's own), logs JSON to stdout at LOG_LEVEL, runs the service until
 // SIGINT or SIGTERM, and exits 1 with the error on stderr if it fails.
 // Everything else happens in run, so tests and the embedded mode
 // (deploy/local) run the same service in-process.
@@ -33,12 +33,27 @@ func Main[C any](name string, cfg C, run func(context.Context, C) error) {
 }
 
 // configure is Main without the signals and the exit: the environment over
-// cfg, a JSON logger as the default one (which Run uses when
+// cfg, a JSON logger at LOG_LEVEL as the default one (which Run uses when
 // Config.Logger is nil), then run.
 func configure[C any](ctx context.Context, cfg C, run func(context.Context, C) error) error {
 	if err := envconfig.Process("", &cfg); err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
-	slog.SetDefault(slog.New(slog.NewJSONHandler(os.Stdout, nil)))
+	var logs logConfig
+	if err := envconfig.Process("", &logs); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	slog.SetDefault(slog.New(slog.NewJSONHandler(os.Stdout, &slog.HandlerOptions{Level: logs.Level})))
 	return run(ctx, cfg)
+}
+
+// logConfig is how a command logs. It is read apart from the service's
+// Config because the logger is made here, before Run, and tests and the
+// embedded mode hand Run a logger of their own.
+type logConfig struct {
+	// Level is the least severe level written: DEBUG, INFO (the
+	// default), WARN or ERROR, as slog.Level parses it (so "INFO+2"
+	// works too). DEBUG adds the probe and metrics requests to the
+	// access log.
+	Level slog.Level `envconfig:"LOG_LEVEL" default:"INFO"`
 }

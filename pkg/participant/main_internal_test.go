@@ -3,6 +3,7 @@ package participant
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"slices"
 	"testing"
@@ -31,6 +32,74 @@ func TestConfigureReadsTheEnvironmentOverTheDefaults(t *testing.T) {
 	}
 	if got.Partitions != DefaultConfig("").Partitions {
 		t.Errorf("partitions = %d, want the default %d", got.Partitions, DefaultConfig("").Partitions)
+	}
+}
+
+func TestConfigureTrimsTheBrokerList(t *testing.T) {
+	tests := []struct {
+		name, value string
+		want        []string
+		wantErr     bool
+	}{
+		{"SpacesAfterCommas", "a:9092, b:9092 ,  c:9092", []string{"a:9092", "b:9092", "c:9092"}, false},
+		{"One", " k1:9092 ", []string{"k1:9092"}, false},
+		{"EmptyEntry", "a:9092,,b:9092", nil, true},
+		{"TrailingComma", "a:9092,", nil, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv("DATABASE_URL", "postgres://u@db:5432/svc")
+			t.Setenv("KAFKA_BROKERS", tt.value)
+			var got Config
+			err := configure(context.Background(), DefaultConfig(":8089"), func(_ context.Context, c Config) error {
+				got = c
+				return c.Validate()
+			})
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("err = %v, want error %v", err, tt.wantErr)
+			}
+			if !tt.wantErr && !slices.Equal(got.KafkaBrokers, tt.want) {
+				t.Errorf("brokers = %q, want %q", got.KafkaBrokers, tt.want)
+			}
+		})
+	}
+}
+
+func TestConfigureSetsTheLogLevel(t *testing.T) {
+	t.Cleanup(func() { slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, nil))) })
+	t.Setenv("DATABASE_URL", "postgres://u@db:5432/svc")
+	t.Setenv("KAFKA_BROKERS", "k1:9092")
+	tests := []struct {
+		value     string
+		wantDebug bool
+		wantWarn  bool
+		wantErr   bool
+	}{
+		{"", false, true, false}, // unset: INFO
+		{"debug", true, true, false},
+		{"ERROR", false, false, false},
+		{"loud", false, false, true},
+	}
+	for _, tt := range tests {
+		t.Run("LOG_LEVEL="+tt.value, func(t *testing.T) {
+			if tt.value == "" {
+				unset(t, "LOG_LEVEL")
+			} else {
+				t.Setenv("LOG_LEVEL", tt.value)
+			}
+			err := configure(context.Background(), DefaultConfig(":8089"), func(ctx context.Context, _ Config) error {
+				if got := slog.Default().Enabled(ctx, slog.LevelDebug); got != tt.wantDebug {
+					t.Errorf("DEBUG enabled = %v, want %v", got, tt.wantDebug)
+				}
+				if got := slog.Default().Enabled(ctx, slog.LevelWarn); got != tt.wantWarn {
+					t.Errorf("WARN enabled = %v, want %v", got, tt.wantWarn)
+				}
+				return nil
+			})
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("err = %v, want error %v", err, tt.wantErr)
+			}
+		})
 	}
 }
 

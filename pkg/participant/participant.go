@@ -45,9 +45,9 @@ import (
 // Config is the configuration every service shares. A service's own Config
 // embeds it, so the variables below are read by the same names everywhere.
 type Config struct {
-	HTTPAddr     string   `envconfig:"HTTP_ADDR"`
-	DatabaseURL  string   `envconfig:"DATABASE_URL" required:"true"`
-	KafkaBrokers []string `envconfig:"KAFKA_BROKERS" required:"true"`
+	HTTPAddr     string       `envconfig:"HTTP_ADDR"`
+	DatabaseURL  string       `envconfig:"DATABASE_URL" required:"true"`
+	KafkaBrokers broker.Addrs `envconfig:"KAFKA_BROKERS" required:"true"`
 	// GroupInstanceID makes this instance a static member of its consumer
 	// group (see consumer.Config.InstanceID): a stable id per instance,
 	// e.g. "payment-1", lets a restarted instance take its partitions back

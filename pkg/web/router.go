@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
@@ -11,14 +12,15 @@ import (
 )
 
 // NewRouter returns a chi router with what every service's API shares:
-// request ids, panic recovery, problem responses for unknown routes, and
+// request ids, an access log line per request, panic recovery, problem responses for unknown routes, and
 // GET /healthz, /readyz and /metrics (Prometheus: events handled, retries,
 // dead letters, outbox backlog). Each service adds its own routes in its
 // routes.go.
 func NewRouter(log *slog.Logger, checks map[string]Check) *chi.Mux {
 	r := chi.NewRouter()
 	r.Use(middleware.RequestID)
-	r.Use(echoRequestID)      // so a client can quote it, and find the log line
+	r.Use(echoRequestID) // so a client can quote it, and find the log line
+	r.Use(AccessLog(log))
 	r.Use(middleware.GetHead) // HEAD is answered by the GET route
 	r.Use(Recover(log))
 	r.NotFound(NotFound(log))
@@ -56,4 +58,36 @@ func echoRequestID(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// AccessLog logs one line per request once it is answered: method, path,
+// the route it matched, status, bytes, duration and the request id that
+// the X-Request-Id header returned to the client. Requests to the probe
+// and metrics endpoints are logged at DEBUG, since orchestrators and
+// Prometheus call them every few seconds; the rest at INFO.
+func AccessLog(log *slog.Logger) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			start := time.Now()
+			ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
+			next.ServeHTTP(ww, r)
+			level := slog.LevelInfo
+			switch r.URL.Path {
+			case "/healthz", "/readyz", "/metrics":
+				level = slog.LevelDebug
+			}
+			status := ww.Status()
+			if status == 0 {
+				status = http.StatusOK // the handler wrote nothing
+			}
+			log.Log(r.Context(), level, "http request",
+				"method", r.Method,
+				"path", r.URL.Path,
+				"route", chi.RouteContext(r.Context()).RoutePattern(),
+				"status", status,
+				"bytes", ww.BytesWritten(),
+				"duration_ms", float64(time.Since(start).Microseconds())/1000,
+				"request_id", middleware.GetReqID(r.Context()))
+		})
+	}
 }

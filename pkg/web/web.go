@@ -19,8 +19,10 @@ import (
 	"net"
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -91,6 +93,11 @@ func Respond(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error
 		log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path,
 			"request_id", middleware.GetReqID(r.Context()), "err", err)
 	}
+	writeProblem(w, r, we)
+}
+
+// writeProblem writes we as application/problem+json, logging nothing.
+func writeProblem(w http.ResponseWriter, r *http.Request, we *Error) {
 	p := Problem{
 		Type:     "about:blank",
 		Title:    http.StatusText(we.Status),
@@ -165,8 +172,24 @@ func Healthz() http.Handler {
 }
 
 // Readyz runs every check with a short deadline and answers 200 if all pass,
-// 503 naming the failures otherwise.
+// 503 naming the failures otherwise. Probes come every few seconds, so a
+// failure is logged once, at WARN, when the set of failing checks changes
+// (and the recovery once, at INFO), not on every probe.
 func Readyz(log *slog.Logger, checks map[string]Check) http.Handler {
+	var mu sync.Mutex
+	last := "" // the failing checks at the previous probe, "" when ready
+	report := func(ctx context.Context, failing string, status map[string]string) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case failing == last:
+		case failing == "":
+			log.InfoContext(ctx, "ready again", "was_failing", last)
+		default:
+			log.WarnContext(ctx, "not ready", "failing", failing, "status", status)
+		}
+		last = failing
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
@@ -180,8 +203,10 @@ func Readyz(log *slog.Logger, checks map[string]Check) http.Handler {
 			}
 			status[name] = "ok"
 		}
+		slices.Sort(failed)
+		report(r.Context(), strings.Join(failed, ","), status)
 		if len(failed) > 0 {
-			Respond(w, r, log, Errorf(http.StatusServiceUnavailable, "not ready: %v", status))
+			writeProblem(w, r, Errorf(http.StatusServiceUnavailable, "not ready: %v", status))
 			return
 		}
 		Encode(w, http.StatusOK, status)

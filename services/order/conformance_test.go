@@ -18,7 +18,8 @@ import (
 
 // TestConformance runs the runtime's guarantees against the order service:
 // a scheduled shipment completes a PENDING order, a declined payment and a
-// refund cancel it. Its reactions emit nothing.
+// refund cancel it, and each end is announced (OrderCompleted,
+// OrderCancelled).
 func TestConformance(t *testing.T) {
 	spec, err := order.Spec(order.DefaultConfig())
 	if err != nil {
@@ -28,9 +29,9 @@ func TestConformance(t *testing.T) {
 		Spec: spec,
 		DB:   func(t *testing.T) *sqlx.DB { return testenv.DB(t, order.Schema) },
 		Cases: []participanttest.Case{
-			{Name: "ShipmentScheduledCompletes", Setup: pendingThen(events.ShipmentScheduled{Country: "JP"}), State: outcome},
-			{Name: "PaymentDeclinedCancels", Setup: pendingThen(events.PaymentDeclined{CustomerID: "c-1", Amount: 2500, Detail: "insufficient_funds"}), State: outcome},
-			{Name: "PaymentRefundedCancelsWithItsReason", Setup: pendingThen(events.PaymentRefunded{Amount: 2500, Reason: events.ReasonShippingUnavailable}), State: outcome},
+			{Name: "ShipmentScheduledCompletes", Setup: pendingThen(events.ShipmentScheduled{Country: "JP"}), State: outcome, Emits: []string{events.TypeOrderCompleted}},
+			{Name: "PaymentDeclinedCancels", Setup: pendingThen(events.PaymentDeclined{CustomerID: "c-1", Amount: 2500, Detail: "insufficient_funds"}), State: outcome, Emits: []string{events.TypeOrderCancelled}},
+			{Name: "PaymentRefundedCancelsWithItsReason", Setup: pendingThen(events.PaymentRefunded{Amount: 2500, Reason: events.ReasonShippingUnavailable}), State: outcome, Emits: []string{events.TypeOrderCancelled}},
 		},
 	})
 }

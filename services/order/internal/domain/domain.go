@@ -253,6 +253,15 @@ func Transition(current Status, ev Event) (next Status, reason string, changed b
 	return current, "", false
 }
 
+// Ended returns the event that announces an order's terminal status:
+// OrderCompleted, or OrderCancelled with the cancel reason.
+func Ended(status Status, reason string) events.Payload {
+	if status == StatusCompleted {
+		return events.OrderCompleted{}
+	}
+	return events.OrderCancelled{Reason: reason}
+}
+
 // validateText checks a free-text field: at most MaxAddressFieldLen
 // characters and no control character — NUL, which PostgreSQL cannot store,
 // included; a line break has no place in a one-line field either.

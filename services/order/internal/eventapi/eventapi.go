@@ -2,7 +2,7 @@
 // API: its reactions to the events it consumes. They record how an order's
 // saga ended — COMPLETED when the shipment is scheduled, CANCELLED with a
 // reason when payment was declined or the last compensation (the refund)
-// is done — and emit nothing. The runtime (package participant) decodes
+// is done — and publish that end (OrderCompleted, OrderCancelled). The runtime (package participant) decodes
 // each event and runs the reaction in the transaction that marks the event
 // processed.
 package eventapi
@@ -54,6 +54,11 @@ func apply(ctx context.Context, tx *participant.Tx, orderID string, ev domain.Ev
 		return nil
 	}
 	if err := store.SetStatus(ctx, tx, o.ID, next, reason, tx.Now()); err != nil {
+		return err
+	}
+	// The end of the saga is published with the change that makes it so,
+	// for whoever watches sagas end (the tracker); no participant needs it.
+	if err := tx.Emit(ctx, domain.Ended(next, reason)); err != nil {
 		return err
 	}
 	tx.Log.Info("order status changed", "from", o.Status, "to", next, "cancel_reason", reason)

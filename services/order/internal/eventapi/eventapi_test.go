@@ -2,6 +2,7 @@ package eventapi_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -96,11 +97,29 @@ func TestReactionsDecideHowTheOrderEnds(t *testing.T) {
 			if got.Status != tt.wantStatus || got.CancelReason != tt.wantReason {
 				t.Fatalf("order = %s %q, want %s %q", got.Status, got.CancelReason, tt.wantStatus, tt.wantReason)
 			}
-			// The reactions emit nothing: the order topic holds only the
-			// OrderCreated that started the saga.
-			emitted := testenv.Emitted(t, db, id, events.TopicOrder, order.Name)
-			if len(emitted) != 1 || emitted[0].Type != events.TypeOrderCreated {
-				t.Fatalf("order %s has %d events queued, want its OrderCreated alone", id, len(emitted))
+			// The order topic holds the OrderCreated that started the
+			// saga and, once the order is terminal, one event announcing
+			// the end — never a second one.
+			want := []string{events.TypeOrderCreated}
+			switch tt.wantStatus {
+			case domain.StatusCompleted:
+				want = append(want, events.TypeOrderCompleted)
+			case domain.StatusCancelled:
+				want = append(want, events.TypeOrderCancelled)
+			}
+			var queued []string
+			for _, e := range testenv.Emitted(t, db, id, events.TopicOrder, order.Name) {
+				queued = append(queued, e.Type)
+				if e.Type == events.TypeOrderCancelled {
+					var c events.OrderCancelled
+					testenv.Payload(t, e, &c)
+					if c.Reason != tt.wantReason {
+						t.Errorf("OrderCancelled reason = %q, want %q", c.Reason, tt.wantReason)
+					}
+				}
+			}
+			if !slices.Equal(queued, want) {
+				t.Fatalf("order %s queued %v, want %v", id, queued, want)
 			}
 		})
 	}
