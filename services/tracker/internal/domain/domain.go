@@ -30,14 +30,6 @@ var States = []State{Running, Completed, Cancelled, Stuck}
 // Terminal reports whether s is an end state: completed or cancelled.
 func (s State) Terminal() bool { return s == Completed || s == Cancelled }
 
-// The order service's terminal events. They are named here, not taken from
-// package events, because the tracker reads every event generically: it
-// needs their names, not their payloads.
-const (
-	TypeOrderCompleted = "OrderCompleted"
-	TypeOrderCancelled = "OrderCancelled"
-)
-
 // Event is one published event of a saga as the tracker saw it: the
 // envelope's identity, type, source and time, and where Kafka stored it.
 // Its payload is not kept: the tracker must read types it does not know.
@@ -112,7 +104,7 @@ var Next = map[string]string{
 // announcements, and — for sagas produced before it announced them — the
 // last step of each path, whose arrival at the order service ends the saga.
 var (
-	announced = map[string]State{TypeOrderCompleted: Completed, TypeOrderCancelled: Cancelled}
+	announced = map[string]State{events.TypeOrderCompleted: Completed, events.TypeOrderCancelled: Cancelled}
 	inferred  = map[string]State{
 		events.TypeShipmentScheduled: Completed,
 		events.TypePaymentDeclined:   Cancelled,
