@@ -1,164 +1,200 @@
-// Command load drives the running system with orders and reports saga
-// throughput and latency: from POST /orders to the order's terminal status,
-// as a client polling GET /orders/{id} sees it.
+// Command load drives a running system with orders and reports saga
+// throughput and latency.
 //
-//	make run    # or: go run ./deploy/local
-//	go run ./tools/load -orders 1000 -concurrency 16
+//	make run     # or: go run ./deploy/local
+//	go run ./tools/load -rate 100 -duration 30s                 # open loop
+//	go run ./tools/load -clients 16 -duration 30s               # closed loop
+//	go run ./tools/load -clients 64 -customers 1 -skus 1        # one hot customer and SKU
+//	go run ./tools/load -sweep 50:400:50 -p99 1s -chart sweep.svg -out sweep.json
 //
-// It only talks to the addresses given (loopback by default) and stops after
-// -orders orders or -timeout, whichever comes first.
+// Orders follow a seeded plan (internal/workload): spread over -customers
+// and -skus, with a -mix of orders built to compensate (declined, out of
+// stock, unserved country), each under its own Idempotency-Key; every
+// saga must end the way its kind says, or the run reports it unexpected.
+//
+// Saga latency is the order's own updated_at − created_at, as the order
+// service stamps them, so it is exact whatever the polling interval; the
+// client also records how long POST /orders took. Percentiles come from
+// HdrHistograms. Throughput is ended sagas over the server's window, from
+// the first order created to the last one ended.
+//
+// -sweep runs one open-loop step per rate (each drained before the next)
+// and reports the highest rate sustained: every order ended as planned,
+// throughput within 95% of the offered rate and p99 saga latency under
+// -p99. It only talks to the addresses given (loopback by default).
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"os/signal"
-	"slices"
-	"sync"
-	"sync/atomic"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/choreo-saga/choreo/internal/workload"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "load:", err)
 		os.Exit(1)
 	}
 }
 
-type config struct {
-	orders, concurrency  int
-	orderURL, paymentURL string
-	inventoryURL         string
-	timeout              time.Duration
+// options are the command's flags.
+type options struct {
+	orderURL, paymentURL, inventoryURL string
+
+	rate            float64
+	clients         int
+	duration, drain time.Duration
+	maxInFlight     int
+	customers, skus int
+	mix             string
+	seed            int64
+	sweep           string
+	p99             time.Duration
+	out, chart      string
+	progress        time.Duration
 }
 
-func run(ctx context.Context, args []string, out io.Writer) error {
-	var c config
+func parse(args []string, stderr io.Writer) (options, error) {
+	var o options
 	fs := flag.NewFlagSet("load", flag.ContinueOnError)
-	fs.IntVar(&c.orders, "orders", 500, "orders to place")
-	fs.IntVar(&c.concurrency, "concurrency", 8, "clients placing orders at once")
-	fs.StringVar(&c.orderURL, "order", "http://127.0.0.1:8080", "order service")
-	fs.StringVar(&c.paymentURL, "payment", "http://127.0.0.1:8081", "payment service")
-	fs.StringVar(&c.inventoryURL, "inventory", "http://127.0.0.1:8082", "inventory service")
-	fs.DurationVar(&c.timeout, "timeout", 5*time.Minute, "give up after")
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.orderURL, "order", "http://127.0.0.1:8080", "order service")
+	fs.StringVar(&o.paymentURL, "payment", "http://127.0.0.1:8081", "payment service")
+	fs.StringVar(&o.inventoryURL, "inventory", "http://127.0.0.1:8082", "inventory service")
+	fs.Float64Var(&o.rate, "rate", 0, "open loop: orders per second, sent on schedule (0: closed loop with -clients)")
+	fs.IntVar(&o.clients, "clients", 16, "closed loop: clients, each waiting for its saga to end before the next order")
+	fs.DurationVar(&o.duration, "duration", 30*time.Second, "how long each step offers load")
+	fs.DurationVar(&o.drain, "drain", 60*time.Second, "how long to wait after the load for sagas in flight")
+	fs.IntVar(&o.maxInFlight, "max-in-flight", 20000, "open loop: orders outstanding at most; sends past it are counted refused")
+	fs.IntVar(&o.customers, "customers", 500, "customers the orders spread over (1: one hot customer)")
+	fs.IntVar(&o.skus, "skus", 200, "SKUs the orders spread over (1: one hot SKU)")
+	fs.StringVar(&o.mix, "mix", "default", `orders built to compensate, in percent: "declined=7,out-of-stock=7,unserved=6" ("default"), "" for none`)
+	fs.Int64Var(&o.seed, "seed", 1, "seed of the order plan")
+	fs.StringVar(&o.sweep, "sweep", "", `open-loop rates to step through, "from:to:step" (e.g. 50:400:50)`)
+	fs.DurationVar(&o.p99, "p99", time.Second, "-sweep: the p99 saga latency a rate must stay under to count as sustained")
+	fs.StringVar(&o.out, "out", "", "write the result as JSON to this file")
+	fs.StringVar(&o.chart, "chart", "", "-sweep: write an SVG chart of throughput and p50/p99 against offered rate")
+	fs.DurationVar(&o.progress, "progress", 2*time.Second, "progress line interval on stderr (0: none)")
 	if err := fs.Parse(args); err != nil {
-		return err
+		return o, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
-
-	// One customer and SKU per run, with enough for every order.
-	customer, sku := "load-"+uuid.NewString()[:8], "LOAD-"+uuid.NewString()[:8]
-	if err := put(ctx, c.paymentURL+"/accounts/"+customer, map[string]int64{"balance": int64(c.orders) * 100}); err != nil {
-		return err
+	switch {
+	case o.rate < 0 || o.clients < 1:
+		return o, errors.New("-rate must be >= 0 and -clients >= 1")
+	case o.duration <= 0:
+		return o, errors.New("-duration must be positive")
+	case o.chart != "" && o.sweep == "":
+		return o, errors.New("-chart needs -sweep")
 	}
-	if err := put(ctx, c.inventoryURL+"/stock/"+sku, map[string]int64{"available": int64(c.orders)}); err != nil {
-		return err
-	}
-
-	var next atomic.Int64
-	latencies := make([]time.Duration, 0, c.orders)
-	var mu sync.Mutex
-	var failed atomic.Int64
-	start := time.Now()
-	var wg sync.WaitGroup
-	for range c.concurrency {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for next.Add(1) <= int64(c.orders) && ctx.Err() == nil {
-				d, err := placeAndWait(ctx, c.orderURL, customer, sku)
-				if err != nil {
-					failed.Add(1)
-					fmt.Fprintln(os.Stderr, "load:", err)
-					continue
-				}
-				mu.Lock()
-				latencies = append(latencies, d)
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	if len(latencies) == 0 {
-		return fmt.Errorf("no order completed (%d failed)", failed.Load())
-	}
-	slices.Sort(latencies)
-	q := func(p float64) time.Duration { return latencies[int(p*float64(len(latencies)-1))] }
-	fmt.Fprintf(out, "orders completed: %d (failed %d) in %s with %d clients\n", len(latencies), failed.Load(), elapsed.Round(time.Millisecond), c.concurrency)
-	fmt.Fprintf(out, "throughput: %.1f sagas/s\n", float64(len(latencies))/elapsed.Seconds())
-	fmt.Fprintf(out, "latency POST → COMPLETED: p50 %s  p95 %s  p99 %s  max %s\n",
-		q(0.50).Round(time.Millisecond), q(0.95).Round(time.Millisecond), q(0.99).Round(time.Millisecond), latencies[len(latencies)-1].Round(time.Millisecond))
-	return nil
+	return o, nil
 }
 
-// placeAndWait places one order and polls until it is terminal.
-func placeAndWait(ctx context.Context, base, customer, sku string) (time.Duration, error) {
-	body, _ := json.Marshal(map[string]any{
-		"customer_id":      customer,
-		"items":            []map[string]any{{"sku": sku, "quantity": 1, "unit_price": 100}},
-		"currency":         "JPY",
-		"shipping_address": map[string]string{"country": "JP"},
-	})
-	start := time.Now()
-	var o struct{ ID, Status string }
-	if err := do(ctx, http.MethodPost, base+"/orders", body, http.StatusCreated, &o); err != nil {
-		return 0, err
-	}
-	for {
-		if err := do(ctx, http.MethodGet, base+"/orders/"+o.ID, nil, http.StatusOK, &o); err != nil {
-			return 0, err
-		}
-		switch o.Status {
-		case "COMPLETED":
-			return time.Since(start), nil
-		case "CANCELLED":
-			return 0, fmt.Errorf("order %s cancelled", o.ID)
-		}
-		select {
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+// Result is what -out writes.
+type Result struct {
+	Started   time.Time    `json:"started"`
+	Args      []string     `json:"args"`
+	Customers int          `json:"customers"`
+	SKUs      int          `json:"skus"`
+	Mix       workload.Mix `json:"mix"`
+	Seed      int64        `json:"seed"`
+	Steps     []StepResult `json:"steps"`
+	// Sweep only: the highest offered rate sustained under P99BoundMS.
+	P99BoundMS    float64 `json:"p99_bound_ms,omitempty"`
+	BestSustained float64 `json:"best_sustained_rate,omitempty"`
 }
 
-func put(ctx context.Context, url string, v any) error {
-	body, _ := json.Marshal(v)
-	return do(ctx, http.MethodPut, url, body, http.StatusOK, nil)
-}
-
-func do(ctx context.Context, method, url string, body []byte, want int, v any) error {
-	req, err := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(body))
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o, err := parse(args, stderr)
 	if err != nil {
 		return err
 	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := http.DefaultClient.Do(req)
+	mix, err := workload.ParseMix(o.mix)
 	if err != nil {
 		return err
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != want {
-		return fmt.Errorf("%s %s = %d: %s", method, url, resp.StatusCode, b)
+	var rates []float64
+	if o.sweep != "" {
+		if rates, err = parseSweep(o.sweep); err != nil {
+			return err
+		}
 	}
-	if v != nil {
-		return json.Unmarshal(b, v)
+
+	// A fresh world per run, so runs never share balances or stock.
+	prefix := "load-" + uuid.NewString()[:8]
+	world := workload.NewWorld(prefix, o.customers, o.skus)
+	a := newAPI(o.orderURL, o.paymentURL, o.inventoryURL)
+	fmt.Fprintf(stderr, "[load] setting up %d customers and %d SKUs (%s)\n", len(world.Balance), len(world.Stock), prefix)
+	if err := a.setup(ctx, world); err != nil {
+		return fmt.Errorf("setup: %w", err)
 	}
-	return nil
+	l := &Loader{api: a, planner: workload.NewPlanner(o.seed, prefix, world, mix), progress: o.progress, log: stderr, polls: make(chan struct{}, 64)}
+	res := Result{Started: time.Now().UTC(), Args: args, Customers: o.customers, SKUs: o.skus, Mix: mix, Seed: o.seed}
+
+	steps := []Step{{Open: o.rate > 0, Rate: o.rate, Clients: o.clients}}
+	if rates != nil {
+		steps = steps[:0]
+		for _, r := range rates {
+			steps = append(steps, Step{Open: true, Rate: r})
+		}
+	}
+	for _, st := range steps {
+		st.Duration, st.Drain, st.MaxInFlight = o.duration, o.drain, o.maxInFlight
+		r := l.Run(ctx, st)
+		fmt.Fprintln(stdout, r.Line())
+		res.Steps = append(res.Steps, r)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	if rates != nil {
+		res.P99BoundMS = float64(o.p99.Microseconds()) / 1000
+		res.BestSustained = best(res.Steps, res.P99BoundMS)
+		fmt.Fprintf(stdout, "highest rate sustained with p99 under %s: %s orders/s\n", o.p99, trim(res.BestSustained))
+	}
+	if err := write(o.out, func(w io.Writer) error {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(res)
+	}); err != nil {
+		return err
+	}
+	title := fmt.Sprintf("choreo sweep %s: %d customers, %d SKUs, mix %s", res.Started.Format("2006-01-02 15:04"), o.customers, o.skus, strings.ReplaceAll(o.mix, ",", " "))
+	if err := write(o.chart, func(w io.Writer) error { return chart(w, title, res.Steps, res.P99BoundMS) }); err != nil {
+		return err
+	}
+	for _, s := range res.Steps {
+		if s.Unexpected > 0 {
+			return fmt.Errorf("%d sagas ended otherwise than planned, e.g. %s", s.Unexpected, strings.Join(s.Examples, "; "))
+		}
+	}
+	return ctx.Err()
+}
+
+// write creates path and fills it with f; nothing when path is empty.
+func write(path string, f func(io.Writer) error) error {
+	if path == "" {
+		return nil
+	}
+	file, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := f(file); err != nil {
+		file.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return file.Close()
 }

@@ -1,0 +1,142 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/choreo-saga/choreo/internal/workload"
+)
+
+// api talks to the services over HTTP with one pooled client, sized for
+// many requests in flight (the default keeps only two idle connections
+// per host, so an open-loop run would spend its time in TCP handshakes).
+type api struct {
+	order, payment, inventory string
+	http                      *http.Client
+}
+
+func newAPI(order, payment, inventory string) *api {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns, t.MaxIdleConnsPerHost = 512, 512
+	return &api{order: order, payment: payment, inventory: inventory,
+		http: &http.Client{Transport: t, Timeout: 30 * time.Second}}
+}
+
+// statusError is an answer other than the one expected.
+type statusError struct {
+	Code int
+	Body string
+}
+
+func (e *statusError) Error() string { return fmt.Sprintf("HTTP %d: %s", e.Code, e.Body) }
+
+// do sends body as JSON and decodes a 2xx answer into v.
+func (a *api) do(ctx context.Context, method, url string, hdr map[string]string, body, v any) error {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, rd)
+	if err != nil {
+		return err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, val := range hdr {
+		req.Header.Set(k, val)
+	}
+	resp, err := a.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode/100 != 2 {
+		return &statusError{Code: resp.StatusCode, Body: string(bytes.TrimSpace(b))}
+	}
+	if v != nil {
+		return json.Unmarshal(b, v)
+	}
+	return nil
+}
+
+// order is what GET /orders/{id} tells the load tool: its status and the
+// server's own timestamps, whose difference is the saga's latency
+// whatever the polling interval.
+type order struct {
+	ID           string    `json:"id"`
+	Status       string    `json:"status"`
+	CancelReason string    `json:"cancel_reason"`
+	CreatedAt    time.Time `json:"created_at"`
+	UpdatedAt    time.Time `json:"updated_at"`
+}
+
+// terminal reports whether the saga has ended.
+func (o order) terminal() bool { return o.Status == "COMPLETED" || o.Status == "CANCELLED" }
+
+// outcome is the order's end as workload.Kind.Outcome spells it.
+func (o order) outcome() string {
+	if o.Status == "CANCELLED" {
+		return o.Status + "/" + o.CancelReason
+	}
+	return o.Status
+}
+
+// place sends POST /orders under the order's Idempotency-Key.
+func (a *api) place(ctx context.Context, w workload.Order) (order, error) {
+	var o order
+	err := a.do(ctx, http.MethodPost, a.order+"/orders", map[string]string{"Idempotency-Key": w.Key}, w.Body(), &o)
+	return o, err
+}
+
+// get reads one order.
+func (a *api) get(ctx context.Context, id string) (order, error) {
+	var o order
+	err := a.do(ctx, http.MethodGet, a.order+"/orders/"+id, nil, nil, &o)
+	return o, err
+}
+
+// setup creates the world's accounts and stock, create-only
+// (If-None-Match: *), sixteen requests at a time.
+func (a *api) setup(ctx context.Context, w workload.World) error {
+	sem := make(chan struct{}, 16)
+	var mu sync.Mutex
+	var errs error
+	var wg sync.WaitGroup
+	put := func(url string, body any) {
+		defer wg.Done()
+		defer func() { <-sem }()
+		if err := a.do(ctx, http.MethodPut, url, map[string]string{"If-None-Match": "*"}, body, nil); err != nil {
+			mu.Lock()
+			errs = errors.Join(errs, fmt.Errorf("PUT %s: %w", url, err))
+			mu.Unlock()
+		}
+	}
+	for c, balance := range w.Balance {
+		sem <- struct{}{}
+		wg.Add(1)
+		go put(a.payment+"/accounts/"+c, map[string]any{"balance": balance, "currency": "JPY"})
+	}
+	for sku, units := range w.Stock {
+		sem <- struct{}{}
+		wg.Add(1)
+		go put(a.inventory+"/stock/"+sku, map[string]any{"available": units})
+	}
+	wg.Wait()
+	return errs
+}

@@ -1,0 +1,170 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/choreo-saga/choreo/internal/workload"
+)
+
+// Step is one offered load: open loop (Rate orders a second, sent on
+// schedule whatever the system's latency, so a slow system cannot slow
+// the load down and hide its own queueing) or closed loop (Clients that
+// each place an order and wait for its end before the next).
+type Step struct {
+	Open     bool
+	Rate     float64
+	Clients  int
+	Duration time.Duration
+	// Drain is how long, after the last order is sent, the step waits for
+	// the sagas in flight to end before it counts them unfinished.
+	Drain time.Duration
+	// MaxInFlight bounds the open loop's outstanding orders; sends past
+	// it are refused (counted), so an overloaded system cannot exhaust
+	// the load tool's memory.
+	MaxInFlight int
+}
+
+// Loader runs steps against one system.
+type Loader struct {
+	api      *api
+	mu       sync.Mutex
+	planner  *workload.Planner
+	progress time.Duration
+	log      io.Writer
+	polls    chan struct{} // bounds concurrent GETs
+}
+
+func (l *Loader) next() workload.Order {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.planner.Next()
+}
+
+// Run offers st's load and returns what came of it.
+func (l *Loader) Run(ctx context.Context, st Step) StepResult {
+	stats := newStats()
+	start := time.Now()
+	stop := start.Add(st.Duration)
+	// Sagas still running at giveUp are counted unfinished.
+	watchCtx, cancel := context.WithDeadline(ctx, stop.Add(st.Drain))
+	defer cancel()
+	done := make(chan struct{})
+	go l.report(stats, start, done)
+
+	var wg sync.WaitGroup
+	if st.Open {
+		interval := time.Duration(float64(time.Second) / st.Rate)
+		for i := 0; ; i++ {
+			due := start.Add(time.Duration(i) * interval)
+			if !due.Before(stop) || !sleepUntil(ctx, due) {
+				break
+			}
+			if st.MaxInFlight > 0 && stats.inFlight() >= st.MaxInFlight {
+				stats.placed(0, fmt.Errorf("more than %d orders in flight", st.MaxInFlight))
+				continue
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				l.one(ctx, watchCtx, l.next(), stats)
+			}()
+		}
+	} else {
+		for range st.Clients {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for time.Now().Before(stop) && ctx.Err() == nil {
+					l.one(ctx, watchCtx, l.next(), stats)
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	close(done)
+	mode := "closed"
+	if st.Open {
+		mode = "open"
+	}
+	return stats.result(mode, st.Rate, st.Clients, st.Duration)
+}
+
+// one places an order and follows it to its end.
+func (l *Loader) one(ctx, watchCtx context.Context, w workload.Order, stats *Stats) {
+	t0 := time.Now()
+	o, err := l.api.place(ctx, w)
+	stats.placed(time.Since(t0), err)
+	if err != nil {
+		return
+	}
+	if o, ok := l.watch(watchCtx, o); ok {
+		stats.ended(o, w.Kind.Outcome())
+		return
+	}
+	stats.gaveUp()
+}
+
+// watch polls an order until it ends or ctx does. The latency is taken
+// from the order's own timestamps, so the polling interval only delays
+// when the end is noticed, not what is measured: it starts at 20 ms and
+// doubles to 500 ms, which keeps the GETs a small fraction of the load.
+func (l *Loader) watch(ctx context.Context, o order) (order, bool) {
+	wait := 20 * time.Millisecond
+	for !o.terminal() {
+		if !sleepUntil(ctx, time.Now().Add(wait)) {
+			return o, false
+		}
+		wait = min(2*wait, 500*time.Millisecond)
+		l.polls <- struct{}{}
+		got, err := l.api.get(ctx, o.ID)
+		<-l.polls
+		if err == nil {
+			o = got
+		}
+	}
+	return o, true
+}
+
+// report prints a progress line every l.progress until done.
+func (l *Loader) report(s *Stats, start time.Time, done <-chan struct{}) {
+	if l.progress <= 0 {
+		return
+	}
+	t := time.NewTicker(l.progress)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+		}
+		s.mu.Lock()
+		ended := s.completed + s.cancelled
+		line := fmt.Sprintf("[load] %5.0fs sent %d, ended %d (%.0f/s), in flight %d, refused %d; saga p50 %.0fms p99 %.0fms\n",
+			time.Since(start).Seconds(), s.sent, ended, float64(ended)/time.Since(start).Seconds(),
+			s.sent-s.refused-ended-s.unfinished, s.refused,
+			float64(s.saga.ValueAtQuantile(50))/1000, float64(s.saga.ValueAtQuantile(99))/1000)
+		s.mu.Unlock()
+		fmt.Fprint(l.log, line)
+	}
+}
+
+// sleepUntil waits until t; false if ctx ended first.
+func sleepUntil(ctx context.Context, t time.Time) bool {
+	d := time.Until(t)
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-timer.C:
+		return true
+	}
+}
