@@ -1,5 +1,5 @@
 # The two commands that do everything on a fresh machine (no Docker needed):
-#   make run    start Kafka + PostgreSQL and the four services (Ctrl-C stops)
+#   make run    start Kafka + PostgreSQL, the four services and the tracker (Ctrl-C stops)
 #   make test   start Kafka + PostgreSQL and run every test against them
 .PHONY: run test infra-up infra-down vet up down logs local
 

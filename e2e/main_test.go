@@ -1,5 +1,6 @@
-// Package e2e runs the four services as separate processes against a Kafka
-// and a PostgreSQL, drives them over HTTP and Kafka, injects faults
+// Package e2e runs the four services, and the saga tracker that watches
+// them, as separate processes against a Kafka and a PostgreSQL, drives
+// them over HTTP and Kafka, injects faults
 // (redelivery, concurrent delivery, poison messages, crashes, broker
 // restarts) and asserts the end state in every service.
 //
@@ -80,7 +81,7 @@ func run(m *testing.M) int {
 	defer os.RemoveAll(workDir)
 
 	start := time.Now()
-	for _, name := range []string{"order", "payment", "inventory", "shipping"} {
+	for _, name := range []string{"order", "payment", "inventory", "shipping", "tracker"} {
 		dbURLs[name] = running.DatabaseURLs[name]
 		bin := filepath.Join(workDir, name)
 		build := exec.Command("go", "build", "-o", bin, "./services/"+name+"/cmd/"+name)
@@ -104,6 +105,9 @@ func run(m *testing.M) int {
 				fmt.Sprintf("HTTP_ADDR=127.0.0.1:%d", port),
 				"DATABASE_URL="+dbURLs[name],
 				"KAFKA_BROKERS="+brokers,
+				// Short, so that TestTrackerReportsStuckSaga need not wait
+				// long; only the tracker reads it.
+				"TRACKER_SAGA_SLA="+trackerSLA.String(),
 			),
 		}
 		services[name] = s
@@ -123,7 +127,7 @@ func run(m *testing.M) int {
 			return 1
 		}
 	}
-	fmt.Fprintf(os.Stderr, "e2e: four services built and ready in %s\n", time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(os.Stderr, "e2e: four services and the tracker built and ready in %s\n", time.Since(start).Round(time.Millisecond))
 
 	code := m.Run()
 	fmt.Fprintf(os.Stderr, "e2e: %d orders ran through the saga in %s\n", ordersCreated.Load(), time.Since(start).Round(time.Second))

@@ -71,7 +71,7 @@ PG_USER=postgres
 PG_ROOT="$INFRA_DIR/postgres"
 PG_DATA="$PG_ROOT/data"
 PG_SOCK="$PG_ROOT/run"
-DATABASES=(order_db payment_db inventory_db shipping_db choreo_test)
+DATABASES=(order_db payment_db inventory_db shipping_db tracker_db choreo_test)
 
 LOG_DIR="$INFRA_DIR/logs"
 RUN_DIR="$INFRA_DIR/run"
@@ -96,6 +96,7 @@ print_env() {
   echo "export PAYMENT_DATABASE_URL=$(pg_url payment_db)"
   echo "export INVENTORY_DATABASE_URL=$(pg_url inventory_db)"
   echo "export SHIPPING_DATABASE_URL=$(pg_url shipping_db)"
+  echo "export TRACKER_DATABASE_URL=$(pg_url tracker_db)"
   echo "export TEST_DATABASE_URL=$(pg_url choreo_test)"
 }
 

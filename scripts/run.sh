@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs the whole system on this machine, without Docker: starts Kafka and
-# PostgreSQL (scripts/infra.sh), builds the four services and runs them on
-# their default ports (order :8080, payment :8081, inventory :8082,
-# shipping :8083), each with its own database. Logs go to bin/logs/.
+# PostgreSQL (scripts/infra.sh), builds the four services and the saga
+# tracker and runs them on their default ports (order :8080, payment :8081,
+# inventory :8082, shipping :8083, tracker :8084), each with its own database. Logs go to bin/logs/.
 # Ctrl-C stops the services gracefully; `scripts/infra.sh down` stops the infrastructure.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -18,16 +18,16 @@ stop() {
 }
 trap stop INT TERM EXIT
 
-for svc in order payment inventory shipping; do
+for svc in order payment inventory shipping tracker; do
   go build -o "bin/$svc" "./services/$svc/cmd/$svc"
 done
-for svc in order payment inventory shipping; do
+for svc in order payment inventory shipping tracker; do
   url_var="$(echo "$svc" | tr '[:lower:]' '[:upper:]')_DATABASE_URL"
   DATABASE_URL="${!url_var}" KAFKA_BROKERS="$KAFKA_BROKERS" "bin/$svc" >>"bin/logs/$svc.log" 2>&1 &
   pids+=("$!")
 done
 
-for port in 8080 8081 8082 8083; do
+for port in 8080 8081 8082 8083 8084; do
   for _ in $(seq 1 300); do
     curl -fsS "http://127.0.0.1:$port/readyz" >/dev/null 2>&1 && break
     sleep 0.2
@@ -35,7 +35,7 @@ for port in 8080 8081 8082 8083; do
   curl -fsS "http://127.0.0.1:$port/readyz" >/dev/null || { echo "service on :$port is not ready; see bin/logs/" >&2; exit 1; }
 done
 cat >&2 <<'TXT'
-Choreo is running: order :8080  payment :8081  inventory :8082  shipping :8083
+Choreo is running: order :8080  payment :8081  inventory :8082  shipping :8083  tracker :8084 (open http://localhost:8084/)
 Logs: bin/logs/<service>.log     Stop: Ctrl-C
 Try the walkthrough in README.md, e.g.:
   curl -s -X PUT localhost:8081/accounts/c-1 -H 'Content-Type: application/json' -d '{"balance":10000}'

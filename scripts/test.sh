@@ -10,6 +10,15 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 eval "$(bash scripts/infra.sh up)"
 
+# The tracker's page is tested in headless Chromium (Debian's package).
+if ! command -v chromium >/dev/null; then
+  if [ "$(id -u)" -eq 0 ]; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium
+  else
+    sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium
+  fi
+fi
+
 go vet ./...
 go test -count=1 -timeout 20m $(go list ./... | grep -v '/e2e$')
 go test -count=1 -timeout 30m -v ./e2e

@@ -31,6 +31,7 @@ import (
 	"github.com/choreo-saga/choreo/services/order"
 	"github.com/choreo-saga/choreo/services/payment"
 	"github.com/choreo-saga/choreo/services/shipping"
+	"github.com/choreo-saga/choreo/services/tracker"
 )
 
 // repoRoot is the module root relative to this package; compose.yaml's
@@ -40,7 +41,7 @@ const repoRoot = "../.."
 // kafkaService is the compose service of the broker.
 const kafkaService = "kafka"
 
-// services are the four services with their defaults: the shared part
+// services are the four services and the tracker with their defaults: the shared part
 // (base) and a fresh *Config, whose envconfig tags say which variables it
 // reads.
 var services = []struct {
@@ -52,6 +53,7 @@ var services = []struct {
 	{payment.Name, payment.DefaultConfig().Config, func() any { c := payment.DefaultConfig(); return &c }},
 	{inventory.Name, inventory.DefaultConfig().Config, func() any { c := inventory.DefaultConfig(); return &c }},
 	{shipping.Name, shipping.DefaultConfig().Config, func() any { c := shipping.DefaultConfig(); return &c }},
+	{tracker.Name, tracker.DefaultConfig().Config, func() any { c := tracker.DefaultConfig(); return &c }},
 }
 
 // dbService names the database container of a service.

@@ -23,17 +23,18 @@ import (
 
 // TestRun runs the embedded mode as `go run ./deploy/local` does, on free
 // ports so that it runs beside anything else (a real Kafka on 9092, the
-// services on 8080-8083), takes one order down the happy path and one down a
+// services on 8080-8084), takes one order down the happy path and one down a
 // compensated path over HTTP, then stops it as Ctrl-C does and checks that
 // nothing is left running.
 func TestRun(t *testing.T) {
-	ports := freePorts(t, 6)
+	ports := freePorts(t, 7)
 	kafkaPort, pgPort := ports[0], ports[1]
 	svc := map[string]string{
 		"order":     "http://127.0.0.1:" + strconv.Itoa(ports[2]),
 		"payment":   "http://127.0.0.1:" + strconv.Itoa(ports[3]),
 		"inventory": "http://127.0.0.1:" + strconv.Itoa(ports[4]),
 		"shipping":  "http://127.0.0.1:" + strconv.Itoa(ports[5]),
+		"tracker":   "http://127.0.0.1:" + strconv.Itoa(ports[6]),
 	}
 	args := []string{
 		"-kafka-addr", "127.0.0.1:" + strconv.Itoa(kafkaPort),
@@ -42,6 +43,7 @@ func TestRun(t *testing.T) {
 		"-payment-addr", strings.TrimPrefix(svc["payment"], "http://"),
 		"-inventory-addr", strings.TrimPrefix(svc["inventory"], "http://"),
 		"-shipping-addr", strings.TrimPrefix(svc["shipping"], "http://"),
+		"-tracker-addr", strings.TrimPrefix(svc["tracker"], "http://"),
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -82,6 +84,7 @@ func TestRun(t *testing.T) {
 		wantField(t, svc["payment"]+"/payments/"+id, "status", "COMPLETED")
 		wantField(t, svc["inventory"]+"/reservations/"+id, "status", "RESERVED")
 		wantField(t, svc["shipping"]+"/shipments/"+id, "status", "SCHEDULED")
+		eventuallyField(t, svc["tracker"]+"/sagas/"+id, "state", "completed")
 	})
 
 	t.Run("Compensated", func(t *testing.T) {
@@ -98,6 +101,7 @@ func TestRun(t *testing.T) {
 		wantField(t, svc["payment"]+"/accounts/c-comp", "balance", 10000.0)
 		wantField(t, svc["inventory"]+"/stock/SKU-comp", "available", 10.0)
 		wantField(t, svc["inventory"]+"/stock/SKU-comp", "reserved", 0.0)
+		eventuallyField(t, svc["tracker"]+"/sagas/"+id, "state", "cancelled")
 	})
 
 	// What Ctrl-C does: cancel the context.
@@ -224,6 +228,16 @@ func wantField(t *testing.T, url, field string, want any) {
 	if status != http.StatusOK || v[field] != want {
 		t.Errorf("GET %s = %d, %s = %v; want %v (%v)", url, status, field, v[field], want, v)
 	}
+}
+
+// eventuallyField is wantField for a reader that may lag, such as the
+// tracker: it retries for up to 30 seconds.
+func eventuallyField(t *testing.T, url, field string, want any) {
+	t.Helper()
+	testenv.Eventually(t, 30*time.Second, fmt.Sprintf("GET %s has %s = %v", url, field, want), func() bool {
+		status, v := do(t, http.MethodGet, url, "")
+		return status == http.StatusOK && v[field] == want
+	})
 }
 
 // syncBuffer is a bytes.Buffer safe for the concurrent writes of run's

@@ -6,9 +6,10 @@
 // It starts an in-process Kafka-protocol broker (franz-go's kfake) on
 // 127.0.0.1:9092 and a throwaway PostgreSQL (the machine's own binaries if
 // installed, else downloaded once into the user's cache), then the four
-// services, in this process, on their usual ports: order :8080, payment
-// :8081, inventory :8082, shipping :8083. Once all four answer /readyz it
-// prints the curl commands of a walkthrough. Ctrl-C stops the services, then
+// services and the saga tracker, in this process, on their usual ports:
+// order :8080, payment :8081, inventory :8082, shipping :8083, tracker
+// :8084. Once all five answer /readyz it prints the curl commands of a
+// walkthrough. Ctrl-C stops the services, then
 // the broker and the database; a second Ctrl-C exits at once (PostgreSQL
 // still shuts down: it is told to when its parent dies).
 //
@@ -18,7 +19,9 @@
 //	-pg-port 0                   PostgreSQL's port on 127.0.0.1; 0 picks one
 //	-data-dir DIR                keep the data in DIR between runs (default: throwaway)
 //	-order-addr :8080            the services' HTTP addresses, likewise
-//	                             -payment-addr, -inventory-addr, -shipping-addr
+//	                             -payment-addr, -inventory-addr, -shipping-addr,
+//	                             -tracker-addr (:8084)
+//	-saga-sla 30s                when the tracker calls a running saga stuck
 //	-shipping-countries JP,...   the countries shipping serves
 //	-log-level info              debug, info, warn or error
 //
@@ -51,6 +54,7 @@ import (
 	"github.com/choreo-saga/choreo/services/order"
 	"github.com/choreo-saga/choreo/services/payment"
 	"github.com/choreo-saga/choreo/services/shipping"
+	"github.com/choreo-saga/choreo/services/tracker"
 )
 
 func main() {
@@ -76,6 +80,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	flags.SetOutput(stderr)
 	orderCfg, paymentCfg := order.DefaultConfig(), payment.DefaultConfig()
 	inventoryCfg, shippingCfg := inventory.DefaultConfig(), shipping.DefaultConfig()
+	trackerCfg := tracker.DefaultConfig()
 	var (
 		kafkaAddr     = flags.String("kafka-addr", "127.0.0.1:9092", "`host:port` of the embedded Kafka broker; port 0 picks a free one")
 		pgPort        = flags.Int("pg-port", 0, "PostgreSQL's `port` on 127.0.0.1; 0 picks a free one")
@@ -84,6 +89,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		paymentAddr   = flags.String("payment-addr", paymentCfg.HTTPAddr, "payment service's HTTP `address`")
 		inventoryAddr = flags.String("inventory-addr", inventoryCfg.HTTPAddr, "inventory service's HTTP `address`")
 		shippingAddr  = flags.String("shipping-addr", shippingCfg.HTTPAddr, "shipping service's HTTP `address`")
+		trackerAddr   = flags.String("tracker-addr", trackerCfg.HTTPAddr, "saga tracker's HTTP `address`")
+		sagaSLA       = flags.Duration("saga-sla", trackerCfg.SagaSLA, "how long a saga may run before the tracker calls it stuck (`duration`)")
 		countries     = flags.String("shipping-countries", shippingCfg.ServedCountries, "comma-separated `codes` of the countries shipping serves")
 		logLevel      = flags.String("log-level", "info", "log `level`: debug, info, warn or error")
 	)
@@ -129,24 +136,28 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		{payment.Name, &paymentCfg.Config, *paymentAddr},
 		{inventory.Name, &inventoryCfg.Config, *inventoryAddr},
 		{shipping.Name, &shippingCfg.Config, *shippingAddr},
+		{tracker.Name, &trackerCfg.Config, *trackerAddr},
 	} {
 		c.cfg.HTTPAddr, c.cfg.DatabaseURL, c.cfg.KafkaBrokers, c.cfg.Logger = c.addr, inf.DatabaseURLs[c.name], inf.Brokers, log
 	}
 	shippingCfg.ServedCountries = *countries
+	trackerCfg.SagaSLA = *sagaSLA
 	g.Go(func() error { return serviceErr(order.Name, order.Run(gctx, orderCfg)) })
 	g.Go(func() error { return serviceErr(payment.Name, payment.Run(gctx, paymentCfg)) })
 	g.Go(func() error { return serviceErr(inventory.Name, inventory.Run(gctx, inventoryCfg)) })
 	g.Go(func() error { return serviceErr(shipping.Name, shipping.Run(gctx, shippingCfg)) })
+	g.Go(func() error { return serviceErr(tracker.Name, tracker.Run(gctx, trackerCfg)) })
 
 	urls := walkthrough{
 		Order:     baseURL(*orderAddr),
 		Payment:   baseURL(*paymentAddr),
 		Inventory: baseURL(*inventoryAddr),
 		Shipping:  baseURL(*shippingAddr),
+		Tracker:   baseURL(*trackerAddr),
 		Kafka:     strings.Join(inf.Brokers, ","),
 		Postgres:  inf.DatabaseURLs["order"],
 	}
-	if err := waitReady(gctx, 2*time.Minute, urls.Order, urls.Payment, urls.Inventory, urls.Shipping); err != nil {
+	if err := waitReady(gctx, 2*time.Minute, urls.Order, urls.Payment, urls.Inventory, urls.Shipping, urls.Tracker); err != nil {
 		// A service that failed to start ended gctx; its error says why.
 		if werr := g.Wait(); werr != nil {
 			return werr
@@ -223,9 +234,9 @@ func waitReady(ctx context.Context, timeout time.Duration, bases ...string) erro
 
 // walkthrough is what walkthroughText shows.
 type walkthrough struct {
-	Order, Payment, Inventory, Shipping string
-	Kafka, Postgres                     string
-	Took                                time.Duration
+	Order, Payment, Inventory, Shipping, Tracker string
+	Kafka, Postgres                              string
+	Took                                         time.Duration
 }
 
 // walkthroughText is printed once the services are ready, through a
@@ -239,8 +250,9 @@ Choreo is running, ready in {{.Took}} (embedded Kafka and PostgreSQL)
   payment    {{.Payment}}
   inventory  {{.Inventory}}
   shipping   {{.Shipping}}
+  tracker    {{.Tracker}}  (open it in a browser: every saga's timeline)
   kafka      {{.Kafka}}
-  postgres   {{.Postgres}}  (and payment_db, inventory_db, shipping_db)
+  postgres   {{.Postgres}}  (and payment_db, inventory_db, shipping_db, tracker_db)
 
 Happy path: the customer pays, the stock is reserved, the shipment scheduled.
 
@@ -252,6 +264,7 @@ Happy path: the customer pays, the stock is reserved, the shipment scheduled.
   curl -s {{.Order}}/orders/$ID	# "status":"COMPLETED"
   curl -s {{.Payment}}/accounts/c-1	# "balance":5000
   curl -s {{.Inventory}}/stock/SKU-1	# "available":8, "reserved":2
+  curl -s {{.Tracker}}/sagas/$ID	# "state":"completed", the saga's events in time order
 
 Compensated: shipping does not serve Brazil, so inventory releases the items
 and payment refunds the charge.
@@ -264,6 +277,7 @@ and payment refunds the charge.
   curl -s {{.Inventory}}/reservations/$ID	# "status":"RELEASED"
   curl -s {{.Payment}}/payments/$ID	# "status":"REFUNDED"
   curl -s {{.Payment}}/accounts/c-1	# "balance":5000 again
+  curl -s {{.Tracker}}/sagas/$ID	# "state":"cancelled"; the page at {{.Tracker}}/?order=$ID draws it
 
 Ctrl-C stops everything.
 `))

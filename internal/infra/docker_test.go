@@ -123,6 +123,7 @@ func TestDockerDatabaseNames(t *testing.T) {
 		"payment":   "payment_db",
 		"inventory": "inventory_db",
 		"shipping":  "shipping_db",
+		"tracker":   "tracker_db",
 		"test":      "choreo_test",
 	}
 	for _, name := range Databases {

@@ -25,8 +25,8 @@ import (
 )
 
 // Databases are the logical databases every source provides: one per
-// service, and one for package tests.
-var Databases = []string{"order", "payment", "inventory", "shipping", "test"}
+// service (the tracker included), and one for package tests.
+var Databases = []string{"order", "payment", "inventory", "shipping", "tracker", "test"}
 
 // DatabaseName is the PostgreSQL database behind a name in Databases —
 // "test" is choreo_test, the others <name>_db — the same databases

@@ -1,0 +1,141 @@
+// Package tracker is the saga tracker: a passive observer that reads every
+// event the four services publish and shows each saga's timeline, where it
+// stands (running, completed, cancelled, stuck) and which step it waits
+// for, over HTTP (GET /sagas/{order_id}, GET /sagas, and an HTML page at
+// GET /) and in Prometheus metrics.
+//
+// It is no participant: it has a consumer group of its own over the saga's
+// topics and a database of its own, emits nothing (no outbox, no dead
+// letters), and no service depends on it. It sees only what is published,
+// may lag, and must never be used to drive the saga; see docs/tracker.md.
+//
+// Run wires it; cmd/tracker only reads the environment and calls it, so
+// tests and the embedded mode run it in-process.
+package tracker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/choreo-saga/choreo/pkg/broker"
+	"github.com/choreo-saga/choreo/pkg/consumer"
+	"github.com/choreo-saga/choreo/pkg/events"
+	"github.com/choreo-saga/choreo/pkg/participant"
+	"github.com/choreo-saga/choreo/pkg/pg"
+	"github.com/choreo-saga/choreo/pkg/web"
+	"github.com/choreo-saga/choreo/services/tracker/internal/eventapi"
+	"github.com/choreo-saga/choreo/services/tracker/internal/httpapi"
+	"github.com/choreo-saga/choreo/services/tracker/internal/store"
+)
+
+// Name is the tracker's consumer group and the service label of its
+// metrics and logs.
+const Name = "tracker"
+
+// Topics are the saga's topics, every one of which the tracker reads.
+var Topics = []string{events.TopicOrder, events.TopicPayment, events.TopicInventory, events.TopicShipping}
+
+// Config is the tracker's configuration: the variables every service reads
+// (HTTP_ADDR, DATABASE_URL, KAFKA_BROKERS, …; the outbox and fail-point
+// ones have nothing to act on here) and its SLA. cmd/tracker reads it from
+// the environment over DefaultConfig.
+type Config struct {
+	participant.Config
+	// SagaSLA is how long a saga may run, from its first event's
+	// occurred_at, before the tracker calls it stuck.
+	SagaSLA time.Duration `envconfig:"TRACKER_SAGA_SLA"`
+	// StuckEvery is how often the stuck-saga gauge is recomputed from the
+	// database.
+	StuckEvery time.Duration `ignored:"true"`
+	// GroupID is the consumer group; Name unless a test needs its own.
+	GroupID string `ignored:"true"`
+	// Now is the clock that tells stuck from running; nil means time.Now.
+	Now func() time.Time `ignored:"true"`
+}
+
+// DefaultConfig returns the defaults: HTTP on :8084, a 30-second SLA.
+func DefaultConfig() Config {
+	return Config{Config: participant.DefaultConfig(":8084"), SagaSLA: 30 * time.Second}
+}
+
+// Validate reports the first bad setting, naming its variable.
+func (c Config) Validate() error {
+	if err := c.Config.Validate(); err != nil {
+		return err
+	}
+	if c.SagaSLA <= 0 {
+		return fmt.Errorf("TRACKER_SAGA_SLA: %s is not a positive duration", c.SagaSLA)
+	}
+	return nil
+}
+
+// Schema is the tracker's tables. It needs neither processed_events nor
+// an outbox: its own table's unique event id de-duplicates, and it emits
+// nothing.
+var Schema = pg.Schema{Name: Name, FS: store.Migrations, Dir: "migrations"}
+
+// Run runs the tracker until ctx ends: its consumer group, its HTTP API and
+// the stuck-saga gauge. It returns after all three stopped, the message in
+// hand recorded and its offset committed.
+func Run(ctx context.Context, cfg Config) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.StuckEvery <= 0 {
+		cfg.StuckEvery = 5 * time.Second
+	}
+	if cfg.GroupID == "" {
+		cfg.GroupID = Name
+	}
+	log := cfg.Logger.With("service", Name)
+
+	db, err := pg.Open(ctx, cfg.DatabaseURL, 30*time.Second)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if err := pg.Migrate(ctx, db, log, Schema); err != nil {
+		return err
+	}
+	// The tracker may start before the services that create the topics.
+	if err := broker.EnsureTopicsWith(ctx, cfg.KafkaBrokers, Name, cfg.TopicSettings, Topics...); err != nil {
+		return err
+	}
+	st := store.New(db, cfg.SagaSLA, cfg.Now)
+	group, err := consumer.New(consumer.Config{
+		Brokers:    cfg.KafkaBrokers,
+		GroupID:    cfg.GroupID,
+		Topics:     Topics,
+		Handler:    eventapi.Handler(Name, st, log, observeEnd),
+		DeadLetter: eventapi.SkipDeadLetter(log),
+		InstanceID: cfg.GroupInstanceID,
+		Logger:     log,
+	})
+	if err != nil {
+		return err
+	}
+	api := httpapi.Routes(cfg.SagaSLA, cfg.Now)(log, db, map[string]web.Check{
+		"database": db.PingContext,
+		"kafka":    broker.NewProbe(cfg.KafkaBrokers, time.Second).Check,
+	})
+
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return group.Run(ctx) })
+	g.Go(func() error { return web.Serve(ctx, cfg.HTTPAddr, api, log) })
+	g.Go(func() error { return watchStuck(ctx, st, cfg.StuckEvery, log) })
+	log.Info("tracker started", "http", cfg.HTTPAddr, "consumes", Topics, "sla", cfg.SagaSLA)
+	err = g.Wait()
+	log.Info("tracker stopped", "err", err)
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}

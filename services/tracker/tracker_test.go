@@ -1,0 +1,300 @@
+package tracker_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/google/uuid"
+
+	"github.com/choreo-saga/choreo/internal/testenv"
+	"github.com/choreo-saga/choreo/pkg/broker"
+	"github.com/choreo-saga/choreo/pkg/events"
+	"github.com/choreo-saga/choreo/services/tracker"
+)
+
+func TestConfigValidate(t *testing.T) {
+	valid := func() tracker.Config {
+		cfg := tracker.DefaultConfig()
+		cfg.DatabaseURL = "postgres://postgres@127.0.0.1:5432/tracker_db?sslmode=disable"
+		cfg.KafkaBrokers = []string{"127.0.0.1:9092"}
+		return cfg
+	}
+	tests := []struct {
+		name    string
+		change  func(*tracker.Config)
+		wantVar string // "" means valid
+	}{
+		{"DefaultsAreValid", func(*tracker.Config) {}, ""},
+		{"ZeroSLAFails", func(c *tracker.Config) { c.SagaSLA = 0 }, "TRACKER_SAGA_SLA"},
+		{"NegativeSLAFails", func(c *tracker.Config) { c.SagaSLA = -time.Second }, "TRACKER_SAGA_SLA"},
+		{"EmptyDatabaseURLFails", func(c *tracker.Config) { c.DatabaseURL = "" }, "DATABASE_URL"},
+		{"NoKafkaBrokersFails", func(c *tracker.Config) { c.KafkaBrokers = nil }, "KAFKA_BROKERS"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := valid()
+			tt.change(&cfg)
+			err := cfg.Validate()
+			switch {
+			case tt.wantVar == "" && err != nil:
+				t.Fatalf("Validate() = %v, want nil", err)
+			case tt.wantVar != "" && (err == nil || !strings.HasPrefix(err.Error(), tt.wantVar+":")):
+				t.Fatalf("Validate() = %v, want an error naming %s", err, tt.wantVar)
+			}
+		})
+	}
+}
+
+// running is a tracker run in-process on real Kafka and PostgreSQL.
+type running struct{ base string }
+
+// startTracker runs the tracker with a consumer group and a database of
+// the test's own, and waits until it is ready.
+func startTracker(t *testing.T) running {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	cfg := tracker.DefaultConfig()
+	cfg.HTTPAddr = addr
+	cfg.DatabaseURL = testenv.OwnDatabase(t)
+	cfg.KafkaBrokers = testenv.Brokers(t)
+	cfg.GroupID = "tracker-test-" + uuid.NewString()[:8]
+	cfg.StuckEvery = 100 * time.Millisecond
+	cfg.Logger = testenv.Logger(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- tracker.Run(ctx, cfg) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("tracker.Run: %v", err)
+		}
+	})
+	r := running{base: "http://" + addr}
+	testenv.Eventually(t, 60*time.Second, "the tracker is ready", func() bool {
+		res, err := http.Get(r.base + "/readyz")
+		if err != nil {
+			return false
+		}
+		res.Body.Close()
+		return res.StatusCode == http.StatusOK
+	})
+	return r
+}
+
+// publish sends each envelope to its topic keyed by its order id, as the
+// outbox relay does, and returns their event ids.
+func publish(t *testing.T, envs ...events.Envelope) []string {
+	t.Helper()
+	p, err := broker.NewSyncProducer(testenv.Brokers(t), "tracker-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	var ids []string
+	for _, e := range envs {
+		value, err := e.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		topic, ok := events.TopicOf(e.Type)
+		if !ok {
+			topic = events.TopicOrder // a type this build does not know, e.g. a newer order service's
+		}
+		if _, _, err := p.SendMessage(&sarama.ProducerMessage{Topic: topic, Key: sarama.StringEncoder(e.OrderID), Value: sarama.ByteEncoder(value)}); err != nil {
+			t.Fatalf("publish %s: %v", e.Type, err)
+		}
+		ids = append(ids, e.ID)
+	}
+	return ids
+}
+
+// envelope is an event of order of type typ from source that occurred at
+// at, with an empty payload: the tracker reads envelopes only.
+func envelope(order, typ, source string, at time.Time) events.Envelope {
+	return events.Envelope{ID: uuid.NewString(), Type: typ, Version: 1, OrderID: order, Source: source,
+		OccurredAt: at.UTC(), Payload: json.RawMessage(`{}`)}
+}
+
+type saga struct {
+	OrderID    string `json:"order_id"`
+	State      string `json:"state"`
+	WaitingFor string `json:"waiting_for"`
+	Events     []struct {
+		Type    string `json:"type"`
+		Service string `json:"service"`
+		EventID string `json:"event_id"`
+	} `json:"events"`
+}
+
+// waitSaga polls GET /sagas/{order} until cond holds for it.
+func (r running) waitSaga(t *testing.T, order, what string, cond func(saga) bool) saga {
+	t.Helper()
+	var s saga
+	testenv.Eventually(t, 60*time.Second, what, func() bool {
+		res, err := http.Get(r.base + "/sagas/" + order)
+		if err != nil {
+			return false
+		}
+		defer res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			return false
+		}
+		s = saga{}
+		return json.NewDecoder(res.Body).Decode(&s) == nil && cond(s)
+	})
+	return s
+}
+
+// TestTrackerFollowsPublishedSagas publishes two sagas' events to the real
+// topics — one that completes, with a duplicate, a poison message and an
+// event type this build does not know in between, and one that never gets
+// past payment — and checks what the running tracker shows: over its API,
+// in its metrics, and on its page in headless Chromium.
+func TestTrackerFollowsPublishedSagas(t *testing.T) {
+	r := startTracker(t)
+	now := time.Now()
+	done, stuck := uuid.NewString(), uuid.NewString()
+	at := func(ms int) time.Time { return now.Add(time.Duration(ms) * time.Millisecond) }
+	saga1 := []events.Envelope{
+		envelope(done, "OrderCreated", "order", at(0)),
+		envelope(done, "PaymentCompleted", "payment", at(10)),
+		envelope(done, "OrderNoteAdded", "order", at(15)), // unknown to this build
+		envelope(done, "InventoryReserved", "inventory", at(20)),
+		envelope(done, "ShipmentScheduled", "shipping", at(30)),
+		envelope(done, "OrderCompleted", "order", at(40)),
+	}
+	// Published out of order and with a duplicate; a poison message first.
+	poison := &sarama.ProducerMessage{Topic: events.TopicOrder, Key: sarama.StringEncoder(done), Value: sarama.StringEncoder("not json")}
+	p, err := broker.NewSyncProducer(testenv.Brokers(t), "tracker-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := p.SendMessage(poison); err != nil {
+		t.Fatal(err)
+	}
+	p.Close()
+	publish(t, saga1[5], saga1[0], saga1[1], saga1[1], saga1[2], saga1[3], saga1[4])
+	stuckID := publish(t, envelope(stuck, "OrderCreated", "order", now.Add(-time.Minute)))
+
+	s := r.waitSaga(t, done, "the saga completes with its six events", func(s saga) bool {
+		return s.State == "completed" && len(s.Events) == 6
+	})
+	for i, e := range s.Events {
+		if e.EventID != saga1[i].ID || e.Type != saga1[i].Type || e.Service != saga1[i].Source {
+			t.Fatalf("event %d = %+v, want %s %s from %s", i, e, saga1[i].Type, saga1[i].ID, saga1[i].Source)
+		}
+	}
+	st := r.waitSaga(t, stuck, "the other saga is stuck", func(s saga) bool { return s.State == "stuck" })
+	if st.WaitingFor != "payment" || len(st.Events) != 1 || st.Events[0].EventID != stuckID[0] {
+		t.Fatalf("stuck saga = %+v, want one OrderCreated, waiting for payment", st)
+	}
+
+	t.Run("Metrics", func(t *testing.T) {
+		testenv.Eventually(t, 10*time.Second, "the metrics show the stuck saga and the completed one's duration", func() bool {
+			m := get(t, r.base+"/metrics")
+			return metricAtLeast(m, `choreo_sagas_stuck{service="tracker"}`, 1) &&
+				metricAtLeast(m, `choreo_saga_duration_seconds_count{outcome="completed",service="tracker"}`, 1) &&
+				metricAtLeast(m, `choreo_tracker_unreadable_total{service="tracker",topic="order.events"}`, 1)
+		})
+	})
+	t.Run("PageDrawsTheTimeline", func(t *testing.T) {
+		dom := dumpDOM(t, r.base+"/?order="+done)
+		want := []string{`id="timeline" data-order-id="` + done + `"`, `data-state="completed"`}
+		for _, lane := range []string{"order", "payment", "inventory", "shipping"} {
+			want = append(want, `data-lane="`+lane+`"`)
+		}
+		for _, e := range saga1 {
+			want = append(want, `data-event-id="`+e.ID+`" data-type="`+e.Type+`" data-service="`+e.Source+`"`)
+		}
+		want = append(want, `data-order-id="`+stuck+`"`) // in the lists
+		for _, w := range want {
+			if !strings.Contains(dom, w) {
+				t.Errorf("the page does not show %s", w)
+			}
+		}
+		// The boxes are in time order, left to right.
+		last := -1
+		for _, e := range saga1 {
+			i := strings.Index(dom, `data-event-id="`+e.ID+`"`)
+			if i < last {
+				t.Errorf("%s is drawn before the event that precedes it", e.Type)
+			}
+			last = i
+		}
+		if t.Failed() {
+			t.Logf("DOM:\n%s", dom)
+		}
+	})
+	t.Run("PageShowsWhatAStuckSagaWaitsFor", func(t *testing.T) {
+		dom := dumpDOM(t, r.base+"/?order="+stuck)
+		for _, w := range []string{`data-order-id="` + stuck + `"`, `data-state="stuck"`, `<span id="waiting-for">payment</span>`} {
+			if !strings.Contains(dom, w) {
+				t.Errorf("the page does not show %s\nDOM:\n%s", w, dom)
+			}
+		}
+	})
+}
+
+func get(t *testing.T, url string) string {
+	t.Helper()
+	res, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return string(b)
+}
+
+// metricAtLeast reports whether the exposition text has sample with a
+// value of at least min.
+func metricAtLeast(text, sample string, min float64) bool {
+	for _, line := range strings.Split(text, "\n") {
+		if v, ok := strings.CutPrefix(line, sample+" "); ok {
+			var f float64
+			if _, err := fmt.Sscan(v, &f); err == nil && f >= min {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// dumpDOM loads url in headless Chromium, lets its scripts run, and
+// returns the DOM they leave. Without Chromium the test fails and says how
+// to install it (scripts/test.sh does).
+func dumpDOM(t *testing.T, url string) string {
+	t.Helper()
+	bin, err := exec.LookPath("chromium")
+	if err != nil {
+		t.Fatalf("headless Chromium is needed to test the page: apt-get install -y chromium (scripts/test.sh installs it): %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+		"--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
+		"--user-data-dir="+t.TempDir(), "--dump-dom", "--virtual-time-budget=5000", url)
+	cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("chromium --dump-dom %s: %v\n%s", url, err, stderr.String())
+	}
+	return string(out)
+}
