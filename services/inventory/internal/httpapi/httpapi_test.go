@@ -37,12 +37,15 @@ func TestReads(t *testing.T) {
 	srv := httptest.NewServer(httpapi.Routes(testenv.Logger(t), db, nil))
 	t.Cleanup(srv.Close)
 
-	sku, orderID := "sku-"+uuid.NewString()[:13], uuid.NewString()
+	sku, orderID, rejectedID := "sku-"+uuid.NewString()[:13], uuid.NewString(), uuid.NewString()
 	if _, err := st.PutStock(ctx, sku, 7, nil, true); err != nil {
 		t.Fatal(err)
 	}
 	items := []events.Item{{SKU: sku, Quantity: 2, UnitPrice: 150}}
 	if err := pg.InTx(ctx, db, func(tx *sqlx.Tx) error {
+		if err := store.InsertReservation(ctx, tx, domain.Reservation{OrderID: rejectedID, Status: domain.StatusRejected, Items: items}, "out of stock: "+sku+" requested 2 available 1"); err != nil {
+			return err
+		}
 		return store.InsertReservation(ctx, tx, domain.Reservation{OrderID: orderID, Status: domain.StatusReserved, Items: items}, "")
 	}); err != nil {
 		t.Fatal(err)
@@ -57,12 +60,20 @@ func TestReads(t *testing.T) {
 	}{
 		{"StockIsShown", "/stock/" + sku, http.StatusOK, domain.Stock{SKU: sku, Available: 7}},
 		{"ReservationIsShown", "/reservations/" + orderID, http.StatusOK, domain.Reservation{OrderID: orderID, Status: domain.StatusReserved, Items: items}},
+		{"RejectedReservationSaysWhy", "/reservations/" + rejectedID, http.StatusOK, struct {
+			Status, Reason, Detail string
+		}{"REJECTED", "out_of_stock", "out of stock: " + sku + " requested 2 available 1"}},
 		{"UnknownStockIsNotFound", "/stock/" + ghostSKU, http.StatusNotFound, "stock " + ghostSKU},
 		{"UnknownReservationIsNotFound", "/reservations/" + ghostOrder, http.StatusNotFound, "reservation for order " + ghostOrder},
 		{"LongestIDIsAccepted", "/reservations/" + strings.Repeat("x", 64), http.StatusNotFound, "reservation for order " + strings.Repeat("x", 64)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			if specYAML, err := os.ReadFile("openapi.yaml"); err != nil {
+				t.Fatal(err)
+			} else {
+				apitest.CheckResponse(t, httpapi.Routes(testenv.Logger(t), db, nil), specYAML, httptest.NewRequest("GET", tt.path, nil), tt.wantStatus)
+			}
 			res, err := http.Get(srv.URL + tt.path)
 			if err != nil {
 				t.Fatalf("GET: %v", err)

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/choreo-saga/choreo/internal/apitest"
 	"github.com/choreo-saga/choreo/pkg/events"
@@ -22,14 +23,15 @@ func TestOpenAPI(t *testing.T) {
 	spec := api.Spec
 	t.Run("Schemas", func(t *testing.T) {
 		apitest.CheckSchema(t, spec, "Stock", domain.Stock{SKU: "SKU-1", Available: 118, Reserved: 2})
-		apitest.CheckSchema(t, spec, "Reservation", domain.Reservation{
-			OrderID: "3f1c9a52-8d0e-4b7a-9a65-2c4e1f0b7d13", Status: domain.StatusReserved,
+		at := time.Date(2026, 11, 25, 9, 30, 0, 210344000, time.UTC)
+		apitest.CheckSchema(t, spec, "Reservation", domain.ReservationRecord{Reservation: domain.Reservation{
+			OrderID: "3f1c9a52-8d0e-4b7a-9a65-2c4e1f0b7d13", Status: domain.StatusRejected,
 			Items: []events.Item{{SKU: "SKU-1", Quantity: 2, UnitPrice: 2500}},
-		})
+		}, Reason: events.ReasonOutOfStock, Detail: "out of stock: SKU-1 requested 2 available 0", CreatedAt: at, UpdatedAt: at})
 		// The store never hands out nil items, so a tombstone shows [].
-		apitest.CheckSchema(t, spec, "Reservation", domain.Reservation{
+		apitest.CheckSchema(t, spec, "Reservation", domain.ReservationRecord{Reservation: domain.Reservation{
 			OrderID: "9c8b7a65-4321-4fed-8cba-0123456789ab", Status: domain.StatusReleased, Items: []events.Item{},
-		})
+		}, Reason: events.ReasonShippingUnavailable, Detail: "release arrived before reserve: shipping_unavailable", CreatedAt: at, UpdatedAt: at, ReleasedAt: &at})
 		apitest.CheckSchema(t, spec, "Problem", web.Problem{
 			Type: "about:blank", Title: "Not Found", Status: 404, Detail: "stock SKU-1 not found", Instance: "/stock/SKU-1",
 		})

@@ -204,26 +204,32 @@ func move(ctx context.Context, tx sqlx.ExtContext, what string, qty map[string]i
 	return nil
 }
 
-// InsertReservation records a reservation outcome for an order.
+// InsertReservation records a reservation outcome for an order, with the
+// reason detail gives it (domain.Reason); a RELEASED one (a tombstone) is
+// stamped released now.
 func InsertReservation(ctx context.Context, tx sqlx.ExecerContext, r domain.Reservation, detail string) error {
 	items, err := encodeItems(r.Items)
 	if err != nil {
 		return fmt.Errorf("insert reservation %s: %w", r.OrderID, err)
 	}
 	_, err = tx.ExecContext(ctx, `
-		INSERT INTO reservations (order_id, status, items, detail) VALUES ($1, $2, $3, $4)`,
-		r.OrderID, r.Status, items, detail)
+		INSERT INTO reservations (order_id, status, items, detail, reason, released_at)
+		VALUES ($1, $2, $3, $4, $5, CASE WHEN $2::text = 'RELEASED' THEN now() END)`,
+		r.OrderID, r.Status, items, detail, domain.Reason(r.Status, detail))
 	if err != nil {
 		return fmt.Errorf("insert reservation %s: %w", r.OrderID, err)
 	}
 	return nil
 }
 
-// SetReservationStatus moves an order's reservation to status. The items
-// stay: they record what the order held.
+// SetReservationStatus moves an order's reservation to status, with the
+// reason detail gives it (domain.Reason), stamping released_at when it
+// becomes RELEASED. The items stay: they record what the order held.
 func SetReservationStatus(ctx context.Context, tx sqlx.ExecerContext, orderID string, status domain.Status, detail string) error {
-	_, err := tx.ExecContext(ctx,
-		`UPDATE reservations SET status = $2, detail = $3, updated_at = now() WHERE order_id = $1`, orderID, status, detail)
+	_, err := tx.ExecContext(ctx, `
+		UPDATE reservations SET status = $2, detail = $3, reason = $4, updated_at = now(),
+			released_at = CASE WHEN $2::text = 'RELEASED' THEN coalesce(released_at, now()) END
+		WHERE order_id = $1`, orderID, status, detail, domain.Reason(status, detail))
 	if err != nil {
 		return fmt.Errorf("set reservation %s to %s: %w", orderID, status, err)
 	}

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"log/slog"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -42,7 +43,13 @@ func createOrder(log *slog.Logger, st *store.Store, service string, now func() t
 			web.Respond(w, r, log, &web.Error{Status: http.StatusBadRequest, Detail: err.Error()})
 			return
 		}
-		o := domain.NewOrder(uuid.NewString(), draft)
+		// With a key, the id is the customer's key's (domain.IdempotentOrderID),
+		// so the client knows it without an answer and a replay finds it.
+		id := uuid.NewString()
+		if key != "" {
+			id = domain.IdempotentOrderID(draft.CustomerID, key)
+		}
+		o := domain.NewOrder(id, draft)
 		created, err := events.New(service, o.ID, o.Created(), now())
 		if err != nil {
 			web.Respond(w, r, log, err)
@@ -81,6 +88,30 @@ func getOrder(log *slog.Logger, st *store.Store) http.Handler {
 			return
 		}
 		web.Encode(w, http.StatusOK, o)
+	})
+}
+
+// listOrders serves GET /orders: a page of orders, newest first, filtered
+// by customer_id and status, continued by the cursor the previous page
+// gave (domain.ParseListQuery).
+func listOrders(log *slog.Logger, st *store.Store) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		params, err := url.ParseQuery(r.URL.RawQuery)
+		if err != nil {
+			web.Respond(w, r, log, web.Errorf(http.StatusBadRequest, "malformed query string: %v", err))
+			return
+		}
+		q, err := domain.ParseListQuery(params)
+		if err != nil {
+			web.Respond(w, r, log, &web.Error{Status: http.StatusBadRequest, Detail: err.Error()})
+			return
+		}
+		page, err := st.List(r.Context(), q)
+		if err != nil {
+			web.Respond(w, r, log, err)
+			return
+		}
+		web.Encode(w, http.StatusOK, page)
 	})
 }
 

@@ -41,6 +41,13 @@ func TestOpenAPI(t *testing.T) {
 			Status: domain.StatusCancelled, CancelReason: events.ReasonOutOfStock,
 			CreatedAt: created, UpdatedAt: created.Add(time.Second),
 		})
+		apitest.CheckSchema(t, spec, "OrderPage", domain.NewPage(nil, 20))
+		apitest.CheckSchema(t, spec, "OrderPage", domain.NewPage([]domain.Order{
+			{ID: "3f1c9a52-8d0e-4b7a-9a65-2c4e1f0b7d13", CustomerID: "c-1", Items: []events.Item{{SKU: "SKU-1", Quantity: 1}},
+				Currency: "JPY", ShippingAddress: events.Address{Country: "JP"}, Status: domain.StatusPending, CreatedAt: created, UpdatedAt: created},
+			{ID: "7b2e4d10-5c3a-4f6e-8d21-9e0a1b2c3d4e", CustomerID: "c-1", Items: []events.Item{{SKU: "SKU-1", Quantity: 1}},
+				Currency: "JPY", ShippingAddress: events.Address{Country: "JP"}, Status: domain.StatusPending, CreatedAt: created, UpdatedAt: created},
+		}, 1))
 		apitest.CheckSchema(t, spec, "OrderRequest", domain.Request{
 			CustomerID: "c-1", Items: []events.Item{{SKU: "SKU-1", Quantity: 1, UnitPrice: 980}},
 			Currency: "JPY", ShippingAddress: events.Address{Country: "jp"},
@@ -100,6 +107,15 @@ func TestOpenAPI(t *testing.T) {
 		{Name: "GetNotAUUID", Method: "GET", Path: "/orders/42", Want: 400},
 		{Name: "UnknownPath", Method: "GET", Path: "/customers/c-1", Want: 404},
 		{Name: "UnlistedMethodOnOrder", Method: "DELETE", Path: "/orders/3f1c9a52-8d0e-4b7a-9a65-2c4e1f0b7d13", Want: 405},
-		{Name: "UnlistedMethodOnOrders", Method: "GET", Path: "/orders", Want: 405},
+		{Name: "UnlistedMethodOnOrders", Method: "PUT", Path: "/orders", Want: 405},
+		{Name: "ListUnknownStatus", Method: "GET", Path: "/orders?status=SHIPPED", Want: 400},
+		{Name: "ListLimitZero", Method: "GET", Path: "/orders?limit=0", Want: 400},
+		{Name: "ListLimitAboveMax", Method: "GET", Path: "/orders?limit=101", Want: 400},
+		{Name: "ListLimitNotANumber", Method: "GET", Path: "/orders?limit=ten", Want: 400},
+		{Name: "ListBadCursor", Method: "GET", Path: "/orders?cursor=garbage", Want: 400},
+		{Name: "ListBadCustomer", Method: "GET", Path: "/orders?customer_id=c%2F1", Want: 400},
+		{Name: "ListUnknownParameter", Method: "GET", Path: "/orders?offset=20", Want: 400},
+		{Name: "ListRepeatedParameter", Method: "GET", Path: "/orders?status=PENDING&status=CANCELLED", Want: 400},
+		{Name: "ListMalformedQuery", Method: "GET", Path: "/orders?status=%zz", Want: 400},
 	})
 }

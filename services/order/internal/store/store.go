@@ -81,14 +81,16 @@ func (r row) order() (domain.Order, error) {
 
 // Create stores the new order o, together with created — the OrderCreated
 // event for o — in the outbox, in one transaction. key is the client's
-// Idempotency-Key, "" for none.
+// Idempotency-Key, "" for none; a key is the customer's, and o.ID is then
+// domain.IdempotentOrderID(o.CustomerID, key).
 //
-// If key already belongs to an order, nothing is written and no event is
-// queued, so a retried request never starts a second saga: when that order
-// came from the same request (equal RequestHash) it is returned with
-// replayed true; otherwise the error is a fault.Invalid. Requests racing
-// with one key are serialised by the unique index: the losers' INSERTs wait
-// for the winner to commit and then conflict.
+// If the customer's key already belongs to an order, nothing is written and
+// no event is queued, so a retried request never starts a second saga: when
+// that order came from the same request (equal RequestHash) it is returned
+// with replayed true; otherwise the error is a fault.Invalid. Requests
+// racing with one key are serialised by the unique indexes on the id and on
+// (customer_id, idempotency_key): the losers' INSERTs wait for the winner
+// to commit and then conflict.
 func (s *Store) Create(ctx context.Context, o domain.Order, key string, created events.Envelope) (got domain.Order, replayed bool, err error) {
 	if created.OrderID != o.ID || created.Type != events.TypeOrderCreated {
 		return got, false, fmt.Errorf("create order %s: announcement is %s for order %q", o.ID, created.Type, created.OrderID)
@@ -109,7 +111,7 @@ func (s *Store) Create(ctx context.Context, o domain.Order, key string, created 
 			INSERT INTO orders (id, customer_id, items, total_amount, currency, shipping_address,
 			                    status, idempotency_key, request_hash)
 			VALUES ($1, $2, $3::jsonb, $4, $5, $6::jsonb, $7, NULLIF($8, ''), $9)
-			ON CONFLICT (idempotency_key) DO NOTHING
+			ON CONFLICT DO NOTHING
 			RETURNING `+columns,
 			o.ID, o.CustomerID, string(items), o.TotalAmount, o.Currency, string(addr),
 			domain.StatusPending, key, o.RequestHash)
@@ -126,11 +128,16 @@ func (s *Store) Create(ctx context.Context, o domain.Order, key string, created 
 			return fmt.Errorf("insert order %s: %w", o.ID, err)
 		}
 
-		// No row: the key is taken by a committed order. This statement
-		// sees it, since each statement takes a fresh snapshot.
-		err = tx.GetContext(ctx, &r, `SELECT `+columns+` FROM orders WHERE idempotency_key = $1`, key)
+		// No row: the key is taken by a committed order — every unique
+		// index arbitrates, since a replay conflicts on the id it derives
+		// as well as on the key. This statement sees that order, since
+		// each statement takes a fresh snapshot.
+		if key == "" {
+			return fmt.Errorf("insert order %s: the id is taken", o.ID)
+		}
+		err = tx.GetContext(ctx, &r, `SELECT `+columns+` FROM orders WHERE customer_id = $1 AND idempotency_key = $2`, o.CustomerID, key)
 		if err != nil {
-			return fmt.Errorf("read order of idempotency key %q: %w", key, err)
+			return fmt.Errorf("read order of customer %s's idempotency key %q: %w", o.CustomerID, key, err)
 		}
 		if r.RequestHash != o.RequestHash {
 			return fmt.Errorf("create order with idempotency key %q (taken by order %s): %w", key, r.ID,

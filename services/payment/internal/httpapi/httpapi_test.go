@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http/httptest"
@@ -110,5 +111,59 @@ func addBalance(t *testing.T, db *sqlx.DB, customerID string, delta int64) {
 		return store.AddBalance(context.Background(), tx, customerID, delta)
 	}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestReadPayment serves GET /payments/{order_id} from a real store, each
+// answer checked against the OpenAPI document: every kind of payment with
+// its reason and times.
+func TestReadPayment(t *testing.T) {
+	ctx := context.Background()
+	db := testenv.DB(t, payment.Schema)
+	h := httpapi.Routes(testenv.Logger(t), db, nil)
+	specYAML, err := os.ReadFile("openapi.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name       string
+		p          domain.Payment
+		detail     string
+		refund     string // a reason to refund it with afterwards
+		wantReason string
+	}{
+		{"Completed", domain.Payment{CustomerID: "c-1", Amount: 5000, Currency: "JPY", Status: domain.StatusCompleted}, "", "", ""},
+		{"Declined", domain.Payment{CustomerID: "c-1", Amount: 5000, Currency: "JPY", Status: domain.StatusDeclined}, domain.DeclineInsufficientFunds, "", "insufficient_funds"},
+		{"Refunded", domain.Payment{CustomerID: "c-1", Amount: 5000, Currency: "JPY", Status: domain.StatusCompleted}, "", events.ReasonOutOfStock, "out_of_stock"},
+		{"Tombstone", domain.Payment{Status: domain.StatusRefunded}, "refund arrived before charge: shipping_unavailable", "", "shipping_unavailable"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.p.OrderID = uuid.NewString()
+			err := pg.InTx(ctx, db, func(tx *sqlx.Tx) error {
+				if err := store.InsertPayment(ctx, tx, tt.p, tt.detail); err != nil {
+					return err
+				}
+				if tt.refund == "" {
+					return nil
+				}
+				return store.SetPaymentStatus(ctx, tx, tt.p.OrderID, domain.StatusRefunded, tt.refund)
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			path := "/payments/" + tt.p.OrderID
+			apitest.CheckResponse(t, h, specYAML, httptest.NewRequest("GET", path, nil), 200)
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+			var got map[string]any
+			if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil {
+				t.Fatal(err)
+			}
+			_, refunded := got["refunded_at"]
+			if got["reason"] != tt.wantReason || got["created_at"] == nil || got["updated_at"] == nil || refunded != (got["status"] == "REFUNDED") {
+				t.Fatalf("GET %s = %s; want reason %q, the times, and refunded_at only if refunded", path, rec.Body, tt.wantReason)
+			}
+		})
 	}
 }

@@ -4,8 +4,10 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/choreo-saga/choreo/internal/apitest"
+	"github.com/choreo-saga/choreo/pkg/events"
 	"github.com/choreo-saga/choreo/pkg/web"
 	"github.com/choreo-saga/choreo/services/payment/internal/domain"
 	"github.com/choreo-saga/choreo/services/payment/internal/httpapi"
@@ -21,10 +23,14 @@ func TestOpenAPI(t *testing.T) {
 	spec := api.Spec
 	t.Run("Schemas", func(t *testing.T) {
 		apitest.CheckSchema(t, spec, "Account", domain.Account{CustomerID: "c-1", Balance: 100000, Currency: "JPY"})
-		apitest.CheckSchema(t, spec, "Payment", domain.Payment{
+		at := time.Date(2026, 11, 25, 9, 30, 0, 131520000, time.UTC)
+		apitest.CheckSchema(t, spec, "Payment", domain.PaymentRecord{Payment: domain.Payment{
 			OrderID: "3f1c9a52-8d0e-4b7a-9a65-2c4e1f0b7d13", CustomerID: "c-1",
 			Amount: 5000, Currency: "JPY", Status: domain.StatusDeclined,
-		})
+		}, Reason: domain.DeclineCurrencyMismatch, CreatedAt: at, UpdatedAt: at})
+		apitest.CheckSchema(t, spec, "Payment", domain.PaymentRecord{Payment: domain.Payment{
+			OrderID: "3f1c9a52-8d0e-4b7a-9a65-2c4e1f0b7d13", Status: domain.StatusRefunded,
+		}, Reason: events.ReasonShippingUnavailable, CreatedAt: at, UpdatedAt: at, RefundedAt: &at})
 		apitest.CheckSchema(t, spec, "Problem", web.Problem{
 			Type: "about:blank", Title: "Not Found", Status: 404, Detail: "account c-1 not found", Instance: "/accounts/c-1",
 		})

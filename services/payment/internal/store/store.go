@@ -173,11 +173,13 @@ func AddBalance(ctx context.Context, tx sqlx.ExecerContext, customerID string, d
 	return nil
 }
 
-// InsertPayment records a payment outcome for an order.
+// InsertPayment records a payment outcome for an order; detail is why
+// (the reason the API answers) for a DECLINED or REFUNDED payment. A
+// REFUNDED one (a tombstone) is stamped refunded now.
 func InsertPayment(ctx context.Context, tx sqlx.ExecerContext, p domain.Payment, detail string) error {
 	_, err := tx.ExecContext(ctx, `
-		INSERT INTO payments (order_id, customer_id, amount, currency, status, detail)
-		VALUES ($1, $2, $3, $4, $5, $6)`,
+		INSERT INTO payments (order_id, customer_id, amount, currency, status, detail, refunded_at)
+		VALUES ($1, $2, $3, $4, $5, $6, CASE WHEN $5::text = 'REFUNDED' THEN now() END)`,
 		p.OrderID, p.CustomerID, p.Amount, p.Currency, p.Status, detail)
 	if err != nil {
 		return fmt.Errorf("insert payment %s: %w", p.OrderID, err)
@@ -185,10 +187,13 @@ func InsertPayment(ctx context.Context, tx sqlx.ExecerContext, p domain.Payment,
 	return nil
 }
 
-// SetPaymentStatus moves an order's payment to status.
+// SetPaymentStatus moves an order's payment to status, for detail (the
+// reason the API answers), stamping refunded_at when it becomes REFUNDED.
 func SetPaymentStatus(ctx context.Context, tx sqlx.ExecerContext, orderID string, status domain.Status, detail string) error {
-	_, err := tx.ExecContext(ctx,
-		`UPDATE payments SET status = $2, detail = $3, updated_at = now() WHERE order_id = $1`, orderID, status, detail)
+	_, err := tx.ExecContext(ctx, `
+		UPDATE payments SET status = $2, detail = $3, updated_at = now(),
+			refunded_at = CASE WHEN $2::text = 'REFUNDED' THEN coalesce(refunded_at, now()) END
+		WHERE order_id = $1`, orderID, status, detail)
 	if err != nil {
 		return fmt.Errorf("set payment %s to %s: %w", orderID, status, err)
 	}

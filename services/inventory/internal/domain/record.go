@@ -1,0 +1,43 @@
+package domain
+
+import (
+	"strings"
+	"time"
+
+	"github.com/choreo-saga/choreo/pkg/events"
+)
+
+// TombstoneNote precedes the release's reason in the detail of a release
+// that overtook its reserve (eventapi's ReleaseTombstone).
+const TombstoneNote = "release arrived before reserve: "
+
+// Reason returns the reason code of a reservation in status whose reaction
+// recorded detail: out_of_stock for REJECTED — DecideReserve rejects for
+// shortages only, and the detail lists them —, the saga's reason for
+// RELEASED (the detail, without TombstoneNote), "" for RESERVED.
+func Reason(status Status, detail string) string {
+	switch status {
+	case StatusRejected:
+		return events.ReasonOutOfStock
+	case StatusReleased:
+		return strings.TrimPrefix(detail, TombstoneNote)
+	}
+	return ""
+}
+
+// ReservationRecord is a Reservation as GET /reservations/{order_id}
+// answers it: with why it is REJECTED or RELEASED and when it was
+// recorded, changed and released. The reactions decide on a Reservation
+// and never need these.
+type ReservationRecord struct {
+	Reservation
+	// Reason is Reason(Status, Detail).
+	Reason string `json:"reason"`
+	// Detail is the reaction's note for people: the shortages of a
+	// REJECTED reservation, the reason of a RELEASED one.
+	Detail    string    `json:"detail"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+	// ReleasedAt is nil unless the reservation is RELEASED.
+	ReleasedAt *time.Time `json:"released_at,omitempty"`
+}

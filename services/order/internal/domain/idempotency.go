@@ -1,0 +1,25 @@
+package domain
+
+import "github.com/google/uuid"
+
+// OrderNamespace is the UUID namespace of the order ids IdempotentOrderID
+// derives: itself the UUIDv5 of the URL
+// "https://github.com/choreo-saga/choreo/orders" in the RFC 9562 URL
+// namespace (6ba7b811-9dad-11d1-80b4-00c04fd430c8). Clients compute order
+// ids with it, so it never changes.
+var OrderNamespace = uuid.MustParse("5580bfa5-f3b2-5223-a630-ce8b08084e45")
+
+// IdempotentOrderID returns the id of the order that customerID creates
+// with Idempotency-Key key: the UUIDv5 (SHA-1) of the name
+// "<customer_id>/<key>" in OrderNamespace. A customer_id never contains a
+// "/" (events.IDPattern), so the first one separates the two and no two
+// (customer, key) pairs share a name.
+//
+// The id depends on nothing the server chooses, so a client that lost the
+// response — or never got one — knows its order's id before asking, and a
+// replay after a crash finds the same order under the same id:
+//
+//	uuid.uuid5(uuid.UUID("5580bfa5-f3b2-5223-a630-ce8b08084e45"), customer_id + "/" + key)  # Python
+func IdempotentOrderID(customerID, key string) string {
+	return uuid.NewSHA1(OrderNamespace, []byte(customerID+"/"+key)).String()
+}

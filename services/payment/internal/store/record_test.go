@@ -1,0 +1,81 @@
+package store_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/choreo-saga/choreo/pkg/events"
+	"github.com/choreo-saga/choreo/services/payment/internal/domain"
+	"github.com/choreo-saga/choreo/services/payment/internal/store"
+)
+
+// TestPaymentRecord reads each kind of payment back as the API answers it:
+// a decline's detail, a refund's saga reason and a tombstone's reason
+// without the note its detail carries, and when each was recorded,
+// changed and refunded.
+func TestPaymentRecord(t *testing.T) {
+	db := testDB(t)
+	st := store.New(db)
+	ctx := context.Background()
+	tests := []struct {
+		name       string
+		p          domain.Payment
+		detail     string
+		refund     string // a reason to refund it with, afterwards
+		wantReason string
+	}{
+		{"Completed", domain.Payment{CustomerID: "c-1", Amount: 1, Currency: "JPY", Status: domain.StatusCompleted}, "", "", ""},
+		{"InsufficientFunds", domain.Payment{CustomerID: "c-1", Amount: 1, Currency: "JPY", Status: domain.StatusDeclined}, domain.DeclineInsufficientFunds, "", "insufficient_funds"},
+		{"UnknownCustomer", domain.Payment{CustomerID: "c-1", Amount: 1, Currency: "JPY", Status: domain.StatusDeclined}, domain.DeclineUnknownCustomer, "", "unknown_customer"},
+		{"CurrencyMismatch", domain.Payment{CustomerID: "c-1", Amount: 1, Currency: "USD", Status: domain.StatusDeclined}, domain.DeclineCurrencyMismatch, "", "currency_mismatch"},
+		{"RefundedOutOfStock", domain.Payment{CustomerID: "c-1", Amount: 1, Currency: "JPY", Status: domain.StatusCompleted}, "", events.ReasonOutOfStock, "out_of_stock"},
+		{"RefundedShippingUnavailable", domain.Payment{CustomerID: "c-1", Amount: 1, Currency: "JPY", Status: domain.StatusCompleted}, "", events.ReasonShippingUnavailable, "shipping_unavailable"},
+		{"Tombstone", domain.Payment{Status: domain.StatusRefunded}, "refund arrived before charge: " + events.ReasonShippingUnavailable, "", "shipping_unavailable"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.p.OrderID = uniq("ord")
+			if err := inTx(db, func(tx *sqlx.Tx) error { return store.InsertPayment(ctx, tx, tt.p, tt.detail) }); err != nil {
+				t.Fatal(err)
+			}
+			created, err := st.PaymentRecord(ctx, tt.p.OrderID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.refund != "" {
+				if err := inTx(db, func(tx *sqlx.Tx) error {
+					return store.SetPaymentStatus(ctx, tx, tt.p.OrderID, domain.StatusRefunded, tt.refund)
+				}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, err := st.PaymentRecord(ctx, tt.p.OrderID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := tt.p
+			if tt.refund != "" {
+				want.Status = domain.StatusRefunded
+			}
+			if got.Payment != want || got.Reason != tt.wantReason {
+				t.Fatalf("PaymentRecord = %+v, want %+v with reason %q", got, want, tt.wantReason)
+			}
+			if got.CreatedAt.IsZero() || got.CreatedAt.Location() != time.UTC || !got.CreatedAt.Equal(created.CreatedAt) || got.UpdatedAt.Before(got.CreatedAt) {
+				t.Fatalf("created_at %v, updated_at %v: want UTC times, created first", got.CreatedAt, got.UpdatedAt)
+			}
+			switch {
+			case got.Status != domain.StatusRefunded:
+				if got.RefundedAt != nil || !got.UpdatedAt.Equal(got.CreatedAt) {
+					t.Fatalf("refunded_at = %v, updated_at %v; want none, unchanged", got.RefundedAt, got.UpdatedAt)
+				}
+			case got.RefundedAt == nil || !got.RefundedAt.Equal(got.UpdatedAt) || got.RefundedAt.Location() != time.UTC:
+				t.Fatalf("refunded_at = %v, want the refund's time %v", got.RefundedAt, got.UpdatedAt)
+			case tt.refund != "" && !got.RefundedAt.After(got.CreatedAt):
+				t.Fatalf("refunded_at = %v, want after the charge at %v", got.RefundedAt, got.CreatedAt)
+			}
+		})
+	}
+}
