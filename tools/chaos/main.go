@@ -62,8 +62,8 @@ type options struct {
 	portBase           int
 	// fixedInfra: -infra-dir or a port was given, so the run uses them as
 	// they are instead of a fresh state dir and ports checked free.
-	fixedInfra bool
-	crashEvery, pause  time.Duration
+	fixedInfra        bool
+	crashEvery, pause time.Duration
 }
 
 func parse(args []string, stderr io.Writer) (options, error) {
