@@ -331,17 +331,8 @@ func (c *Cluster) WaitReady(ctx context.Context, limit time.Duration) error {
 	for {
 		var notReady []string
 		for _, i := range c.Instances {
-			if !i.Running() {
-				notReady = append(notReady, i.Name()+" (down)")
-				continue
-			}
-			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/readyz", i.Port), nil)
-			resp, err := hc.Do(req)
-			if err == nil {
-				resp.Body.Close()
-			}
-			if err != nil || resp.StatusCode != http.StatusOK {
-				notReady = append(notReady, i.Name())
+			if why := i.ready(ctx, hc); why != "" {
+				notReady = append(notReady, i.Name()+" ("+why+")")
 			}
 		}
 		if len(notReady) == 0 {
@@ -353,6 +344,41 @@ func (c *Cluster) WaitReady(ctx context.Context, limit time.Duration) error {
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
+}
+
+// WaitReady waits until i runs and answers /readyz with 200.
+func (i *Instance) WaitReady(ctx context.Context, limit time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	hc := &http.Client{Timeout: 2 * time.Second}
+	for {
+		why := i.ready(ctx, hc)
+		if why == "" {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s not ready after %s (%s)", i.Name(), limit, why)
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// ready returns "" if i runs and answers /readyz with 200, else why not.
+func (i *Instance) ready(ctx context.Context, hc *http.Client) string {
+	if !i.Running() {
+		return "down"
+	}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/readyz", i.Port), nil)
+	resp, err := hc.Do(req)
+	if err != nil {
+		return "no answer"
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return resp.Status
+	}
+	return ""
 }
 
 // Stop ends every instance (in parallel), for good.
