@@ -12,15 +12,27 @@ import (
 	"github.com/choreo-saga/choreo/pkg/failpoint"
 )
 
-// The crash points an instance in a failpoint window runs with, each
-// firing with the given probability per pass. The relay's points
-// (after-publish, between-batches) are passed on the relay leader only,
-// once a batch; the consumer's (after-commit) on every instance, once a
-// message, hence its lower probability.
-const (
-	failpointsRelay    = "after-publish=0.05,between-batches=0.05"
-	failpointsConsumer = "after-commit=0.02"
-)
+// Failpoints are the crash points an instance in a failpoint window runs
+// with (CHOREO_FAILPOINTS), each firing with its probability per pass.
+type Failpoints struct {
+	// Consumer: after-commit, passed once a consumed message.
+	Consumer string
+	// Relay: after-publish and between-batches, passed once a batch on
+	// the relay leader only.
+	Relay string
+}
+
+// FailpointsFor returns the crash points of a run. A full run passes them
+// often enough at 2%. The short one (-short) has one window of 15–25 s at
+// 6 orders/s, in which a 2% after-commit fired twice: at 8% (and 5% for
+// the relay's, passed less often) each fires ~8 times, so that none stays
+// silent but by a fluke (e^-8).
+func FailpointsFor(short bool) Failpoints {
+	if short {
+		return Failpoints{Consumer: "after-commit=0.08", Relay: "after-publish=0.05,between-batches=0.05"}
+	}
+	return Failpoints{Consumer: "after-commit=0.02", Relay: "after-publish=0.02,between-batches=0.02"}
+}
 
 // FailpointNames are the crash points a failpoint window arms.
 var FailpointNames = []string{failpoint.AfterCommit, failpoint.AfterPublish, failpoint.BetweenBatches}
@@ -47,6 +59,8 @@ type Injector struct {
 	Infra   *Infra
 	From    Offsets // the duplicating pass re-produces from here
 	Log     *slog.Logger
+	// Failpoints are what a failpoint window arms.
+	Failpoints Failpoints
 
 	mu   sync.Mutex
 	done []Injected
@@ -159,9 +173,9 @@ func (j *Injector) fire(ctx context.Context, f Fault, in *Injected) error {
 func (j *Injector) failpoints(ctx context.Context, f Fault, in *Injected) error {
 	spec := func(i *Instance) string {
 		if i.Index == f.Instance {
-			return failpointsConsumer + "," + failpointsRelay
+			return j.Failpoints.Consumer + "," + j.Failpoints.Relay
 		}
-		return failpointsRelay
+		return j.Failpoints.Relay
 	}
 	var targets []string
 	for _, i := range j.Cluster.Instances {

@@ -223,7 +223,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) (err error) {
 	defer stopObs()
 	obs := &Observer{}
 	go obs.Watch(obsCtx, cluster, 250*time.Millisecond)
-	inj := &Injector{Cluster: cluster, Infra: infra, From: from, Log: log}
+	inj := &Injector{Cluster: cluster, Infra: infra, From: from, Log: log, Failpoints: FailpointsFor(o.short)}
 	start := time.Now()
 	rep.LoadStart = Duration(start.Sub(t0))
 	injected := make(chan []Injected, 1)
