@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # The chaos suite's CI profile: a short, seeded run of tools/chaos (a few
-# hundred sagas, every fault kind at least once, ~4 minutes on 2 cores) on
-# its own 3-broker Kafka cluster and PostgreSQL — ports 19092-19097 and
-# 15432, state in $TMPDIR/choreo-chaos-infra — never the shared 9092/5432.
+# hundred sagas, every fault kind and crash point at least once, ~4 minutes
+# on 2 cores) on its own 3-broker Kafka cluster and PostgreSQL, started
+# afresh in a new state dir under $TMPDIR (removed at the end) on ports
+# checked free — 19092-19097 and 15432, or the next free set when another
+# run holds them — never the shared 9092/5432.
 #
 # Usage: scripts/chaos.sh [more tools/chaos flags, e.g. -keep]
 # Environment knobs: CHAOS_SEED (default 1, so CI runs the same schedule
 # every time and a failure is the change's, not the calendar's; try others
 # by hand), CHAOS_OUT (where the JSON report goes, default bin/chaos-report.json).
-# Exits non-zero on any lost, doubled or inconsistent saga.
+# Exits non-zero on any lost, doubled or inconsistent saga, and when a
+# scheduled fault kind or a crash point never fired.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 

@@ -389,8 +389,11 @@ kafka_launch() {
   kafka_write_config
   kafka_format
 
-  KAFKA_LOG_OFFSET=0
-  [ -f "$KAFKA_LOG" ] && KAFKA_LOG_OFFSET="$(stat -c %s "$KAFKA_LOG")"
+  KAFKA_LOG_OFFSET=0 KAFKA_LOG_INODE=""
+  if [ -f "$KAFKA_LOG" ]; then
+    KAFKA_LOG_OFFSET="$(stat -c %s "$KAFKA_LOG")"
+    KAFKA_LOG_INODE="$(stat -c %i "$KAFKA_LOG")"
+  fi
   log "starting Kafka $KAFKA_VERSION (KRaft, node $KAFKA_NODE) on $KAFKA_HOST:$KAFKA_NODE_PORT, controller :$KAFKA_NODE_CONTROLLER_PORT"
   printf '\n==== %s starting %s %s ====\n' "$(date -Is)" "$name" "$KAFKA_VERSION" >>"$KAFKA_OUT"
   mkdir -p "$KAFKA_HOME"
@@ -410,6 +413,24 @@ kafka_launch() {
   done
   [ -n "$pid" ] || kafka_fail "$name process did not come up"
   KAFKA_LAUNCHED="$pid"
+}
+
+# Prints what the selected node logged since kafka_launch noted the log's
+# size (KAFKA_LOG_OFFSET) and inode (KAFKA_LOG_INODE). log4j rolls the log
+# at 50 MB, renaming it to $KAFKA_LOG.N: a start whose lines straddle the
+# roll is then in the rest of the rolled file (found by its inode) and the
+# new file. Reading the new file from the old offset instead finds nothing,
+# and a node that started in seconds "did not start within 180s" (this
+# happened in a state dir reused over many runs).
+kafka_log_since_launch() {
+  local rolled
+  if [ -z "${KAFKA_LOG_INODE:-}" ] || [ "$(stat -c %i "$KAFKA_LOG" 2>/dev/null)" = "$KAFKA_LOG_INODE" ]; then
+    tail -c +"$((KAFKA_LOG_OFFSET + 1))" "$KAFKA_LOG" 2>/dev/null
+    return 0
+  fi
+  rolled="$(find "$LOG_DIR" -maxdepth 1 -name "$(basename "$KAFKA_LOG").*" -inum "$KAFKA_LOG_INODE" 2>/dev/null | head -n1)"
+  if [ -n "$rolled" ]; then tail -c +"$((KAFKA_LOG_OFFSET + 1))" "$rolled" 2>/dev/null; fi
+  cat "$KAFKA_LOG" 2>/dev/null || true
 }
 
 # Waits until the node kafka_launch started logs "Kafka Server started" and
@@ -437,7 +458,7 @@ kafka_wait_started() {
   while :; do
     kill -0 "$pid" 2>/dev/null || kafka_fail "$name (pid $pid) exited during startup"
     if port_open "$KAFKA_HOST" "$KAFKA_NODE_PORT" &&
-       tail -c +"$((KAFKA_LOG_OFFSET + 1))" "$KAFKA_LOG" 2>/dev/null | grep -q "Kafka Server started"; then
+       kafka_log_since_launch | grep -q "Kafka Server started"; then
       break
     fi
     [ "$(now)" -lt "$deadline" ] || kafka_fail "$name did not start within ${KAFKA_START_TIMEOUT}s"
@@ -498,7 +519,7 @@ kafka_wait_live() {
 # up before any of them finishes starting), then wait for each, then until
 # every broker answers.
 kafka_cluster_start() {
-  local i t0 pids=() launched=() offsets=() ids=()
+  local i t0 pids=() launched=() offsets=() inodes=() ids=()
   t0="$(now)"
   kafka_fetch
   for ((i = 1; i <= KAFKA_BROKERS_COUNT; i++)); do
@@ -507,11 +528,13 @@ kafka_cluster_start() {
     [ "$KAFKA_LAUNCHED" = foreign ] && die "port $KAFKA_HOST:$KAFKA_NODE_PORT: a broker not started by this script answers there"
     launched[i]="$KAFKA_LAUNCHED"
     offsets[i]="${KAFKA_LOG_OFFSET:-0}"
+    inodes[i]="${KAFKA_LOG_INODE:-}"
   done
   for ((i = 1; i <= KAFKA_BROKERS_COUNT; i++)); do
     kafka_node "$i"
     KAFKA_LAUNCHED="${launched[i]}"
     KAFKA_LOG_OFFSET="${offsets[i]}"
+    KAFKA_LOG_INODE="${inodes[i]}"
     kafka_wait_started
     pids+=("$(kafka_pid)")
     ids+=("$i")

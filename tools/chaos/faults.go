@@ -8,11 +8,34 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/choreo-saga/choreo/pkg/failpoint"
 )
 
-// failpointSpec is what an instance in a failpoint window runs with: each
-// compiled-in crash point fires with this probability.
-const failpointSpec = "after-commit=0.02,after-publish=0.02,between-batches=0.02"
+// Failpoints are the crash points an instance in a failpoint window runs
+// with (CHOREO_FAILPOINTS), each firing with its probability per pass.
+type Failpoints struct {
+	// Consumer: after-commit, passed once a consumed message.
+	Consumer string
+	// Relay: after-publish and between-batches, passed once a batch on
+	// the relay leader only.
+	Relay string
+}
+
+// FailpointsFor returns the crash points of a run. A full run passes them
+// often enough at 2%. The short one (-short) has one window of 15–25 s at
+// 6 orders/s, in which a 2% after-commit fired twice, and a 5% relay point
+// 2–9 times (fewer, larger batches on a loaded machine): at 8% and 10%
+// each fires ~5–15 times, so that none stays silent but by a fluke.
+func FailpointsFor(short bool) Failpoints {
+	if short {
+		return Failpoints{Consumer: "after-commit=0.08", Relay: "after-publish=0.1,between-batches=0.1"}
+	}
+	return Failpoints{Consumer: "after-commit=0.02", Relay: "after-publish=0.02,between-batches=0.02"}
+}
+
+// FailpointNames are the crash points a failpoint window arms.
+var FailpointNames = []string{failpoint.AfterCommit, failpoint.AfterPublish, failpoint.BetweenBatches}
 
 // Injected is what became of one scheduled fault.
 type Injected struct {
@@ -20,8 +43,11 @@ type Injected struct {
 	Start  time.Time `json:"start"`
 	End    time.Time `json:"end"`
 	Target string    `json:"target,omitempty"`
-	Note   string    `json:"note,omitempty"`
-	Err    string    `json:"error,omitempty"`
+	// Fired: the fault took effect (an instance killed or frozen, a
+	// broker killed, ...). If not, Err says why.
+	Fired bool   `json:"fired"`
+	Note  string `json:"note,omitempty"`
+	Err   string `json:"error,omitempty"`
 	// Takeover: for a paused relay leader, how long until the other
 	// instance led the relay; -1 if it did not during the pause.
 	Takeover Duration `json:"takeover,omitempty"`
@@ -33,6 +59,8 @@ type Injector struct {
 	Infra   *Infra
 	From    Offsets // the duplicating pass re-produces from here
 	Log     *slog.Logger
+	// Failpoints are what a failpoint window arms.
+	Failpoints Failpoints
 
 	mu   sync.Mutex
 	done []Injected
@@ -82,38 +110,22 @@ func sleep(ctx context.Context, d time.Duration) {
 }
 
 func (j *Injector) fire(ctx context.Context, f Fault, in *Injected) error {
-	c := j.Cluster
 	switch f.Kind {
 	case KindKill, KindCrashLoop:
-		i := c.Get(f.Service, f.Instance)
-		in.Target = i.Name()
+		i, note, err := j.hit(ctx, f, func(i *Instance) error { return i.Kill(f.For) })
+		if err != nil {
+			return err
+		}
+		in.Target, in.Note, in.Fired = i.Name(), note, true
 		j.Log.Info("fault: kill -9", "kind", f.Kind, "instance", i.Name(), "down", f.For)
-		return i.Kill(f.For)
+		return nil
 
-	case KindPauseLeader:
-		i, err := c.RelayLeader(ctx, f.Service)
+	case KindPauseLeader, KindPauseConsumer:
+		i, note, err := j.hit(ctx, f, func(i *Instance) error { return i.Pause() })
 		if err != nil {
-			var lerr error
-			if i, lerr = c.RelayLeaderFromLogs(f.Service); lerr == nil {
-				in.Note = fmt.Sprintf("no leader gauge (%v); leader found in its log", err)
-			} else {
-				i = c.Get(f.Service, f.Instance)
-				in.Note = fmt.Sprintf("relay leader unknown (%v; %v); paused instance %d instead", err, lerr, f.Instance)
-			}
+			return err
 		}
-		return j.pause(ctx, i, f.For, in)
-
-	case KindPauseConsumer:
-		i := c.Get(f.Service, f.Instance)
-		// Prefer the instance that does not lead the relay, so this pause
-		// is about the consumer group.
-		l, err := c.RelayLeader(ctx, f.Service)
-		if err != nil {
-			l, _ = c.RelayLeaderFromLogs(f.Service)
-		}
-		if l == i {
-			i = c.Get(f.Service, 1+f.Instance%Instances)
-		}
+		in.Target, in.Note, in.Fired = i.Name(), note, true
 		return j.pause(ctx, i, f.For, in)
 
 	case KindBrokerKill:
@@ -126,47 +138,109 @@ func (j *Injector) fire(ctx context.Context, f Fault, in *Injected) error {
 		if err := j.Infra.KillNode(ctx, id); err != nil {
 			return err
 		}
+		in.Fired = true
 		sleep(ctx, f.For)
 		return j.Infra.StartNode(context.WithoutCancel(ctx), id)
 
 	case KindPGRestart:
 		in.Target = "postgresql"
 		j.Log.Info("fault: PostgreSQL restart")
-		return j.Infra.RestartPG(ctx)
+		if err := j.Infra.RestartPG(ctx); err != nil {
+			return err
+		}
+		in.Fired = true
+		return nil
 
 	case KindDuplicate:
 		in.Target = "saga topics"
 		n, err := Duplicate(ctx, j.Infra.Brokers, j.From)
 		in.Note = fmt.Sprintf("%d messages re-produced", n)
+		in.Fired = n > 0
 		return err
 
 	case KindFailpoints:
-		var armed []*Instance
-		for _, s := range Services {
-			armed = append(armed, c.Get(s, f.Instance))
-		}
-		in.Target = fmt.Sprint(instanceNames(armed))
-		j.Log.Info("fault: failpoints armed", "instances", in.Target, "spec", failpointSpec, "for", f.For)
-		if err := restartAll(ctx, armed, failpointSpec); err != nil {
-			return err
-		}
-		sleep(ctx, f.For)
-		if err := restartAll(context.WithoutCancel(ctx), armed, ""); err != nil {
-			return err
-		}
-		in.Note = "spec " + failpointSpec
-		return nil
+		return j.failpoints(ctx, f, in)
 	}
 	return fmt.Errorf("unknown fault kind %q", f.Kind)
 }
 
-// pause freezes i for d (SIGSTOP), then thaws it (SIGCONT).
-func (j *Injector) pause(ctx context.Context, i *Instance, d time.Duration, in *Injected) error {
-	in.Target = i.Name()
-	j.Log.Info("fault: SIGSTOP", "kind", in.Kind, "instance", i.Name(), "for", d)
-	if err := i.Pause(); err != nil {
+// failpoints arms the crash points for f.For, then disarms them. The
+// relay's points only fire on the relay leader, and a restarted leader
+// loses its leadership to the other instance, so both instances of every
+// service are armed with them, the leader restarted last: whichever leads
+// — also after a crash point moved the leadership — is armed. The
+// consumer's point is armed on the scheduled instance only, as before.
+func (j *Injector) failpoints(ctx context.Context, f Fault, in *Injected) error {
+	spec := func(i *Instance) string {
+		if i.Index == f.Instance {
+			return j.Failpoints.Consumer + "," + j.Failpoints.Relay
+		}
+		return j.Failpoints.Relay
+	}
+	var targets []string
+	for _, i := range j.Cluster.Instances {
+		targets = append(targets, i.Name()+"["+spec(i)+"]")
+	}
+	in.Target = strings.Join(targets, " ")
+	j.Log.Info("fault: failpoints armed", "instances", in.Target, "for", f.For)
+	if err := j.restartServices(ctx, spec); err != nil {
 		return err
 	}
+	in.Fired = true
+	sleep(ctx, f.For)
+	return j.restartServices(context.WithoutCancel(ctx), func(*Instance) string { return "" })
+}
+
+// restartServices restarts every instance with the crash points spec
+// gives it: the services at once, within a service one instance after the
+// other, the relay leader last, each restart waiting until the instance
+// answers /readyz — so that no service is ever down whole.
+func (j *Injector) restartServices(ctx context.Context, spec func(*Instance) string) error {
+	errs := make([]error, len(Services))
+	var wg sync.WaitGroup
+	for n, s := range Services {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for _, i := range j.leaderLast(ctx, s) {
+				if err := i.Restart(ctx, spec(i)); err != nil {
+					errs[n] = err
+					return
+				}
+				if err := i.WaitReady(ctx, time.Minute); err != nil {
+					errs[n] = err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// leaderLast returns svc's instances with its relay leader, if known,
+// last.
+func (j *Injector) leaderLast(ctx context.Context, svc string) []*Instance {
+	lead, err := j.Cluster.RelayLeader(ctx, svc)
+	if err != nil {
+		lead, _ = j.Cluster.RelayLeaderFromLogs(svc)
+	}
+	var out []*Instance
+	for n := 1; n <= Instances; n++ {
+		if i := j.Cluster.Get(svc, n); i != lead {
+			out = append(out, i)
+		}
+	}
+	if lead != nil {
+		out = append(out, lead)
+	}
+	return out
+}
+
+// pause keeps i, just frozen (SIGSTOP), so for d, then thaws it
+// (SIGCONT).
+func (j *Injector) pause(ctx context.Context, i *Instance, d time.Duration, in *Injected) error {
+	j.Log.Info("fault: SIGSTOP", "kind", in.Kind, "instance", i.Name(), "for", d, "note", in.Note)
 	t0 := time.Now()
 	sleep(ctx, d)
 	if err := i.Resume(); err != nil {
@@ -184,19 +258,4 @@ func (j *Injector) pause(ctx context.Context, i *Instance, d time.Duration, in *
 		}
 	}
 	return nil
-}
-
-// restartAll restarts the instances at once with the given failpoints.
-func restartAll(ctx context.Context, is []*Instance, failpoints string) error {
-	errs := make([]error, len(is))
-	var wg sync.WaitGroup
-	for n, i := range is {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[n] = i.Restart(ctx, failpoints)
-		}()
-	}
-	wg.Wait()
-	return errors.Join(errs...)
 }

@@ -65,7 +65,7 @@ func (in *Infra) script(ctx context.Context, args ...string) (string, error) {
 		f.Close()
 	}
 	if err != nil {
-		return "", fmt.Errorf("infra.sh %s: %w\n%s", strings.Join(args, " "), err, tail(stderr.String(), 20))
+		return "", fmt.Errorf("infra.sh %s: %w\n%s", strings.Join(args, " "), err, tail(stderr.String(), 70))
 	}
 	in.log.Debug("infra.sh", "args", args, "took", time.Since(t0).Round(time.Millisecond))
 	return stdout.String(), nil
@@ -142,4 +142,75 @@ func tail(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// placeInfra decides where the run's infrastructure lives. By default it
+// is a new state dir under $TMPDIR and the first set of ports that no
+// other run claims and nothing listens on (see FreePorts): a state dir an
+// earlier run left behind, or another run on the same machine, cannot get
+// in the way. -infra-dir or any port flag fixes the place as given, e.g.
+// to reuse a cluster kept with -keep. fresh reports a new state dir;
+// release gives the ports' claim back.
+func placeInfra(o *options, nodes int) (fresh bool, release func(), err error) {
+	if o.fixedInfra {
+		if o.infraDir == "" {
+			o.infraDir = filepath.Join(os.TempDir(), "choreo-chaos-infra")
+		}
+		return false, func() {}, nil
+	}
+	p, release, err := FreePorts(nodes)
+	if err != nil {
+		return false, nil, err
+	}
+	o.kafkaPort, o.pgPort, o.portBase = p.Kafka, p.PG, p.HTTP
+	if o.infraDir, err = os.MkdirTemp("", "choreo-chaos-infra-"); err != nil {
+		release()
+		return false, nil, err
+	}
+	return true, release, nil
+}
+
+// endInfra ends the run's infrastructure: unless -keep, it stops it and,
+// if the run made the state dir, removes it, first copying its logs
+// (Kafka's, PostgreSQL's, infra.sh's) next to the services' when the run
+// failed (runErr), so that nothing needed to see why is lost. With -keep
+// it logs the flags that reuse it.
+func endInfra(ctx context.Context, log *slog.Logger, in *Infra, o options, fresh bool, runErr error) {
+	if o.keep {
+		log.Info("infrastructure left running (-keep); reuse it with",
+			"flags", fmt.Sprintf("-infra-dir %s -kafka-port %d -pg-port %d -port-base %d", in.Dir, o.kafkaPort, o.pgPort, o.portBase))
+		return
+	}
+	log.Info("stopping the infrastructure (-keep leaves it up)")
+	if err := in.Down(ctx); err != nil {
+		log.Error("infra down", "err", err)
+		return // its processes may still run: leave their state dir alone
+	}
+	if !fresh {
+		return
+	}
+	if runErr != nil {
+		dst := filepath.Join(o.dir, "infra")
+		if err := copyLogs(in.Dir, dst); err != nil {
+			log.Error("copying the infrastructure's logs; leaving its state dir", "dir", in.Dir, "err", err)
+			return
+		}
+		log.Info("the infrastructure's logs", "dir", dst)
+	}
+	if err := os.RemoveAll(in.Dir); err != nil {
+		log.Error("removing the infrastructure's state dir", "dir", in.Dir, "err", err)
+	}
+}
+
+// copyLogs copies the logs of state dir src (its logs/ and the suite's
+// chaos-infra.log) into dst.
+func copyLogs(src, dst string) error {
+	if err := os.CopyFS(filepath.Join(dst, "logs"), os.DirFS(filepath.Join(src, "logs"))); err != nil {
+		return err
+	}
+	b, err := os.ReadFile(filepath.Join(src, "chaos-infra.log"))
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dst, "chaos-infra.log"), b, 0o644)
 }

@@ -13,10 +13,13 @@
 //	go run ./tools/chaos -orders 10000 -rate 25 # a full run
 //
 // The last line is `chaos: lost=N doubled=N inconsistent=N terminal=X/Y`;
-// the exit status is non-zero on any violation. The infrastructure lives
-// in -infra-dir on its own ports (Kafka 19092/19094/19096, PostgreSQL
-// 15432), never the shared 9092/5432, and is stopped at the end unless
-// -keep; the next run reuses it if it still runs.
+// the exit status is non-zero on any violation, and in -short also when
+// a scheduled fault kind or a crash point never fired. Every run starts
+// its infrastructure afresh in a state dir of its own, on ports it checked
+// free (Kafka 19092–19097, PostgreSQL 15432 and the services' 18080–18083,
+// 18180–18183, or the next free set), never the shared 9092/5432, and
+// stops and removes it at the end unless -keep. -infra-dir, -kafka-port,
+// -pg-port and -port-base fix them instead, e.g. to reuse a kept cluster.
 package main
 
 import (
@@ -58,6 +61,9 @@ type options struct {
 	kafkaPort, pgPort  int
 	portBase           int
 	crashEvery, pause  time.Duration
+	// fixedInfra: -infra-dir or a port was given, so the run uses them as
+	// they are instead of a fresh state dir and ports checked free.
+	fixedInfra bool
 }
 
 func parse(args []string, stderr io.Writer) (options, error) {
@@ -72,14 +78,15 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.skus, "skus", 100, "SKUs (a tenth of them out of stock)")
 	fs.StringVar(&o.out, "out", "", "write the JSON report here (default DIR/report.json)")
 	fs.StringVar(&o.dir, "dir", "", "output dir: binaries, service logs, report (default a new dir under $TMPDIR)")
-	fs.StringVar(&o.infraDir, "infra-dir", filepath.Join(os.TempDir(), "choreo-chaos-infra"), "CHOREO_INFRA_DIR of the suite's own Kafka and PostgreSQL")
+	fs.StringVar(&o.infraDir, "infra-dir", "", "CHOREO_INFRA_DIR of the suite's own Kafka and PostgreSQL, to reuse (default a new dir under $TMPDIR, removed at the end unless -keep)")
 	fs.StringVar(&o.rev, "rev", "", "build the services from this git revision (e.g. HEAD) instead of the working tree")
-	fs.BoolVar(&o.keep, "keep", false, "leave Kafka and PostgreSQL running at the end (the next run reuses them)")
+	fs.BoolVar(&o.keep, "keep", false, "leave Kafka and PostgreSQL running at the end (reuse them with the -infra-dir and ports printed)")
 	fs.BoolVar(&o.short, "short", false, "the CI profile: 420 orders at 6/s, every fault kind once, ~4 minutes")
 	fs.DurationVar(&o.drain, "drain", 3*time.Minute, "give up waiting for the orders to finish after this")
-	fs.IntVar(&o.kafkaPort, "kafka-port", 19092, "first broker's port (nodes step by 2, controllers on +1)")
-	fs.IntVar(&o.pgPort, "pg-port", 15432, "PostgreSQL's port")
-	fs.IntVar(&o.portBase, "port-base", 18080, "HTTP port of order-1; service s instance i listens on base+s+100(i-1)")
+	first := slot(0)
+	fs.IntVar(&o.kafkaPort, "kafka-port", first.Kafka, "first broker's port (nodes step by 2, controllers on +1; default: the first free set of ports)")
+	fs.IntVar(&o.pgPort, "pg-port", first.PG, "PostgreSQL's port (default: the first free set of ports)")
+	fs.IntVar(&o.portBase, "port-base", first.HTTP, "HTTP port of order-1; service s instance i listens on base+s+100(i-1) (default: the first free set of ports)")
 	fs.DurationVar(&o.crashEvery, "crash-every", 3*time.Second, "period of the crash loop")
 	fs.DurationVar(&o.pause, "pause", 16*time.Second, "how long a SIGSTOP lasts (past relay takeover and the session timeout)")
 	if err := fs.Parse(args); err != nil {
@@ -87,6 +94,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	o.fixedInfra = set["infra-dir"] || set["kafka-port"] || set["pg-port"] || set["port-base"]
 	if o.short {
 		if !set["orders"] && !set["duration"] {
 			o.orders = 420
@@ -161,6 +169,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) (err error) {
 	// Whatever happens, the report (as far as it got) is printed and written.
 	defer func() {
 		rep.Wall = Duration(time.Since(t0))
+		rep.tally()
 		if err != nil && !errors.Is(err, errViolations) {
 			rep.Error = err.Error()
 		}
@@ -175,15 +184,14 @@ func run(ctx context.Context, args []string, stdout io.Writer) (err error) {
 	// Infrastructure, binaries, the cluster. Cleanup runs on a context
 	// that Ctrl-C does not cancel.
 	cleanup := context.WithoutCancel(ctx)
-	infra := &Infra{Repo: repo, Dir: o.infraDir, KafkaPort: o.kafkaPort, PGPort: o.pgPort, Nodes: 3, log: log}
-	if !o.keep {
-		defer func() {
-			log.Info("stopping the infrastructure (-keep leaves it up)")
-			if derr := infra.Down(cleanup); derr != nil {
-				log.Error("infra down", "err", derr)
-			}
-		}()
+	const nodes = 3
+	fresh, release, err := placeInfra(&o, nodes)
+	if err != nil {
+		return err
 	}
+	defer release()
+	infra := &Infra{Repo: repo, Dir: o.infraDir, KafkaPort: o.kafkaPort, PGPort: o.pgPort, Nodes: nodes, log: log}
+	defer func() { endInfra(cleanup, log, infra, o, fresh, err) }()
 	if err := infra.Up(ctx); err != nil {
 		return err
 	}
@@ -215,7 +223,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) (err error) {
 	defer stopObs()
 	obs := &Observer{}
 	go obs.Watch(obsCtx, cluster, 250*time.Millisecond)
-	inj := &Injector{Cluster: cluster, Infra: infra, From: from, Log: log}
+	inj := &Injector{Cluster: cluster, Infra: infra, From: from, Log: log, Failpoints: FailpointsFor(o.short)}
 	start := time.Now()
 	rep.LoadStart = Duration(start.Sub(t0))
 	injected := make(chan []Injected, 1)
@@ -228,12 +236,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) (err error) {
 		return err
 	}
 	lastFault := start
-	rep.ByKind = map[Kind]int{}
 	for _, in := range rep.Injected {
-		rep.ByKind[in.Kind]++
-		if in.Err != "" {
-			rep.FaultErrs++
-		}
 		if in.End.After(lastFault) {
 			lastFault = in.End
 		}
@@ -278,6 +281,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) (err error) {
 	d, at := LongestStall(finishes, start, loadEnd)
 	rep.LoadStall, rep.LoadStallAt = Duration(d), Duration(at.Sub(start))
 	rep.Exits = cluster.ExitsByCause()
+	rep.tally()
 	log.Info("reading every service", "orders", len(ids), "left_pending", left)
 	snap, err := Read(ctx, a, cluster, ids, world)
 	if err != nil {
@@ -286,6 +290,11 @@ func run(ctx context.Context, args []string, stdout io.Writer) (err error) {
 	rep.Verdict = Check(exp, snap)
 	if !rep.Verdict.OK() {
 		return errViolations
+	}
+	if o.short && len(rep.Missing) > 0 {
+		// The CI profile is meant to exercise every fault and crash
+		// point: one that silently did nothing must not pass.
+		return fmt.Errorf("-short: %d scheduled faults or crash points never fired", len(rep.Missing))
 	}
 	return nil
 }

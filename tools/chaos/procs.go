@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -330,18 +331,11 @@ func (c *Cluster) WaitReady(ctx context.Context, limit time.Duration) error {
 	hc := &http.Client{Timeout: 2 * time.Second}
 	for {
 		var notReady []string
+		var tails strings.Builder
 		for _, i := range c.Instances {
-			if !i.Running() {
-				notReady = append(notReady, i.Name()+" (down)")
-				continue
-			}
-			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/readyz", i.Port), nil)
-			resp, err := hc.Do(req)
-			if err == nil {
-				resp.Body.Close()
-			}
-			if err != nil || resp.StatusCode != http.StatusOK {
-				notReady = append(notReady, i.Name())
+			if why := i.ready(ctx, hc); why != "" {
+				notReady = append(notReady, i.Name()+" ("+why+")")
+				fmt.Fprintf(&tails, "\n--- last lines of %s\n%s", i.logPath, logTail(i.logPath, 8))
 			}
 		}
 		if len(notReady) == 0 {
@@ -349,10 +343,45 @@ func (c *Cluster) WaitReady(ctx context.Context, limit time.Duration) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("instances not ready after %s: %s", limit, strings.Join(notReady, ", "))
+			return fmt.Errorf("instances not ready after %s: %s%s", limit, strings.Join(notReady, ", "), tails.String())
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
+}
+
+// WaitReady waits until i runs and answers /readyz with 200.
+func (i *Instance) WaitReady(ctx context.Context, limit time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	hc := &http.Client{Timeout: 2 * time.Second}
+	for {
+		why := i.ready(ctx, hc)
+		if why == "" {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s not ready after %s (%s); last lines of %s:\n%s", i.Name(), limit, why, i.logPath, logTail(i.logPath, 8))
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// ready returns "" if i runs and answers /readyz with 200, else why not.
+func (i *Instance) ready(ctx context.Context, hc *http.Client) string {
+	if !i.Running() {
+		return "down"
+	}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/readyz", i.Port), nil)
+	resp, err := hc.Do(req)
+	if err != nil {
+		return "no answer"
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return resp.Status
+	}
+	return ""
 }
 
 // Stop ends every instance (in parallel), for good.
@@ -524,4 +553,22 @@ func (i *Instance) ElectedSince(since time.Time) (time.Time, bool) {
 		}
 	}
 	return time.Time{}, false
+}
+
+// logTail returns the last n lines of the log at path (read from its last
+// 16 KiB), for errors that should say why without a trip to the file.
+func logTail(path string, n int) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return err.Error()
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.Size() > 16<<10 {
+		_, _ = f.Seek(-16<<10, io.SeekEnd)
+	}
+	b, err := io.ReadAll(f)
+	if err != nil {
+		return err.Error()
+	}
+	return tail(string(b), n)
 }

@@ -12,18 +12,25 @@ import (
 
 // Report is everything a run found, as printed and as written to -out.
 type Report struct {
-	Seed      int64          `json:"seed"`
-	Tag       string         `json:"tag"`
-	Started   time.Time      `json:"started"`
-	Wall      Duration       `json:"wall"`
-	Config    Settings       `json:"config"`
-	Dir       string         `json:"dir"`
-	Load      LoadStats      `json:"load"`
-	Schedule  []Fault        `json:"schedule"`
-	Injected  []Injected     `json:"injected"`
+	Seed     int64      `json:"seed"`
+	Tag      string     `json:"tag"`
+	Started  time.Time  `json:"started"`
+	Wall     Duration   `json:"wall"`
+	Config   Settings   `json:"config"`
+	Dir      string     `json:"dir"`
+	Load     LoadStats  `json:"load"`
+	Schedule []Fault    `json:"schedule"`
+	Injected []Injected `json:"injected"`
+	// ByKind counts the faults that fired, Scheduled those scheduled.
 	ByKind    map[Kind]int   `json:"faults_by_kind"`
+	Scheduled map[Kind]int   `json:"scheduled_by_kind"`
 	FaultErrs int            `json:"fault_errors"`
 	Exits     map[string]int `json:"exits_by_cause"`
+	// Failpoints counts the crashes of every armed crash point.
+	Failpoints map[string]int `json:"failpoints_fired"`
+	// Missing lists what was meant to happen and did not: a scheduled
+	// fault kind that never fired, a crash point that never did.
+	Missing []string `json:"missing,omitempty"`
 	// Drain: from the end of the last fault (all processes up) until the
 	// last order was seen finishing; DrainAfterLoad from the last order
 	// sent.
@@ -64,18 +71,28 @@ func (r *Report) Print(w io.Writer) {
 	l := r.Load
 	fmt.Fprintf(w, "load: %d orders sent in %s (%.1f/s), accepted %d, refused %d, unsettled %d, client retries %d, replays %d, max in flight %d\n",
 		l.Sent, Duration(l.Elapsed), l.Rate, l.Accepted, l.Rejected, l.Unsettled, l.Retries, l.Replays, l.MaxBacklog)
-	fmt.Fprintln(w, "faults by kind:")
+	fmt.Fprintln(w, "faults by kind (fired/scheduled):")
 	for _, k := range AllKinds {
-		fmt.Fprintf(w, "  %-15s %d\n", k, r.ByKind[k])
+		fmt.Fprintf(w, "  %-15s %d/%d\n", k, r.ByKind[k], r.Scheduled[k])
 	}
 	if r.FaultErrs > 0 {
 		fmt.Fprintf(w, "  (%d faults failed to fire or undo, see the JSON)\n", r.FaultErrs)
 	}
+	loadStart := r.Started.Add(time.Duration(r.LoadStart))
 	for _, in := range r.Injected {
-		if in.Note != "" && in.Kind == KindPauseLeader {
-			fmt.Fprintf(w, "  pause-leader %s at +%s: %s\n", in.Target, Duration(in.Start.Sub(r.Started.Add(time.Duration(r.LoadStart)))), in.Note)
+		at := Duration(in.Start.Sub(loadStart))
+		switch {
+		case !in.Fired:
+			fmt.Fprintf(w, "  NOT FIRED %s %s at +%s: %s\n", in.Kind, in.Service, at, in.Err)
+		case in.Kind == KindPauseLeader || (in.Kind == KindPauseConsumer && in.Note != ""):
+			fmt.Fprintf(w, "  %s %s at +%s: %s\n", in.Kind, in.Target, at, in.Note)
 		}
 	}
+	fps := make([]string, len(FailpointNames))
+	for n, name := range FailpointNames {
+		fps[n] = fmt.Sprintf("%s %d", name, r.Failpoints[name])
+	}
+	fmt.Fprintf(w, "crash points fired: %s\n", strings.Join(fps, ", "))
 	causes := make([]string, 0, len(r.Exits))
 	for c, n := range r.Exits {
 		causes = append(causes, fmt.Sprintf("%s %d", c, n))
@@ -95,6 +112,9 @@ func (r *Report) Print(w io.Writer) {
 			break
 		}
 		fmt.Fprintf(w, "VIOLATION %s/%s order=%s key=%s: %s\n", v.Class, v.What, v.Order, v.Key, v.Detail)
+	}
+	for _, m := range r.Missing {
+		fmt.Fprintf(w, "MISSING %s\n", m)
 	}
 	if r.Error != "" {
 		fmt.Fprintf(w, "error: %s\n", r.Error)
@@ -120,4 +140,41 @@ func (r *Report) WriteJSON(path string) error {
 		return err
 	}
 	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+// tally fills the fault counts of the report from r.Injected and
+// r.Exits, and r.Missing: in -short, where every fault kind and crash
+// point is meant to happen, what did not.
+func (r *Report) tally() {
+	r.ByKind, r.Scheduled, r.Failpoints = map[Kind]int{}, map[Kind]int{}, map[string]int{}
+	r.FaultErrs = 0
+	for _, f := range r.Schedule {
+		r.Scheduled[f.Kind]++
+	}
+	for _, in := range r.Injected {
+		if in.Fired {
+			r.ByKind[in.Kind]++
+		}
+		if in.Err != "" {
+			r.FaultErrs++
+		}
+	}
+	for cause, n := range r.Exits {
+		if name, ok := strings.CutPrefix(cause, "failpoint:"); ok {
+			r.Failpoints[name] += n
+		}
+	}
+	r.Missing = nil
+	for _, k := range AllKinds {
+		if r.Scheduled[k] > 0 && r.ByKind[k] == 0 {
+			r.Missing = append(r.Missing, fmt.Sprintf("fault kind %s: scheduled %d, fired none", k, r.Scheduled[k]))
+		}
+	}
+	if r.Scheduled[KindFailpoints] > 0 {
+		for _, name := range FailpointNames {
+			if r.Failpoints[name] == 0 {
+				r.Missing = append(r.Missing, fmt.Sprintf("crash point %s: armed, fired none", name))
+			}
+		}
+	}
 }

@@ -30,8 +30,9 @@ const (
 	KindPGRestart Kind = "pg-restart"
 	// KindDuplicate re-produces every message of the four saga topics.
 	KindDuplicate Kind = "duplicate"
-	// KindFailpoints restarts one instance of every service with the
-	// compiled-in crash points armed (CHOREO_FAILPOINTS) for a window.
+	// KindFailpoints restarts every instance with the compiled-in crash
+	// points armed (CHOREO_FAILPOINTS) for a window: after-commit on the
+	// scheduled instance of every service, the relay's on both.
 	KindFailpoints Kind = "failpoints"
 )
 
@@ -45,9 +46,10 @@ var Services = []string{"order", "payment", "inventory", "shipping"}
 // Instances is how many instances of every service run.
 const Instances = 2
 
-// Fault is one scheduled fault. Process faults name their target service
-// and instance (1-based); a pause of the relay leader and a broker kill
-// find their target when they fire.
+// Fault is one scheduled fault. Process faults name their service and
+// preferred instance (1-based); the instance they hit is chosen when they
+// fire, among those running (see pickTarget). A broker kill finds its
+// target when it fires.
 type Fault struct {
 	At       time.Duration `json:"at"`
 	Kind     Kind          `json:"kind"`
