@@ -13,7 +13,12 @@
 //     then the offset is marked and consumption continues;
 //   - on shutdown the message in hand is finished and its offset marked,
 //     and no further message is started; ending the session commits the
-//     marked offsets, then the group is left.
+//     marked offsets, then the group is left;
+//   - with a BatchHandler, the messages a partition has ready (up to
+//     MaxBatch) are handled together — in the runtime, in one database
+//     transaction — under the same rules: the batch is retried whole
+//     until it succeeds, its permanent failures are dead-lettered one by
+//     one, and only then is the last offset marked.
 package consumer
 
 import (
@@ -58,6 +63,35 @@ type HandlerFunc func(ctx context.Context, m *sarama.ConsumerMessage) error
 // Handle implements Handler.
 func (f HandlerFunc) Handle(ctx context.Context, m *sarama.ConsumerMessage) error { return f(ctx, m) }
 
+// BatchHandler processes several messages of one partition together, in
+// offset order. It returns nil once every message's effects are durable,
+// except for the ones it returns as Failures — messages that can never be
+// processed, whose effects it left out — and any error to have the whole
+// batch retried.
+type BatchHandler interface {
+	HandleBatch(ctx context.Context, msgs []*sarama.ConsumerMessage) ([]Failure, error)
+}
+
+// Failure is a message of a batch that can never be processed, and why.
+type Failure struct {
+	Msg *sarama.ConsumerMessage
+	Err error
+}
+
+// one adapts a Handler to a batch of one message.
+type one struct{ h Handler }
+
+func (o one) HandleBatch(ctx context.Context, msgs []*sarama.ConsumerMessage) ([]Failure, error) {
+	if len(msgs) != 1 {
+		return nil, fmt.Errorf("consumer: a Handler takes one message at a time, got %d", len(msgs))
+	}
+	err := o.h.Handle(ctx, msgs[0])
+	if IsPermanent(err) {
+		return []Failure{{Msg: msgs[0], Err: err}}, nil
+	}
+	return nil, err
+}
+
 // DeadLetterFunc durably records a message that can never be processed,
 // with the reason. It is retried like a handler until it succeeds.
 type DeadLetterFunc func(ctx context.Context, m *sarama.ConsumerMessage, reason error) error
@@ -87,7 +121,14 @@ type Config struct {
 	// GroupID is the consumer group, one per service.
 	GroupID string
 	Topics  []string
+	// Handler handles one message at a time; Batch, several. Set one.
 	Handler Handler
+	Batch   BatchHandler
+	// MaxBatch caps the messages handed to Batch at once: those the
+	// partition has ready when the first arrives (waiting for none, so a
+	// quiet system gets no added latency and a busy one fills batches).
+	// Default 32.
+	MaxBatch int
 	// DeadLetter receives messages whose handling failed permanently.
 	DeadLetter DeadLetterFunc
 	Logger     *slog.Logger
@@ -115,8 +156,8 @@ func (c Config) Validate() error {
 		return errors.New("consumer: no group id")
 	case len(c.Topics) == 0:
 		return errors.New("consumer: no topics")
-	case c.Handler == nil:
-		return errors.New("consumer: no handler")
+	case (c.Handler == nil) == (c.Batch == nil):
+		return errors.New("consumer: set one of Handler and Batch")
 	case c.DeadLetter == nil:
 		return errors.New("consumer: no dead-letter function")
 	}
@@ -125,8 +166,10 @@ func (c Config) Validate() error {
 
 // Group consumes Config.Topics as one member of Config.GroupID.
 type Group struct {
-	cfg Config
-	log *slog.Logger
+	cfg   Config
+	log   *slog.Logger
+	batch BatchHandler // cfg.Batch, or cfg.Handler one message at a time
+	max   int          // messages per batch
 
 	generation atomic.Int32 // of the current session; 0 before the first
 	partitions atomic.Int32 // claimed in the current session
@@ -153,7 +196,13 @@ func New(cfg Config) (*Group, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Group{cfg: cfg, log: cfg.Logger.With("component", "consumer", "group", cfg.GroupID)}, nil
+	g := &Group{cfg: cfg, log: cfg.Logger.With("component", "consumer", "group", cfg.GroupID), batch: cfg.Batch, max: cfg.MaxBatch}
+	if g.batch == nil {
+		g.batch, g.max = one{cfg.Handler}, 1
+	} else if g.max <= 0 {
+		g.max = 32
+	}
+	return g, nil
 }
 
 // Run consumes until ctx ends, rejoining the group after every rebalance and
@@ -212,7 +261,8 @@ func (g *Group) Cleanup(s sarama.ConsumerGroupSession) error {
 }
 
 // ConsumeClaim implements sarama.ConsumerGroupHandler. Messages of one
-// partition are handled one at a time, in order.
+// partition are handled in order: one at a time, or in batches of those
+// ready (see Config.MaxBatch).
 func (g *Group) ConsumeClaim(s sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
 	for {
 		select {
@@ -230,42 +280,69 @@ func (g *Group) ConsumeClaim(s sarama.ConsumerGroupSession, claim sarama.Consume
 			if s.Context().Err() != nil {
 				return nil
 			}
-			if err := g.process(s.Context(), m); err != nil {
-				// Only when the session ended while retrying: the message is
+			batch := g.collect(m, claim.Messages())
+			if err := g.process(s.Context(), batch); err != nil {
+				// Only when the session ended while retrying: the batch is
 				// left unmarked and the next owner of the partition gets it.
 				return nil
 			}
-			s.MarkMessage(m, "")
+			s.MarkMessage(batch[len(batch)-1], "")
 		}
 	}
 }
 
-// process handles m until it succeeds or is dead-lettered. It returns an
-// error only if sessCtx ended first.
-func (g *Group) process(sessCtx context.Context, m *sarama.ConsumerMessage) error {
-	log := g.log.With("topic", m.Topic, "partition", m.Partition, "offset", m.Offset, "order_id", string(m.Key))
+// collect returns first and the messages already waiting behind it, up to
+// the batch size. It never waits: a batch is what the fetch delivered.
+func (g *Group) collect(first *sarama.ConsumerMessage, more <-chan *sarama.ConsumerMessage) []*sarama.ConsumerMessage {
+	batch := []*sarama.ConsumerMessage{first}
+	for len(batch) < g.max {
+		select {
+		case m, ok := <-more:
+			if !ok {
+				return batch
+			}
+			batch = append(batch, m)
+		default:
+			return batch
+		}
+	}
+	return batch
+}
+
+// process handles a batch until it succeeds, its failures dead-lettered.
+// It returns an error only if sessCtx ended first.
+func (g *Group) process(sessCtx context.Context, batch []*sarama.ConsumerMessage) error {
+	first, last := batch[0], batch[len(batch)-1]
+	log := g.log.With("topic", first.Topic, "partition", first.Partition, "offset", first.Offset)
+	if len(batch) == 1 {
+		log = log.With("order_id", string(first.Key))
+	} else {
+		log = log.With("last_offset", last.Offset, "messages", len(batch))
+	}
 	attempt := func() (struct{}, error) {
 		// An attempt already running is allowed to finish after shutdown
 		// begins, so in-flight work completes and its offset is committed.
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(sessCtx), g.cfg.HandleTimeout)
 		defer cancel()
-		err := g.cfg.Handler.Handle(ctx, m)
-		if err == nil {
-			return struct{}{}, nil
+		failed, err := g.batch.HandleBatch(ctx, batch)
+		if err != nil {
+			log.Warn("handler failed; will retry", "err", err)
+			retries.WithLabelValues(g.cfg.GroupID, first.Topic).Inc()
+			return struct{}{}, err
 		}
-		if IsPermanent(err) {
-			log.Error("message cannot be processed; dead-lettering", "reason", err)
-			if dlErr := g.cfg.DeadLetter(ctx, m, err); dlErr != nil {
-				log.Error("dead-letter failed; will retry", "err", dlErr)
-				retries.WithLabelValues(g.cfg.GroupID, m.Topic).Inc()
+		for _, f := range failed {
+			flog := g.log.With("topic", f.Msg.Topic, "partition", f.Msg.Partition, "offset", f.Msg.Offset, "order_id", string(f.Msg.Key))
+			flog.Error("message cannot be processed; dead-lettering", "reason", f.Err)
+			if dlErr := g.cfg.DeadLetter(ctx, f.Msg, f.Err); dlErr != nil {
+				// The whole batch is retried: what it applied is now a
+				// duplicate, skipped; the failure fails again.
+				flog.Error("dead-letter failed; will retry", "err", dlErr)
+				retries.WithLabelValues(g.cfg.GroupID, f.Msg.Topic).Inc()
 				return struct{}{}, dlErr
 			}
-			deadLetters.WithLabelValues(g.cfg.GroupID, m.Topic).Inc()
-			return struct{}{}, nil
+			deadLetters.WithLabelValues(g.cfg.GroupID, f.Msg.Topic).Inc()
 		}
-		log.Warn("handler failed; will retry", "err", err)
-		retries.WithLabelValues(g.cfg.GroupID, m.Topic).Inc()
-		return struct{}{}, err
+		return struct{}{}, nil
 	}
 	eb := backoff.NewExponentialBackOff()
 	eb.InitialInterval = 100 * time.Millisecond

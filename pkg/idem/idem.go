@@ -21,6 +21,9 @@ import (
 	"embed"
 	"fmt"
 
+	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
+
 	"github.com/choreo-saga/choreo/pkg/pg"
 )
 
@@ -60,3 +63,35 @@ func Mark(ctx context.Context, tx Execer, consumer, eventID string) (first bool,
 
 // Schema is the processed_events schema for pg.Migrate.
 var Schema = pg.Schema{Name: "idem", FS: Migrations, Dir: "migrations"}
+
+// MarkAll is Mark for several events in one statement: it records, within
+// tx, that consumer processed each of eventIDs and returns those marked
+// now — the first time; the rest are duplicates. An id given twice is
+// marked once (its second copy is a duplicate). Concurrent transactions
+// marking the same ids block and then conflict as with Mark.
+func MarkAll(ctx context.Context, tx sqlx.QueryerContext, consumer string, eventIDs []string) (map[string]bool, error) {
+	var marked []string
+	if err := sqlx.SelectContext(ctx, tx, &marked,
+		`INSERT INTO processed_events (consumer, event_id)
+		 SELECT $1, id FROM unnest($2::uuid[]) AS id
+		 ON CONFLICT DO NOTHING
+		 RETURNING event_id`, consumer, pq.StringArray(eventIDs)); err != nil {
+		return nil, fmt.Errorf("idem: mark %d events for %s: %w", len(eventIDs), consumer, err)
+	}
+	first := make(map[string]bool, len(marked))
+	for _, id := range marked {
+		first[id] = true
+	}
+	return first, nil
+}
+
+// Unmark forgets, within tx, that consumer processed eventID: for an event
+// marked with MarkAll whose effects were then left out (rolled back to a
+// savepoint), so that a later delivery of it is applied rather than
+// skipped as a duplicate — as if it had been handled alone and rolled back.
+func Unmark(ctx context.Context, tx Execer, consumer, eventID string) error {
+	if _, err := tx.ExecContext(ctx, `DELETE FROM processed_events WHERE consumer = $1 AND event_id = $2`, consumer, eventID); err != nil {
+		return fmt.Errorf("idem: unmark event %s for %s: %w", eventID, consumer, err)
+	}
+	return nil
+}

@@ -53,6 +53,10 @@ type Config struct {
 	// e.g. "payment-1", lets a restarted instance take its partitions back
 	// at once. Empty: dynamic membership.
 	GroupInstanceID string `envconfig:"KAFKA_GROUP_INSTANCE_ID"`
+	// ConsumerBatch is how many ready events of one partition are applied
+	// in one transaction (see Spec.BatchHandler), 1 to MaxBatch; 1 is one
+	// transaction per event (Spec.Handler). Default 32.
+	ConsumerBatch int `envconfig:"CONSUMER_BATCH"`
 	// FailPoints arms crash points for the chaos suite (see package
 	// failpoint), e.g. "after-commit=0.01". Never set in production.
 	FailPoints string `envconfig:"CHOREO_FAILPOINTS"`
@@ -67,7 +71,7 @@ type Config struct {
 // topic settings of a single local broker; there are none for the database
 // and the brokers.
 func DefaultConfig(httpAddr string) Config {
-	return Config{HTTPAddr: httpAddr, TopicSettings: broker.DefaultTopicSettings()}
+	return Config{HTTPAddr: httpAddr, ConsumerBatch: 32, TopicSettings: broker.DefaultTopicSettings()}
 }
 
 // Validate reports the first bad setting, naming its environment variable.
@@ -80,6 +84,9 @@ func (c Config) Validate() error {
 	}
 	if c.HTTPAddr == "" {
 		return errors.New("HTTP_ADDR: empty")
+	}
+	if c.ConsumerBatch < 1 || c.ConsumerBatch > MaxBatch {
+		return fmt.Errorf("CONSUMER_BATCH: %d is not 1 to %d", c.ConsumerBatch, MaxBatch)
 	}
 
 	return c.TopicSettings.Validate()
@@ -221,11 +228,21 @@ func Run(ctx context.Context, cfg Config, spec Spec) error {
 	if err != nil {
 		return err
 	}
+	// One transaction per event, or per batch of ready events.
+	var handler consumer.Handler
+	var batch consumer.BatchHandler
+	if cfg.ConsumerBatch > 1 {
+		batch = spec.BatchHandler(db, log)
+	} else {
+		handler = spec.Handler(db, log)
+	}
 	group, err := consumer.New(consumer.Config{
 		Brokers:    cfg.KafkaBrokers,
 		GroupID:    spec.Name,
 		Topics:     spec.Consumes(),
-		Handler:    spec.Handler(db, log),
+		Handler:    handler,
+		Batch:      batch,
+		MaxBatch:   cfg.ConsumerBatch,
 		DeadLetter: spec.DeadLetterTo(db),
 		InstanceID: cfg.GroupInstanceID,
 		Logger:     log,

@@ -22,8 +22,12 @@
 //     state change, nor the mark, nor the emitted events remain; the
 //     redelivery then applies it.
 //
-// Deliveries go through Spec.Handler on a real PostgreSQL database, exactly
-// as the consumer group hands Kafka messages to it.
+// Every check runs twice: OneAtATime, through Spec.Handler (a transaction
+// per event), and Batched, through Spec.BatchHandler with batches of the
+// one message (a transaction per batch). Batched adds
+// RedeliveriesInOneBatchApplyOnce: three copies of the event in one batch
+// end as one delivery. Deliveries run on a real PostgreSQL database,
+// exactly as the consumer group hands Kafka messages over.
 package participanttest
 
 import (
@@ -68,6 +72,28 @@ type Suite struct {
 	Cases []Case
 	// Concurrency is how many goroutines deliver at once; 0 means 16.
 	Concurrency int
+
+	batched bool // deliver through Spec.BatchHandler
+}
+
+// handler is the handler the checks deliver through: Spec.Handler, or
+// Spec.BatchHandler taking each message as a batch of one, its permanent
+// failure returned as the error a consumer would dead-letter.
+func (s Suite) handler(db *sqlx.DB) consumer.Handler {
+	if !s.batched {
+		return s.Spec.Handler(db, discard)
+	}
+	b := s.Spec.BatchHandler(db, discard)
+	return consumer.HandlerFunc(func(ctx context.Context, m *sarama.ConsumerMessage) error {
+		failed, err := b.HandleBatch(ctx, []*sarama.ConsumerMessage{m})
+		if err != nil {
+			return err
+		}
+		if len(failed) > 0 {
+			return failed[0].Err
+		}
+		return nil
+	})
 }
 
 // Run runs the suite's checks for every case.
@@ -76,16 +102,52 @@ func Run(t *testing.T, s Suite) {
 	if len(s.Cases) == 0 {
 		t.Fatal("participanttest: a suite needs at least one case")
 	}
-	for _, c := range s.Cases {
-		t.Run(c.Name, func(t *testing.T) {
-			t.Run("RedeliveryAppliesOnce", func(t *testing.T) { redelivery(t, s, c) })
-			t.Run("ConcurrentDeliveriesApplyOnce", func(t *testing.T) { concurrent(t, s, c) })
-			t.Run("ForwardCompatibleEventIsApplied", func(t *testing.T) { forwardCompatible(t, s, c) })
-			t.Run("InvalidPayloadIsDeadLettered", func(t *testing.T) { invalid(t, s, c) })
-			t.Run("OtherServicesEventsAreAcknowledged", func(t *testing.T) { others(t, s, c) })
-			t.Run("ChangeMarkAndOutboxCommitTogether", func(t *testing.T) { atomic(t, s, c) })
+	for _, batched := range []bool{false, true} {
+		s.batched = batched
+		mode := map[bool]string{false: "OneAtATime", true: "Batched"}[batched]
+		t.Run(mode, func(t *testing.T) {
+			for _, c := range s.Cases {
+				t.Run(c.Name, func(t *testing.T) {
+					t.Run("RedeliveryAppliesOnce", func(t *testing.T) { redelivery(t, s, c) })
+					if batched {
+						t.Run("RedeliveriesInOneBatchApplyOnce", func(t *testing.T) { redeliveryInBatch(t, s, c) })
+					}
+					t.Run("ConcurrentDeliveriesApplyOnce", func(t *testing.T) { concurrent(t, s, c) })
+					t.Run("ForwardCompatibleEventIsApplied", func(t *testing.T) { forwardCompatible(t, s, c) })
+					t.Run("InvalidPayloadIsDeadLettered", func(t *testing.T) { invalid(t, s, c) })
+					t.Run("OtherServicesEventsAreAcknowledged", func(t *testing.T) { others(t, s, c) })
+					t.Run("ChangeMarkAndOutboxCommitTogether", func(t *testing.T) { atomic(t, s, c) })
+				})
+			}
 		})
 	}
+}
+
+// redeliveryInBatch hands three copies of the event to the batch handler
+// at once, as a consumer catching up on a partition where the broker
+// redelivered it would: the first applies, the other two are duplicates.
+func redeliveryInBatch(t *testing.T, s Suite, c Case) {
+	db := s.DB(t)
+	single := c.Setup(t, db)
+	deliver(t, s, db, single)
+	want := c.State(t, db, single)
+
+	e := c.Setup(t, db)
+	since := lastOutboxID(t, db)
+	dups := duplicates(t, s.Spec.Name, e.Type)
+	m := message(t, e)
+	failed, err := s.Spec.BatchHandler(db, discard).HandleBatch(context.Background(), []*sarama.ConsumerMessage{m, m, m})
+	if err != nil || len(failed) > 0 {
+		t.Fatalf("batch of three copies: failed %v, err %v", failed, err)
+	}
+	if got := c.State(t, db, e); !reflect.DeepEqual(got, want) {
+		t.Errorf("state after a batch of three copies %+v, after one delivery %+v", got, want)
+	}
+	if got := duplicates(t, s.Spec.Name, e.Type) - dups; got != 2 {
+		t.Errorf("%v copies skipped as duplicates, want 2", got)
+	}
+	wantMarks(t, db, e, 1)
+	wantEmitted(t, s, db, e, since, c.Emits)
 }
 
 func redelivery(t *testing.T, s Suite, c Case) {
@@ -124,7 +186,7 @@ func concurrent(t *testing.T, s Suite, c Case) {
 	if n == 0 {
 		n = 16
 	}
-	h := s.Spec.Handler(db, discard)
+	h := s.handler(db)
 	m := message(t, e)
 	dups := duplicates(t, s.Spec.Name, e.Type)
 	var wg sync.WaitGroup
@@ -180,7 +242,7 @@ func forwardCompatible(t *testing.T, s Suite, c Case) {
 	m.Value = withAddedFields(t, m.Value,
 		map[string]any{"trace_hint": "x"},
 		map[string]any{"added_in_v1_1": true})
-	if err := s.Spec.Handler(db, discard).Handle(context.Background(), m); err != nil {
+	if err := s.handler(db).Handle(context.Background(), m); err != nil {
 		t.Fatalf("deliver %s with added fields: %v; want them ignored", e.Type, err)
 	}
 	if got := c.State(t, db, e); !reflect.DeepEqual(got, want) {
@@ -236,7 +298,7 @@ func invalid(t *testing.T, s Suite, c Case) {
 	before := c.State(t, db, e)
 	e.Payload = json.RawMessage(`["not", "an", "object"]`)
 	m := message(t, e)
-	err := s.Spec.Handler(db, discard).Handle(context.Background(), m)
+	err := s.handler(db).Handle(context.Background(), m)
 	if !consumer.IsPermanent(err) {
 		t.Fatalf("handling an undecodable payload: err = %v, want a permanent error", err)
 	}
@@ -280,7 +342,7 @@ func others(t *testing.T, s Suite, c Case) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Spec.Handler(db, discard).Handle(context.Background(), message(t, other)); err != nil {
+		if err := s.handler(db).Handle(context.Background(), message(t, other)); err != nil {
 			t.Errorf("%s: err = %v, want it acknowledged", other.Type, err)
 		}
 		wantMarks(t, db, other, 0)
@@ -310,7 +372,7 @@ func atomic(t *testing.T, s Suite, c Case) {
 		}
 	}
 	m := message(t, e)
-	err := s.Spec.Handler(db, discard).Handle(context.Background(), m)
+	err := s.handler(db).Handle(context.Background(), m)
 	if err == nil || consumer.IsPermanent(err) {
 		t.Fatalf("delivery with a failing commit: err = %v, want a retryable error", err)
 	}
@@ -334,7 +396,7 @@ func atomic(t *testing.T, s Suite, c Case) {
 // deliver hands e to the service's handler once and fails on any error.
 func deliver(t *testing.T, s Suite, db *sqlx.DB, e events.Envelope) {
 	t.Helper()
-	if err := s.Spec.Handler(db, discard).Handle(context.Background(), message(t, e)); err != nil {
+	if err := s.handler(db).Handle(context.Background(), message(t, e)); err != nil {
 		t.Fatalf("deliver %s: %v", e.Type, err)
 	}
 }

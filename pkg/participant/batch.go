@@ -1,0 +1,169 @@
+package participant
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/jmoiron/sqlx"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/choreo-saga/choreo/pkg/consumer"
+	"github.com/choreo-saga/choreo/pkg/failpoint"
+	"github.com/choreo-saga/choreo/pkg/idem"
+)
+
+// MaxBatch caps the events applied in one transaction. Each event runs
+// under a savepoint, which is a subtransaction once it writes; PostgreSQL
+// keeps 64 of them per transaction in shared memory
+// (PGPROC_MAX_CACHED_SUBXIDS) and past that every other session's
+// visibility checks slow down, so batches stay well below.
+const MaxBatch = 48
+
+// batchSize shows how full batches are: near 1 on a quiet system, near
+// the cap when the consumer has a backlog.
+var batchSize = promauto.NewHistogramVec(prometheus.HistogramOpts{
+	Name:    "choreo_consumer_batch_size",
+	Help:    "Events handled per batch (one transaction), by consumer.",
+	Buckets: []float64{1, 2, 4, 8, 16, 32, 48},
+}, []string{"consumer"})
+
+// BatchHandler returns the service's handler for batches: the events of
+// one partition that are ready, applied in one transaction — the same
+// chain as Handler, split at the transaction:
+//
+//  1. each message goes through Decode, Guard, Route and DecodePayload
+//     alone; a message they refuse is a failure to dead-letter, another
+//     service's event is acknowledged;
+//  2. one transaction marks the routed events processed with one
+//     statement (idem.MarkAll: the primary key still decides), skips the
+//     duplicates, and runs each first-seen event's reaction, in offset
+//     order, under a savepoint: a reaction that fails permanently is
+//     rolled back to its savepoint and unmarked — only that event is
+//     dead-lettered — while one that fails otherwise (a deadlock, the
+//     database away) rolls the whole batch back to be retried;
+//  3. one commit, after which the consumer dead-letters the failures and
+//     marks the last offset.
+//
+// Per-order ordering holds: a batch is one partition's messages in order,
+// and two events of one order in a batch apply one after the other, the
+// second seeing the first's changes.
+func (s Spec) BatchHandler(db *sqlx.DB, log *slog.Logger) consumer.BatchHandler {
+	now := s.Now
+	if now == nil {
+		now = time.Now
+	}
+	routed := func(context.Context, *Delivery) error { return nil }
+	return &batcher{
+		spec: s, db: db, now: now,
+		front: Chain(routed, Decode(log.With("consumer", s.Name)), Guard, Route(s.Reactions), DecodePayload),
+		react: Classify(React),
+	}
+}
+
+type batcher struct {
+	spec  Spec
+	db    *sqlx.DB
+	now   func() time.Time
+	front Handler // up to the transaction
+	react Handler // inside it
+}
+
+// HandleBatch implements consumer.BatchHandler.
+func (b *batcher) HandleBatch(ctx context.Context, msgs []*sarama.ConsumerMessage) ([]consumer.Failure, error) {
+	var failed []consumer.Failure
+	var todo []*Delivery
+	all := make([]*Delivery, 0, len(msgs))
+	for _, m := range msgs {
+		d := &Delivery{Msg: m}
+		all = append(all, d)
+		switch err := b.front(ctx, d); {
+		case consumer.IsPermanent(err):
+			failed = append(failed, consumer.Failure{Msg: m, Err: err})
+		case err != nil:
+			return nil, err
+		case d.Outcome == "": // routed: not acknowledged yet
+			todo = append(todo, d)
+		}
+	}
+	if len(todo) > 0 {
+		left, err := b.apply(ctx, todo)
+		if err != nil {
+			return nil, err
+		}
+		failed = append(failed, left...)
+	}
+	batchSize.WithLabelValues(b.spec.Name).Observe(float64(len(msgs)))
+	for _, d := range all {
+		if d.Outcome != "" {
+			handled.WithLabelValues(b.spec.Name, d.Event.Type, d.Outcome).Inc()
+		}
+	}
+	return failed, nil
+}
+
+// apply runs the routed deliveries in one transaction (step 2 above) and
+// returns those whose reaction failed permanently.
+func (b *batcher) apply(ctx context.Context, ds []*Delivery) ([]consumer.Failure, error) {
+	ctx, cancel := context.WithTimeout(ctx, TxTimeout)
+	defer cancel()
+	sqlTx, err := b.db.BeginTxx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("begin: %w", err)
+	}
+	defer sqlTx.Rollback() //nolint:errcheck // a no-op after Commit
+
+	ids := make([]string, len(ds))
+	for i, d := range ds {
+		ids[i] = d.Event.ID
+	}
+	first, err := idem.MarkAll(ctx, sqlTx, b.spec.Name, ids)
+	if err != nil {
+		return nil, err
+	}
+	var failed []consumer.Failure
+	at := b.now()
+	for _, d := range ds {
+		if !first[d.Event.ID] {
+			d.Log.Info("duplicate event skipped")
+			d.Outcome = "duplicate"
+			continue
+		}
+		delete(first, d.Event.ID) // a second copy in this batch is a duplicate
+		if _, err := sqlTx.ExecContext(ctx, `SAVEPOINT delivery`); err != nil {
+			return nil, fmt.Errorf("savepoint: %w", err)
+		}
+		d.Tx = &Tx{ExtContext: sqlTx, Log: d.Log, source: b.spec.Name, produces: b.spec.Produces, orderID: d.Event.OrderID, now: at}
+		err := b.react(ctx, d)
+		switch {
+		case err == nil:
+			_, err = sqlTx.ExecContext(ctx, `RELEASE SAVEPOINT delivery`)
+		case consumer.IsPermanent(err):
+			failed = append(failed, consumer.Failure{Msg: d.Msg, Err: err})
+			err = b.leaveOut(ctx, sqlTx, d)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if err := sqlTx.Commit(); err != nil {
+		return nil, fmt.Errorf("commit: %w", err)
+	}
+	failpoint.Hit(failpoint.AfterCommit) // the chaos suite's crash before the offset mark
+	return failed, nil
+}
+
+// leaveOut undoes a permanently failed reaction's changes and its mark,
+// keeping the rest of the batch.
+func (b *batcher) leaveOut(ctx context.Context, tx *sqlx.Tx, d *Delivery) error {
+	for _, q := range []string{`ROLLBACK TO SAVEPOINT delivery`, `RELEASE SAVEPOINT delivery`} {
+		if _, err := tx.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("%s: %w", q, err)
+		}
+	}
+	d.Outcome = ""
+	return idem.Unmark(ctx, tx, b.spec.Name, d.Event.ID)
+}

@@ -1,0 +1,217 @@
+package participant_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/IBM/sarama"
+	"github.com/google/uuid"
+	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
+
+	"github.com/choreo-saga/choreo/internal/testenv"
+	"github.com/choreo-saga/choreo/pkg/consumer"
+	"github.com/choreo-saga/choreo/pkg/events"
+	"github.com/choreo-saga/choreo/pkg/participant"
+)
+
+// recorder is a service whose reaction to InventoryReserved records the
+// event in applied, in order, and then does what the event's country
+// asks: "XX" fails permanently after writing, "DL" fails as a deadlock
+// would (retried).
+func recorder(t *testing.T) (participant.Spec, *sqlx.DB) {
+	t.Helper()
+	db := testenv.DB(t)
+	if _, err := db.Exec(`CREATE TABLE applied (seq bigserial PRIMARY KEY, event_id uuid NOT NULL, order_id text NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	spec := participant.Spec{
+		Name:     "recorder",
+		Produces: events.TopicShipping,
+		Reactions: []participant.Reaction{
+			participant.On(func(ctx context.Context, tx *participant.Tx, e events.Envelope, p events.InventoryReserved) error {
+				if _, err := tx.ExecContext(ctx, `INSERT INTO applied (event_id, order_id) VALUES ($1, $2)`, e.ID, e.OrderID); err != nil {
+					return err
+				}
+				switch p.ShippingAddress.Country {
+				case "XX":
+					return fmt.Errorf("refused: %w", events.ErrInvalid)
+				case "DL":
+					return &pq.Error{Code: "40P01", Message: "deadlock detected"}
+				}
+				return tx.Emit(ctx, events.ShipmentScheduled{Country: p.ShippingAddress.Country})
+			}),
+		},
+	}
+	return spec, db
+}
+
+// reserved is an InventoryReserved event of order, shipping to country.
+func reserved(t *testing.T, order, country string) *sarama.ConsumerMessage {
+	t.Helper()
+	return testenv.Message(t, testenv.Event(t, order, events.InventoryReserved{
+		Items: []events.Item{{SKU: "s", Quantity: 1, UnitPrice: 1}}, ShippingAddress: events.Address{Country: country},
+	}))
+}
+
+func eventID(t *testing.T, m *sarama.ConsumerMessage) string {
+	t.Helper()
+	e, err := events.DecodeEnvelope(m.Value)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e.ID
+}
+
+// appliedIDs lists the events the reaction applied (and committed), in
+// the order it applied them.
+func appliedIDs(t *testing.T, db *sqlx.DB) []string {
+	t.Helper()
+	var ids []string
+	if err := db.Select(&ids, `SELECT event_id FROM applied ORDER BY seq`); err != nil {
+		t.Fatal(err)
+	}
+	return ids
+}
+
+func markedIDs(t *testing.T, db *sqlx.DB) []string {
+	t.Helper()
+	var ids []string
+	if err := db.Select(&ids, `SELECT event_id FROM processed_events WHERE consumer = 'recorder' ORDER BY event_id`); err != nil {
+		t.Fatal(err)
+	}
+	return ids
+}
+
+func sorted(ids ...string) []string { return slices.Sorted(slices.Values(ids)) }
+
+func TestBatchAppliesEachEventOnceInOrder(t *testing.T) {
+	order := uuid.NewString()
+	a, b, c := reserved(t, order, "JP"), reserved(t, order, "US"), reserved(t, uuid.NewString(), "GB")
+	junk := &sarama.ConsumerMessage{Topic: events.TopicInventory, Key: []byte("k"), Value: []byte("{not json")}
+	poison := reserved(t, uuid.NewString(), "XX")
+	deadlock := reserved(t, uuid.NewString(), "DL")
+	shipments := func(t *testing.T, db *sqlx.DB) int {
+		var n int
+		if err := db.Get(&n, `SELECT count(*) FROM outbox WHERE topic = $1`, events.TopicShipping); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	tests := []struct {
+		name        string
+		before      []*sarama.ConsumerMessage // handled in an earlier batch
+		batch       []*sarama.ConsumerMessage
+		retry       bool                      // the batch fails as a whole
+		wantFailed  []*sarama.ConsumerMessage // to dead-letter
+		wantApplied []*sarama.ConsumerMessage // by this batch, in order
+		wantMarked  []*sarama.ConsumerMessage // in the end
+	}{
+		{name: "InOffsetOrderOneOrderAfterAnother",
+			batch: []*sarama.ConsumerMessage{a, b, c}, wantApplied: []*sarama.ConsumerMessage{a, b, c}, wantMarked: []*sarama.ConsumerMessage{a, b, c}},
+		{name: "CopiesInOneBatchApplyOnce",
+			batch: []*sarama.ConsumerMessage{a, a, c, a}, wantApplied: []*sarama.ConsumerMessage{a, c}, wantMarked: []*sarama.ConsumerMessage{a, c}},
+		{name: "AlreadyProcessedAreSkipped", before: []*sarama.ConsumerMessage{a},
+			batch: []*sarama.ConsumerMessage{a, c}, wantApplied: []*sarama.ConsumerMessage{c}, wantMarked: []*sarama.ConsumerMessage{a, c}},
+		{name: "UndecodableMessageIsLeftOutAlone",
+			batch: []*sarama.ConsumerMessage{a, junk, c}, wantFailed: []*sarama.ConsumerMessage{junk}, wantApplied: []*sarama.ConsumerMessage{a, c}, wantMarked: []*sarama.ConsumerMessage{a, c}},
+		{name: "PermanentReactionFailureRollsBackOnlyItsEvent",
+			batch: []*sarama.ConsumerMessage{a, poison, c}, wantFailed: []*sarama.ConsumerMessage{poison}, wantApplied: []*sarama.ConsumerMessage{a, c}, wantMarked: []*sarama.ConsumerMessage{a, c}},
+		{name: "TransientFailureRetriesTheWholeBatch",
+			batch: []*sarama.ConsumerMessage{a, deadlock, c}, retry: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			spec, db := recorder(t)
+			h := spec.BatchHandler(db, testenv.Logger(t))
+			if tt.before != nil {
+				if _, err := h.HandleBatch(context.Background(), tt.before); err != nil {
+					t.Fatal(err)
+				}
+			}
+			skip := len(appliedIDs(t, db))
+			failed, err := h.HandleBatch(context.Background(), tt.batch)
+			if tt.retry {
+				if err == nil || consumer.IsPermanent(err) {
+					t.Fatalf("err = %v, want a retryable error", err)
+				}
+				if got := appliedIDs(t, db); len(got) != skip || len(markedIDs(t, db)) != 0 || shipments(t, db) != 0 {
+					t.Fatalf("a failed batch left %v applied, %v marked, %d events queued; want nothing", got, markedIDs(t, db), shipments(t, db))
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var gotFailed []*sarama.ConsumerMessage
+			for _, f := range failed {
+				if !consumer.IsPermanent(f.Err) {
+					t.Errorf("failure %v is not permanent", f.Err)
+				}
+				gotFailed = append(gotFailed, f.Msg)
+			}
+			if !slices.Equal(gotFailed, tt.wantFailed) {
+				t.Errorf("failed %d messages, want %d", len(gotFailed), len(tt.wantFailed))
+			}
+			var want, wantMarks []string
+			for _, m := range tt.wantApplied {
+				want = append(want, eventID(t, m))
+			}
+			for _, m := range tt.wantMarked {
+				wantMarks = append(wantMarks, eventID(t, m))
+			}
+			if got := appliedIDs(t, db)[skip:]; !slices.Equal(got, want) {
+				t.Errorf("applied %v, want %v", got, want)
+			}
+			if got := markedIDs(t, db); !slices.Equal(got, sorted(wantMarks...)) {
+				t.Errorf("marked %v, want %v", got, sorted(wantMarks...))
+			}
+			if got := shipments(t, db); got != len(tt.wantMarked) {
+				t.Errorf("%d ShipmentScheduled queued, want one per applied event (%d)", got, len(tt.wantMarked))
+			}
+		})
+	}
+}
+
+// TestConcurrentBatchesApplyOnce: the same batch handed to several
+// goroutines at once — two members briefly owning one partition during a
+// rebalance — applies each event once.
+func TestConcurrentBatchesApplyOnce(t *testing.T) {
+	spec, db := recorder(t)
+	h := spec.BatchHandler(db, testenv.Logger(t))
+	var batch []*sarama.ConsumerMessage
+	for range 10 {
+		batch = append(batch, reserved(t, uuid.NewString(), "JP"))
+	}
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	errs := make(chan error, 8)
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			var err error
+			for range 10 { // a consumer retries a deadlock or a serialization failure
+				if _, err = h.HandleBatch(context.Background(), batch); err == nil {
+					break
+				}
+			}
+			errs <- err
+		}()
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := appliedIDs(t, db); len(got) != len(batch) {
+		t.Fatalf("%d applications of %d events by 8 concurrent batches, want one each", len(got), len(batch))
+	}
+}
