@@ -163,6 +163,11 @@ var reactsTo = map[string][]string{
 	events.TypeShipmentFailed:    {"inventory"},
 	events.TypeOrderCompleted:    {},
 	events.TypeOrderCancelled:    {},
+
+	events.TypeOrderCancelRequested: {"payment", "inventory", "shipping"},
+	events.TypePaymentCancelled:     {"order"},
+	events.TypeInventoryCancelled:   {"order"},
+	events.TypeShipmentCancelled:    {"order"},
 }
 
 // TestConcurrentDeliveryToIdem hands one OrderCreated to the payment
