@@ -262,7 +262,7 @@ func metric(t *testing.T, svc, name string, labels map[string]string) float64 {
 		t.Fatalf("GET %s /metrics = %d", svc, status)
 	}
 	for _, line := range strings.Split(string(body), "\n") {
-		if !strings.HasPrefix(line, name+"{") {
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
 			continue
 		}
 		match := true

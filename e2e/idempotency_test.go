@@ -80,8 +80,9 @@ func TestIdempotencyKey(t *testing.T) {
 		ordersCreated.Add(1)
 		for id := range distinct {
 			wantOrder(t, id, "COMPLETED", "")
-			// order.events also carries the saga's end (OrderCompleted)
-			// under the same key; count the starts only.
+			// order.events also carries the order's later events (its
+			// OrderCompleted, published a moment after the order reads
+			// COMPLETED); only the OrderCreated count says one saga.
 			created := 0
 			for _, m := range messagesFor(t, events.TopicOrder, id) {
 				if header(m, events.HeaderEventType) == events.TypeOrderCreated {
@@ -171,6 +172,11 @@ var reactsTo = map[string][]string{
 	events.TypeShipmentFailed:    {"inventory"},
 	events.TypeOrderCompleted:    {},
 	events.TypeOrderCancelled:    {},
+
+	events.TypeOrderCancelRequested: {"payment", "inventory", "shipping"},
+	events.TypePaymentCancelled:     {"order"},
+	events.TypeInventoryCancelled:   {"order"},
+	events.TypeShipmentCancelled:    {"order"},
 }
 
 // TestConcurrentDeliveryToIdem hands one OrderCreated to the payment

@@ -56,13 +56,13 @@ const MaxAmount = 1_000_000_000_000_000
 // another service's topic: each service writes only its own.
 func TopicOf(eventType string) (string, bool) {
 	switch eventType {
-	case TypeOrderCreated, TypeOrderCompleted, TypeOrderCancelled:
+	case TypeOrderCreated, TypeOrderCompleted, TypeOrderCancelled, TypeOrderCancelRequested:
 		return TopicOrder, true
-	case TypePaymentCompleted, TypePaymentDeclined, TypePaymentRefunded:
+	case TypePaymentCompleted, TypePaymentDeclined, TypePaymentRefunded, TypePaymentCancelled:
 		return TopicPayment, true
-	case TypeInventoryReserved, TypeInventoryRejected, TypeInventoryReleased:
+	case TypeInventoryReserved, TypeInventoryRejected, TypeInventoryReleased, TypeInventoryCancelled:
 		return TopicInventory, true
-	case TypeShipmentScheduled, TypeShipmentFailed:
+	case TypeShipmentScheduled, TypeShipmentFailed, TypeShipmentCancelled:
 		return TopicShipping, true
 	}
 	return "", false
@@ -282,6 +282,14 @@ func (e Envelope) typedPayload() (Payload, error) {
 		return decodeAs[OrderCompleted](e)
 	case TypeOrderCancelled:
 		return decodeAs[OrderCancelled](e)
+	case TypeOrderCancelRequested:
+		return decodeAs[OrderCancelRequested](e)
+	case TypePaymentCancelled:
+		return decodeAs[PaymentCancelled](e)
+	case TypeInventoryCancelled:
+		return decodeAs[InventoryCancelled](e)
+	case TypeShipmentCancelled:
+		return decodeAs[ShipmentCancelled](e)
 	case TypePaymentCompleted:
 		return decodeAs[PaymentCompleted](e)
 	case TypePaymentDeclined:

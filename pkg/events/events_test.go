@@ -2,6 +2,7 @@ package events_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -38,6 +39,44 @@ func TestRoundTrip(t *testing.T) {
 	}
 	if e.Type != events.TypeOrderCreated || e.OrderID != "order-1" || out.TotalAmount != 5000 || out.Items[0].SKU != "SKU-1" {
 		t.Fatalf("round trip lost data: %+v %+v", e, out)
+	}
+}
+
+// TestCancelEventsRoundTrip: the cancel request and the three
+// acknowledgements decode as their own types, and the request takes only
+// the two cancel reasons.
+func TestCancelEventsRoundTrip(t *testing.T) {
+	for _, in := range []events.Payload{
+		events.OrderCancelRequested{Reason: events.ReasonCustomerCancelled},
+		events.OrderCancelRequested{Reason: events.ReasonTimeout},
+		events.PaymentCancelled{CustomerID: "c-1", Amount: 5000},
+		events.PaymentCancelled{},
+		events.InventoryCancelled{Items: []events.Item{{SKU: "SKU-1", Quantity: 2, UnitPrice: 2500}}},
+		events.InventoryCancelled{},
+		events.ShipmentCancelled{WasScheduled: true},
+	} {
+		t.Run(in.EventType(), func(t *testing.T) {
+			e, out, err := events.Decode(mustEncode(t, in))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if e.Type != in.EventType() {
+				t.Fatalf("type = %s, want %s", e.Type, in.EventType())
+			}
+			if got, want := fmt.Sprintf("%#v", out), fmt.Sprintf("%#v", in); got != want {
+				t.Fatalf("round trip = %s, want %s", got, want)
+			}
+		})
+	}
+	for _, bad := range []events.Payload{
+		events.OrderCancelRequested{},
+		events.OrderCancelRequested{Reason: events.ReasonOutOfStock},
+		events.PaymentCancelled{Amount: -1},
+		events.InventoryCancelled{Items: []events.Item{{SKU: "SKU-1", Quantity: 0}}},
+	} {
+		if _, err := events.New("test", "o", bad, time.Now()); err == nil {
+			t.Errorf("New(%#v) = nil error, want it refused", bad)
+		}
 	}
 }
 
@@ -163,6 +202,10 @@ func TestTopicOf(t *testing.T) {
 		{events.TypeOrderCreated, events.TopicOrder},
 		{events.TypeOrderCompleted, events.TopicOrder},
 		{events.TypeOrderCancelled, events.TopicOrder},
+		{events.TypeOrderCancelRequested, events.TopicOrder},
+		{events.TypePaymentCancelled, events.TopicPayment},
+		{events.TypeInventoryCancelled, events.TopicInventory},
+		{events.TypeShipmentCancelled, events.TopicShipping},
 		{events.TypePaymentCompleted, events.TopicPayment},
 		{events.TypePaymentDeclined, events.TopicPayment},
 		{events.TypePaymentRefunded, events.TopicPayment},

@@ -67,3 +67,30 @@ func (p InventoryReleased) Validate() error {
 	}
 	return validateReason(p.Reason, ReasonShippingUnavailable)
 }
+
+// TypeInventoryCancelled is inventory's acknowledgement of an
+// OrderCancelRequested, on TopicInventory.
+const TypeInventoryCancelled = "InventoryCancelled"
+
+// InventoryCancelled: the order holds no units and never will — its
+// reservation was released (Items, back to available in the same
+// transaction), or there was nothing to release (no Items: rejected,
+// already released, or not reserved yet, which leaves a tombstone that
+// makes the late reserve a no-op). The order service counts it towards the
+// cancel.
+type InventoryCancelled struct {
+	// Items are the lines this cancel returned to stock; none when nothing
+	// was held.
+	Items []Item `json:"items,omitempty"`
+}
+
+// EventType implements Payload.
+func (InventoryCancelled) EventType() string { return TypeInventoryCancelled }
+
+// Validate implements Payload.
+func (p InventoryCancelled) Validate() error {
+	if len(p.Items) == 0 {
+		return nil
+	}
+	return validateItems(p.Items)
+}

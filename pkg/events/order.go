@@ -72,3 +72,29 @@ func (p OrderCancelled) Validate() error {
 	}
 	return nil
 }
+
+// TypeOrderCancelRequested is published by the order service on TopicOrder
+// when it accepts a cancel: the customer's (POST /orders/{id}/cancel) or its
+// own, when the saga outlived ORDER_DEADLINE.
+const TypeOrderCancelRequested = "OrderCancelRequested"
+
+// OrderCancelRequested asks every participant to undo its effect on the
+// order, whatever step the saga has reached, and to refuse the steps that
+// arrive later: payment refunds, inventory releases, shipping cancels the
+// shipment. Each answers with one acknowledgement on its own topic
+// (PaymentCancelled, InventoryCancelled, ShipmentCancelled) in the
+// transaction of its undo; the order is CANCELLED with Reason once it holds
+// all three. The order service queues it in the transaction that moves the
+// order to CANCELLING, and only then, so each order has at most one.
+type OrderCancelRequested struct {
+	// Reason is ReasonCustomerCancelled or ReasonTimeout.
+	Reason string `json:"reason"`
+}
+
+// EventType implements Payload.
+func (OrderCancelRequested) EventType() string { return TypeOrderCancelRequested }
+
+// Validate implements Payload.
+func (p OrderCancelRequested) Validate() error {
+	return validateReason(p.Reason, ReasonCustomerCancelled, ReasonTimeout)
+}

@@ -81,3 +81,32 @@ func (p PaymentRefunded) Validate() error {
 	}
 	return validateReason(p.Reason, ReasonOutOfStock, ReasonShippingUnavailable)
 }
+
+// TypePaymentCancelled is payment's acknowledgement of an
+// OrderCancelRequested, on TopicPayment.
+const TypePaymentCancelled = "PaymentCancelled"
+
+// PaymentCancelled: the order's payment is undone and no later charge can
+// happen — the debit was credited back (Amount, in the same transaction),
+// or there was none to give back (Amount 0: declined, already refunded by
+// a compensation, or not charged yet, which leaves a tombstone that makes
+// the late charge a no-op). The order service counts it towards the
+// cancel.
+type PaymentCancelled struct {
+	CustomerID string `json:"customer_id,omitempty"`
+	// Amount is what this cancel credited back; 0 when nothing was.
+	Amount int64 `json:"amount"`
+}
+
+// EventType implements Payload.
+func (PaymentCancelled) EventType() string { return TypePaymentCancelled }
+
+// Validate implements Payload.
+func (p PaymentCancelled) Validate() error {
+	if p.CustomerID != "" {
+		if err := validateID("customer_id", p.CustomerID); err != nil {
+			return err
+		}
+	}
+	return validateAmount(p.Amount)
+}

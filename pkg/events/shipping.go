@@ -34,3 +34,23 @@ func (ShipmentFailed) EventType() string { return TypeShipmentFailed }
 func (p ShipmentFailed) Validate() error {
 	return validateReason(p.Reason, ReasonShippingUnavailable)
 }
+
+// TypeShipmentCancelled is shipping's acknowledgement of an
+// OrderCancelRequested, on TopicShipping.
+const TypeShipmentCancelled = "ShipmentCancelled"
+
+// ShipmentCancelled: the order has no scheduled shipment and never will —
+// a SCHEDULED one was cancelled (WasScheduled, in the same transaction),
+// or there was none (failed, or not decided yet, which leaves a tombstone
+// that makes the late InventoryReserved a no-op). The order service counts
+// it towards the cancel.
+type ShipmentCancelled struct {
+	// WasScheduled says a scheduled shipment was cancelled.
+	WasScheduled bool `json:"was_scheduled"`
+}
+
+// EventType implements Payload.
+func (ShipmentCancelled) EventType() string { return TypeShipmentCancelled }
+
+// Validate implements Payload.
+func (ShipmentCancelled) Validate() error { return nil }

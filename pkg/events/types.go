@@ -29,6 +29,12 @@ const (
 	ReasonPaymentDeclined     = "payment_declined"
 	ReasonOutOfStock          = "out_of_stock"
 	ReasonShippingUnavailable = "shipping_unavailable"
+	// ReasonCustomerCancelled: the customer cancelled the order
+	// (POST /orders/{id}/cancel) and every effect was undone.
+	ReasonCustomerCancelled = "customer_cancelled"
+	// ReasonTimeout: the saga did not end within the order service's
+	// deadline (ORDER_DEADLINE), which cancelled it as a customer would.
+	ReasonTimeout = "timeout"
 )
 
 // MaxIDLen bounds an id an event carries (order_id, customer_id, sku) in

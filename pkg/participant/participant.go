@@ -109,7 +109,16 @@ type Spec struct {
 	API func(log *slog.Logger, db *sqlx.DB, checks map[string]web.Check) http.Handler
 	// Now is the clock reactions read through Tx.Now; nil means time.Now.
 	Now func() time.Time
+	// Jobs are the service's own background work, e.g. the order service's
+	// deadline sweep. Run runs each on the service's database, after its
+	// migrations, beside the relay, the consumer and the API, until ctx
+	// ends; a job's error stops the service like theirs.
+	Jobs []Job
 }
+
+// Job is background work of a service: it runs until ctx ends, then
+// returns nil.
+type Job func(ctx context.Context, db *sqlx.DB, log *slog.Logger) error
 
 // Validate reports a Spec the runtime cannot run: no name, no topic to
 // produce to, or two reactions to one event type.
@@ -259,6 +268,9 @@ func Run(ctx context.Context, cfg Config, spec Spec) error {
 	g.Go(func() error { return relay.Run(ctx) })
 	g.Go(func() error { return group.Run(ctx) })
 	g.Go(func() error { return web.Serve(ctx, cfg.HTTPAddr, api, log) })
+	for _, job := range spec.Jobs {
+		g.Go(func() error { return job(ctx, db, log) })
+	}
 	log.Info("service started", "http", cfg.HTTPAddr, "produces", spec.Produces, "consumes", spec.Consumes())
 	err = g.Wait()
 	log.Info("service stopped", "err", err)

@@ -25,7 +25,8 @@ func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 // service, once for each reaction path that changes its state: a payment
 // that reserves the items, one rejected for want of stock, a failed
 // shipment that releases a reservation, and one that overtook the
-// reservation and leaves a tombstone.
+// reservation and leaves a tombstone; and the order's cancel, after the
+// reserve (released) and before it (a tombstone).
 func TestConformance(t *testing.T) {
 	spec, err := inventory.Spec(inventory.DefaultConfig())
 	if err != nil {
@@ -39,6 +40,8 @@ func TestConformance(t *testing.T) {
 			{Name: "PaymentCompletedOutOfStockIsRejected", Setup: paid(1), State: stockAndReservation, Emits: []string{events.TypeInventoryRejected}},
 			{Name: "ShipmentFailedReleasesTheReservation", Setup: shipmentFailedAfterReserve, State: stockAndReservation, Emits: []string{events.TypeInventoryReleased}},
 			{Name: "ShipmentFailedBeforeReserveLeavesTombstone", Setup: shipmentFailedFirst, State: stockAndReservation, Emits: []string{events.TypeInventoryReleased}},
+			{Name: "OrderCancelRequestedReleasesTheReservation", Setup: afterReserve(cancelRequested), State: stockAndReservation, Emits: []string{events.TypeInventoryCancelled}},
+			{Name: "OrderCancelRequestedBeforeReserveLeavesTombstone", Setup: beforeReserve(cancelRequested), State: stockAndReservation, Emits: []string{events.TypeInventoryCancelled}},
 		},
 	})
 }
@@ -68,6 +71,38 @@ func paid(available int64) func(*testing.T, *sqlx.DB) events.Envelope {
 // would be long published) and returns the ShipmentFailed that releases
 // them.
 func shipmentFailedAfterReserve(t *testing.T, db *sqlx.DB) events.Envelope {
+	return afterReserve(shipmentFailed)(t, db)
+}
+
+// shipmentFailedFirst returns a ShipmentFailed for an order whose payment
+// has not reached inventory: the release overtakes the reserve.
+func shipmentFailedFirst(t *testing.T, db *sqlx.DB) events.Envelope {
+	return beforeReserve(shipmentFailed)(t, db)
+}
+
+func cancelRequested(t *testing.T, orderID string) events.Envelope {
+	return testenv.Event(t, orderID, events.OrderCancelRequested{Reason: events.ReasonCustomerCancelled})
+}
+
+// beforeReserve returns a Setup whose undo, built by undo, arrives for an
+// order whose payment has not reached inventory: it overtakes the reserve.
+func beforeReserve(undo func(*testing.T, string) events.Envelope) func(*testing.T, *sqlx.DB) events.Envelope {
+	return func(t *testing.T, db *sqlx.DB) events.Envelope {
+		orderID := uuid.NewString()
+		payment(t, db, orderID, 5) // stock the SKU so State has one to read
+		return undo(t, orderID)
+	}
+}
+
+// afterReserve returns a Setup that holds a fresh order's items as its
+// reserve would and returns the undo built by undo, not delivered.
+func afterReserve(undo func(*testing.T, string) events.Envelope) func(*testing.T, *sqlx.DB) events.Envelope {
+	return func(t *testing.T, db *sqlx.DB) events.Envelope {
+		return reserved(t, db, undo)
+	}
+}
+
+func reserved(t *testing.T, db *sqlx.DB, undo func(*testing.T, string) events.Envelope) events.Envelope {
 	ctx := context.Background()
 	orderID := uuid.NewString()
 	var p events.PaymentCompleted
@@ -81,15 +116,7 @@ func shipmentFailedAfterReserve(t *testing.T, db *sqlx.DB) events.Envelope {
 	}); err != nil {
 		t.Fatalf("reserve: %v", err)
 	}
-	return shipmentFailed(t, orderID)
-}
-
-// shipmentFailedFirst returns a ShipmentFailed for an order whose payment
-// has not reached inventory: the release overtakes the reserve.
-func shipmentFailedFirst(t *testing.T, db *sqlx.DB) events.Envelope {
-	orderID := uuid.NewString()
-	payment(t, db, orderID, 5) // stock the SKU so State has one to read
-	return shipmentFailed(t, orderID)
+	return undo(t, orderID)
 }
 
 // payment stocks a SKU named after orderID with available units and

@@ -11,6 +11,7 @@ import (
 	"github.com/choreo-saga/choreo/internal/testenv"
 	"github.com/choreo-saga/choreo/pkg/events"
 	"github.com/choreo-saga/choreo/pkg/participant/participanttest"
+	"github.com/choreo-saga/choreo/pkg/pg"
 	"github.com/choreo-saga/choreo/services/order"
 	"github.com/choreo-saga/choreo/services/order/internal/domain"
 	"github.com/choreo-saga/choreo/services/order/internal/store"
@@ -18,8 +19,9 @@ import (
 
 // TestConformance runs the runtime's guarantees against the order service:
 // a scheduled shipment completes a PENDING order, a declined payment and a
-// refund cancel it, and each end is announced (OrderCompleted,
-// OrderCancelled).
+// refund cancel it, each acknowledgement of a cancel is counted and the
+// third cancels the CANCELLING order, and each end is announced
+// (OrderCompleted, OrderCancelled).
 func TestConformance(t *testing.T) {
 	spec, err := order.Spec(order.DefaultConfig())
 	if err != nil {
@@ -32,6 +34,9 @@ func TestConformance(t *testing.T) {
 			{Name: "ShipmentScheduledCompletes", Setup: pendingThen(events.ShipmentScheduled{Country: "JP"}), State: outcome, Emits: []string{events.TypeOrderCompleted}},
 			{Name: "PaymentDeclinedCancels", Setup: pendingThen(events.PaymentDeclined{CustomerID: "c-1", Amount: 2500, Detail: "insufficient_funds"}), State: outcome, Emits: []string{events.TypeOrderCancelled}},
 			{Name: "PaymentRefundedCancelsWithItsReason", Setup: pendingThen(events.PaymentRefunded{Amount: 2500, Reason: events.ReasonShippingUnavailable}), State: outcome, Emits: []string{events.TypeOrderCancelled}},
+			{Name: "PaymentCancelledIsCounted", Setup: cancellingThen(domain.Acks{}, events.PaymentCancelled{CustomerID: "c-1", Amount: 2500}), State: outcome},
+			{Name: "InventoryCancelledIsCounted", Setup: cancellingThen(domain.Acks{Payment: true}, events.InventoryCancelled{}), State: outcome},
+			{Name: "ThirdAckCancels", Setup: cancellingThen(domain.Acks{Payment: true, Inventory: true}, events.ShipmentCancelled{WasScheduled: true}), State: outcome, Emits: []string{events.TypeOrderCancelled}},
 		},
 	})
 }
@@ -61,8 +66,29 @@ func pendingThen(p events.Payload) func(*testing.T, *sqlx.DB) events.Envelope {
 	}
 }
 
-// outcome is the order's status and cancel reason: what the reactions
-// change.
+// cancellingThen returns a Setup that creates an order, cancels it as POST
+// /orders/{id}/cancel does, records acks as already held, and returns p,
+// about that order, to deliver.
+func cancellingThen(acks domain.Acks, p events.Payload) func(*testing.T, *sqlx.DB) events.Envelope {
+	return func(t *testing.T, db *sqlx.DB) events.Envelope {
+		t.Helper()
+		e := pendingThen(p)(t, db)
+		ctx := context.Background()
+		o, err := store.New(db).Cancel(ctx, e.OrderID, events.ReasonCustomerCancelled, order.Name, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := o.State()
+		s.Acks = acks
+		if err := pg.InTx(ctx, db, func(tx *sqlx.Tx) error { return store.SetState(ctx, tx, o.ID, s, time.Now()) }); err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+}
+
+// outcome is the order's status, cancel reason and cancel acks: what the
+// reactions change.
 func outcome(t *testing.T, db *sqlx.DB, e events.Envelope) any {
 	t.Helper()
 	o, err := store.New(db).Order(context.Background(), e.OrderID)
@@ -72,5 +98,6 @@ func outcome(t *testing.T, db *sqlx.DB, e events.Envelope) any {
 	return struct {
 		Status domain.Status
 		Reason string
-	}{o.Status, o.CancelReason}
+		Acks   domain.Acks
+	}{o.Status, o.CancelReason, o.Acks}
 }

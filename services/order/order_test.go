@@ -221,3 +221,100 @@ func TestBadRequests(t *testing.T) {
 		})
 	}
 }
+
+// TestCancelOrder: 202 with the order CANCELLING while the saga can be
+// undone, 202 again for a repeated cancel (and one OrderCancelRequested in
+// all), 409 problem once the order is terminal, 404 for no such order.
+func TestCancelOrder(t *testing.T) {
+	h, db := newAPI(t)
+	create := func() string {
+		r := do(t, h, "POST", "/orders", "application/json", orderBody(customer(), 1), nil)
+		if r.status != http.StatusCreated {
+			t.Fatalf("POST /orders = %d %s", r.status, r.raw)
+		}
+		return r.body["id"].(string)
+	}
+	requests := func(id string) int {
+		var n int
+		if err := db.Get(&n, `SELECT count(*) FROM outbox WHERE key = $1 AND headers->>'event_type' = $2`, []byte(id), "OrderCancelRequested"); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+
+	t.Run("PendingIsAccepted", func(t *testing.T) {
+		id := create()
+		for i := range 3 {
+			r := do(t, h, "POST", "/orders/"+id+"/cancel", "", "", nil)
+			if r.status != http.StatusAccepted || r.body["id"] != id || r.body["status"] != "CANCELLING" || r.body["cancel_reason"] != "customer_cancelled" {
+				t.Fatalf("cancel #%d = %d %s", i+1, r.status, r.raw)
+			}
+		}
+		if n := requests(id); n != 1 {
+			t.Fatalf("%d OrderCancelRequested queued, want 1", n)
+		}
+		g := do(t, h, "GET", "/orders/"+id, "", "", nil)
+		if g.body["status"] != "CANCELLING" || g.body["cancel_reason"] != "customer_cancelled" {
+			t.Fatalf("GET after cancel = %s", g.raw)
+		}
+	})
+	for _, end := range []string{"COMPLETED", "CANCELLED"} {
+		t.Run(end+"IsAConflict", func(t *testing.T) {
+			id := create()
+			if _, err := db.Exec(`UPDATE orders SET status = $2 WHERE id = $1`, id, end); err != nil {
+				t.Fatal(err)
+			}
+			r := do(t, h, "POST", "/orders/"+id+"/cancel", "", "", nil)
+			if r.status != http.StatusConflict || r.header.Get("Content-Type") != "application/problem+json" {
+				t.Fatalf("cancel of a %s order = %d %s", end, r.status, r.raw)
+			}
+			if d, _ := r.body["detail"].(string); !strings.Contains(d, end) {
+				t.Fatalf("409 detail = %q, want it to name %s", d, end)
+			}
+			if n := requests(id); n != 0 {
+				t.Fatalf("%d OrderCancelRequested queued for a %s order", n, end)
+			}
+		})
+	}
+	t.Run("UnknownIsNotFound", func(t *testing.T) {
+		r := do(t, h, "POST", "/orders/"+uuid.NewString()+"/cancel", "", "", nil)
+		if r.status != http.StatusNotFound || r.header.Get("Content-Type") != "application/problem+json" {
+			t.Fatalf("cancel of no order = %d %s", r.status, r.raw)
+		}
+	})
+	t.Run("NotAUUIDIsBadRequest", func(t *testing.T) {
+		if r := do(t, h, "POST", "/orders/42/cancel", "", "", nil); r.status != http.StatusBadRequest {
+			t.Fatalf("cancel of /orders/42 = %d %s", r.status, r.raw)
+		}
+	})
+	t.Run("GetIsNotAllowed", func(t *testing.T) {
+		if r := do(t, h, "GET", "/orders/"+uuid.NewString()+"/cancel", "", "", nil); r.status != http.StatusMethodNotAllowed {
+			t.Fatalf("GET cancel = %d %s", r.status, r.raw)
+		}
+	})
+}
+
+func TestConfigValidate(t *testing.T) {
+	base := order.DefaultConfig()
+	base.DatabaseURL = "postgres://postgres@127.0.0.1:5432/order_db?sslmode=disable"
+	base.KafkaBrokers = []string{"127.0.0.1:9092"}
+	if err := base.Validate(); err != nil {
+		t.Fatalf("defaults: %v", err)
+	}
+	if base.Deadline != 5*time.Minute {
+		t.Fatalf("default ORDER_DEADLINE = %s, want 5m", base.Deadline)
+	}
+	for name, change := range map[string]func(c *order.Config){
+		"ORDER_DEADLINE":       func(c *order.Config) { c.Deadline = 0 },
+		"ORDER_DEADLINE_SWEEP": func(c *order.Config) { c.DeadlineSweep = -time.Second },
+	} {
+		c := base
+		change(&c)
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("Validate with a bad %s = %v, want an error naming it", name, err)
+		}
+		if _, err := order.Spec(c); err == nil {
+			t.Errorf("Spec with a bad %s = nil error", name)
+		}
+	}
+}

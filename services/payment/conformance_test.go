@@ -25,7 +25,8 @@ func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 // service, once for each reaction path that changes its state: an order
 // that is charged, one declined for want of funds, a charge refunded on
 // InventoryRejected and on InventoryReleased, and a release that overtook
-// the charge and leaves a tombstone.
+// the charge and leaves a tombstone; and the order's cancel, after the
+// charge (credited back) and before it (a tombstone).
 func TestConformance(t *testing.T) {
 	spec, err := payment.Spec(payment.DefaultConfig())
 	if err != nil {
@@ -40,6 +41,8 @@ func TestConformance(t *testing.T) {
 			{Name: "InventoryRejectedRefundsTheCharge", Setup: charged(rejected), State: accountAndPayment, Emits: []string{events.TypePaymentRefunded}},
 			{Name: "InventoryReleasedRefundsTheCharge", Setup: charged(released), State: accountAndPayment, Emits: []string{events.TypePaymentRefunded}},
 			{Name: "InventoryReleasedBeforeChargeLeavesTombstone", Setup: uncharged(released), State: accountAndPayment, Emits: []string{events.TypePaymentRefunded}},
+			{Name: "OrderCancelRequestedCreditsTheCharge", Setup: charged(cancelRequested), State: accountAndPayment, Emits: []string{events.TypePaymentCancelled}},
+			{Name: "OrderCancelRequestedBeforeChargeLeavesTombstone", Setup: uncharged(cancelRequested), State: accountAndPayment, Emits: []string{events.TypePaymentCancelled}},
 		},
 	})
 }
@@ -119,6 +122,10 @@ func released(t *testing.T, orderID string) events.Envelope {
 		Items:  []events.Item{{SKU: "sku-1", Quantity: 2, UnitPrice: amount / 2}},
 		Reason: events.ReasonShippingUnavailable,
 	})
+}
+
+func cancelRequested(t *testing.T, orderID string) events.Envelope {
+	return testenv.Event(t, orderID, events.OrderCancelRequested{Reason: events.ReasonCustomerCancelled})
 }
 
 // customerOf is the customer of a case's order: one per order, so that

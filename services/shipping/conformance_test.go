@@ -22,7 +22,8 @@ func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 
 // TestConformance runs the runtime's guarantees against the shipping
 // service: a reservation to a served country schedules the shipment, one to
-// another country fails it.
+// another country fails it; the order's cancel cancels a scheduled
+// shipment, or leaves a tombstone when it comes first.
 func TestConformance(t *testing.T) {
 	spec, err := shipping.Spec(shipping.DefaultConfig())
 	if err != nil {
@@ -34,6 +35,8 @@ func TestConformance(t *testing.T) {
 		Cases: []participanttest.Case{
 			{Name: "ReservedForServedCountrySchedules", Setup: reserved("jp"), State: shipment, Emits: []string{events.TypeShipmentScheduled}},
 			{Name: "ReservedForUnservedCountryFails", Setup: reserved("BR"), State: shipment, Emits: []string{events.TypeShipmentFailed}},
+			{Name: "OrderCancelRequestedCancelsTheScheduledShipment", Setup: scheduledThenCancelled, State: shipment, Emits: []string{events.TypeShipmentCancelled}},
+			{Name: "OrderCancelRequestedBeforeReservationLeavesTombstone", Setup: cancelled, State: shipment, Emits: []string{events.TypeShipmentCancelled}},
 		},
 	})
 }
@@ -47,6 +50,23 @@ func reserved(country string) func(*testing.T, *sqlx.DB) events.Envelope {
 			ShippingAddress: events.Address{Country: country, PostalCode: "100-0001"},
 		})
 	}
+}
+
+// scheduledThenCancelled records a fresh order's shipment SCHEDULED, as
+// InventoryReserved would, and returns the order's cancel request.
+func scheduledThenCancelled(t *testing.T, db *sqlx.DB) events.Envelope {
+	orderID := uuid.NewString()
+	sh := domain.Shipment{OrderID: orderID, Status: domain.StatusScheduled, Country: "JP"}
+	if err := store.InsertShipment(context.Background(), db, sh); err != nil {
+		t.Fatal(err)
+	}
+	return testenv.Event(t, orderID, events.OrderCancelRequested{Reason: events.ReasonCustomerCancelled})
+}
+
+// cancelled returns the cancel request of an order shipping has not heard
+// of: it overtakes the reservation.
+func cancelled(t *testing.T, _ *sqlx.DB) events.Envelope {
+	return testenv.Event(t, uuid.NewString(), events.OrderCancelRequested{Reason: events.ReasonTimeout})
 }
 
 // shipment is the order's shipment without its id, or the zero Shipment.

@@ -21,6 +21,12 @@ var samples = []events.Payload{
 	events.InventoryReleased{Items: sampleItems, Reason: events.ReasonShippingUnavailable},
 	events.ShipmentScheduled{Country: "JP"},
 	events.ShipmentFailed{Country: "XX", Reason: events.ReasonShippingUnavailable},
+	events.OrderCompleted{},
+	events.OrderCancelled{Reason: events.ReasonOutOfStock},
+	events.OrderCancelRequested{Reason: events.ReasonCustomerCancelled},
+	events.PaymentCancelled{CustomerID: "c-sample", Amount: 1000},
+	events.InventoryCancelled{Items: sampleItems},
+	events.ShipmentCancelled{WasScheduled: true},
 }
 
 var (

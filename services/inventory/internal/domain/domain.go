@@ -43,6 +43,9 @@ type Reservation struct {
 	OrderID string        `json:"order_id"`
 	Status  Status        `json:"status"`
 	Items   []events.Item `json:"items"`
+	// Cancelled says the order's cancel was handled (and acknowledged)
+	// already; the row keeps its status, RELEASED or REJECTED.
+	Cancelled bool `json:"-"`
 }
 
 // ReserveAction is what a reserve request leads to.
@@ -139,4 +142,42 @@ func DecideRelease(existing *Reservation) ReleaseAction {
 		return ReleaseReturn
 	}
 	return ReleaseSkip
+}
+
+// CancelAction is what an order's cancel (OrderCancelRequested) leads to.
+// Every action but CancelSkip records the cancel on the reservation row and
+// acknowledges it with InventoryCancelled in the same transaction, so the
+// acknowledgement always follows the release.
+type CancelAction int
+
+// Cancel outcomes.
+const (
+	// CancelSkip: this order's cancel was handled already (a second
+	// request with a new event id); it was acknowledged then.
+	CancelSkip CancelAction = iota
+	// CancelReturn: the order holds units; move them back to available,
+	// mark the reservation RELEASED, acknowledge with its items.
+	CancelReturn
+	// CancelTombstone: the cancel overtook the reserve. Record the order as
+	// RELEASED with no items, so the late reserve becomes a no-op
+	// (ReserveSkip); acknowledge with no items.
+	CancelTombstone
+	// CancelAcknowledge: nothing is held — the reserve was rejected, or a
+	// compensation released it already (so the cancel never releases
+	// twice); acknowledge with no items.
+	CancelAcknowledge
+)
+
+// DecideCancel decides what to do when the order asks every participant to
+// undo its effect. existing is nil if the order was never reserved.
+func DecideCancel(existing *Reservation) CancelAction {
+	switch {
+	case existing == nil:
+		return CancelTombstone
+	case existing.Cancelled:
+		return CancelSkip
+	case existing.Status == StatusReserved:
+		return CancelReturn
+	}
+	return CancelAcknowledge
 }

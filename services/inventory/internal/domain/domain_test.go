@@ -133,3 +133,44 @@ func TestDecideRelease(t *testing.T) {
 		})
 	}
 }
+
+func TestDecideCancel(t *testing.T) {
+	held := []events.Item{{SKU: "a", Quantity: 1}}
+	tests := []struct {
+		name     string
+		existing *domain.Reservation
+		want     domain.CancelAction
+	}{
+		{"ReservedIsReturned", &domain.Reservation{Status: domain.StatusReserved, Items: held}, domain.CancelReturn},
+		{"CancelBeforeReserveLeavesTombstone", nil, domain.CancelTombstone},
+		{"RejectedIsOnlyAcknowledged", &domain.Reservation{Status: domain.StatusRejected, Items: held}, domain.CancelAcknowledge},
+		// A compensation released it first: the cancel must not release again.
+		{"ReleasedByCompensationIsOnlyAcknowledged", &domain.Reservation{Status: domain.StatusReleased, Items: held}, domain.CancelAcknowledge},
+		{"SecondCancelSkips", &domain.Reservation{Status: domain.StatusReleased, Items: held, Cancelled: true}, domain.CancelSkip},
+		{"SecondCancelOfTombstoneSkips", &domain.Reservation{Status: domain.StatusReleased, Cancelled: true}, domain.CancelSkip},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := domain.DecideCancel(tt.existing); got != tt.want {
+				t.Fatalf("DecideCancel = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestCancelledReservationRefusesLateSteps: after a cancel, whatever it
+// found, the late reserve is skipped and a compensation's release too.
+func TestCancelledReservationRefusesLateSteps(t *testing.T) {
+	items := []events.Item{{SKU: "a", Quantity: 1}}
+	for _, r := range []*domain.Reservation{
+		{Status: domain.StatusReleased, Cancelled: true},               // tombstone
+		{Status: domain.StatusReleased, Items: items, Cancelled: true}, // released by the cancel
+	} {
+		if d := domain.DecideReserve(r, map[string]int64{"a": 10}, items); d.Action != domain.ReserveSkip {
+			t.Errorf("reserve after cancel of %+v = %v, want ReserveSkip", r, d.Action)
+		}
+		if got := domain.DecideRelease(r); got != domain.ReleaseSkip {
+			t.Errorf("release after cancel of %+v = %v, want ReleaseSkip", r, got)
+		}
+	}
+}

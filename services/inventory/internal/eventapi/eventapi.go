@@ -1,6 +1,7 @@
 // Package eventapi is the inventory service's event API, as httpapi is its
 // HTTP API: its reactions to the events it consumes. It reserves a paid
-// order's items, and releases them when shipping fails. The runtime
+// order's items, and releases them when shipping fails or the order is
+// cancelled. The runtime
 // (package participant) decodes each event, runs the reaction in the
 // transaction that marks the event processed, and publishes what it emits.
 package eventapi
@@ -26,6 +27,9 @@ func Reactions() []participant.Reaction {
 		}),
 		participant.On(func(ctx context.Context, tx *participant.Tx, e events.Envelope, p events.ShipmentFailed) error {
 			return release(ctx, tx, e.OrderID, p.Reason)
+		}),
+		participant.On(func(ctx context.Context, tx *participant.Tx, e events.Envelope, p events.OrderCancelRequested) error {
+			return cancel(ctx, tx, e.OrderID, p.Reason)
 		}),
 	}
 }
@@ -97,6 +101,51 @@ func release(ctx context.Context, tx *participant.Tx, orderID, reason string) er
 		return tx.Emit(ctx, events.InventoryReleased{Items: existing.Items, Reason: reason})
 	}
 	return fmt.Errorf("release %s: unhandled decision", orderID)
+}
+
+// cancel releases whatever the order holds, whatever the saga's step, and
+// acknowledges with InventoryCancelled in the same transaction. It locks the
+// reservation row first, as reserve and release do, so a cancel and a
+// compensation's release of one order run one after the other, and the
+// second finds RELEASED: the units go back once.
+func cancel(ctx context.Context, tx *participant.Tx, orderID, reason string) error {
+	existing, err := store.LockReservation(ctx, tx, orderID)
+	if err != nil {
+		return err
+	}
+	switch domain.DecideCancel(existing) {
+	case domain.CancelSkip:
+		tx.Log.Info("order cancel already handled")
+		return nil
+	case domain.CancelTombstone:
+		// Nothing was reserved; the row makes the late reserve a no-op.
+		tomb := domain.Reservation{OrderID: orderID, Status: domain.StatusReleased}
+		if err := store.InsertReservation(ctx, tx, tomb, "cancelled before reserve: "+reason); err != nil {
+			return err
+		}
+		if err := store.MarkReservationCancelled(ctx, tx, orderID); err != nil {
+			return err
+		}
+		return tx.Emit(ctx, events.InventoryCancelled{})
+	case domain.CancelAcknowledge:
+		// Rejected, or released by a compensation: nothing is held.
+		if err := store.MarkReservationCancelled(ctx, tx, orderID); err != nil {
+			return err
+		}
+		return tx.Emit(ctx, events.InventoryCancelled{})
+	case domain.CancelReturn:
+		if err := store.Release(ctx, tx, domain.Quantities(existing.Items)); err != nil {
+			return err
+		}
+		if err := store.SetReservationStatus(ctx, tx, orderID, domain.StatusReleased, "cancelled: "+reason); err != nil {
+			return err
+		}
+		if err := store.MarkReservationCancelled(ctx, tx, orderID); err != nil {
+			return err
+		}
+		return tx.Emit(ctx, events.InventoryCancelled{Items: existing.Items})
+	}
+	return fmt.Errorf("cancel %s: unhandled decision", orderID)
 }
 
 // shortageDetail lists the shortages, already sorted by SKU, for the

@@ -458,3 +458,72 @@ func TestReserveAndReleaseShareOneLockOrder(t *testing.T) {
 		f.mustStock(sku, initial-reserved[sku], reserved[sku])
 	}
 }
+
+func (f *fixture) cancelRequested(orderID string) events.Envelope {
+	return f.envelope(orderID, events.OrderCancelRequested{Reason: events.ReasonCustomerCancelled})
+}
+
+// cancelAcks returns the InventoryCancelled events queued for the order.
+func (f *fixture) cancelAcks(orderID string) []events.InventoryCancelled {
+	f.t.Helper()
+	var acks []events.InventoryCancelled
+	for _, e := range f.emitted(f.db, orderID) {
+		if e.Type == events.TypeInventoryCancelled {
+			var p events.InventoryCancelled
+			testenv.Payload(f.t, e, &p)
+			acks = append(acks, p)
+		}
+	}
+	return acks
+}
+
+// TestCancel: the order's cancel returns whatever the order holds, whatever
+// step the saga reached, acknowledges once with what it returned, and never
+// returns units twice — neither a second cancel request nor a failed
+// shipment's release around it — while a reserve arriving after it holds
+// nothing.
+func TestCancel(t *testing.T) {
+	tests := []struct {
+		name       string
+		before     func(f *fixture, orderID, sku string)
+		after      func(f *fixture, orderID, sku string)
+		wantStatus domain.Status
+		wantAcked  int // items InventoryCancelled reports
+	}{
+		{"ReservedIsReturned", func(f *fixture, o, s string) { f.mustDeliver(f.paid(o, events.Item{SKU: s, Quantity: 2})) }, nil,
+			domain.StatusReleased, 1},
+		{"RejectedIsOnlyAcknowledged", func(f *fixture, o, s string) { f.mustDeliver(f.paid(o, events.Item{SKU: s, Quantity: 9})) }, nil,
+			domain.StatusRejected, 0},
+		{"CancelBeforeReserveLeavesTombstone", nil, func(f *fixture, o, s string) { f.mustDeliver(f.paid(o, events.Item{SKU: s, Quantity: 2})) },
+			domain.StatusReleased, 0},
+		{"ReleaseThenCancelReturnsOnce", func(f *fixture, o, s string) {
+			f.mustDeliver(f.paid(o, events.Item{SKU: s, Quantity: 2}))
+			f.mustDeliver(f.shipmentFailed(o))
+		}, nil, domain.StatusReleased, 0},
+		{"CancelThenReleaseReturnsOnce", func(f *fixture, o, s string) { f.mustDeliver(f.paid(o, events.Item{SKU: s, Quantity: 2})) },
+			func(f *fixture, o, s string) { f.mustDeliver(f.shipmentFailed(o)) }, domain.StatusReleased, 1},
+		{"SecondCancelRequestChangesNothing", func(f *fixture, o, s string) { f.mustDeliver(f.paid(o, events.Item{SKU: s, Quantity: 2})) },
+			func(f *fixture, o, s string) { f.mustDeliver(f.cancelRequested(o)) }, domain.StatusReleased, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			sku, id := f.sku(5), f.order()
+			if tt.before != nil {
+				tt.before(f, id, sku)
+			}
+			f.mustDeliver(f.cancelRequested(id))
+			if tt.after != nil {
+				tt.after(f, id, sku)
+			}
+			f.mustStock(sku, 5, 0)
+			if r := f.reservation(id); r.Status != tt.wantStatus {
+				t.Fatalf("reservation = %+v, want %s", r, tt.wantStatus)
+			}
+			acks := f.cancelAcks(id)
+			if len(acks) != 1 || len(acks[0].Items) != tt.wantAcked {
+				t.Fatalf("InventoryCancelled = %+v, want one with %d items", acks, tt.wantAcked)
+			}
+		})
+	}
+}

@@ -127,7 +127,9 @@ func (s *Store) Reservation(ctx context.Context, orderID string) (domain.Reserva
 // tx, or nil.
 func LockReservation(ctx context.Context, tx sqlx.QueryerContext, orderID string) (*domain.Reservation, error) {
 	var r reservationRow
-	err := sqlx.GetContext(ctx, tx, &r, `SELECT order_id, status, items FROM reservations WHERE order_id = $1 FOR UPDATE`, orderID)
+	err := sqlx.GetContext(ctx, tx, &r, `
+		SELECT order_id, status, items, cancelled_at IS NOT NULL AS cancelled
+		FROM reservations WHERE order_id = $1 FOR UPDATE`, orderID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
@@ -241,6 +243,8 @@ type reservationRow struct {
 	OrderID string        `db:"order_id"`
 	Status  domain.Status `db:"status"`
 	Items   []byte        `db:"items"`
+	// Cancelled is read by LockReservation only.
+	Cancelled bool `db:"cancelled"`
 }
 
 func (r reservationRow) reservation() (domain.Reservation, error) {
@@ -252,7 +256,7 @@ func (r reservationRow) reservation() (domain.Reservation, error) {
 	if items == nil {
 		items = []events.Item{}
 	}
-	return domain.Reservation{OrderID: r.OrderID, Status: r.Status, Items: items}, nil
+	return domain.Reservation{OrderID: r.OrderID, Status: r.Status, Items: items, Cancelled: r.Cancelled}, nil
 }
 
 // encodeItems returns items as JSON text for the jsonb column, "[]" for
@@ -266,4 +270,18 @@ func encodeItems(items []events.Item) (string, error) {
 		return "", fmt.Errorf("encode items: %w", err)
 	}
 	return string(b), nil
+}
+
+// MarkReservationCancelled records that the order's cancel was handled, so
+// a second cancel request for the order changes and announces nothing.
+func MarkReservationCancelled(ctx context.Context, tx sqlx.ExecerContext, orderID string) error {
+	res, err := tx.ExecContext(ctx,
+		`UPDATE reservations SET cancelled_at = now(), updated_at = now() WHERE order_id = $1`, orderID)
+	if err != nil {
+		return fmt.Errorf("mark reservation %s cancelled: %w", orderID, err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return fmt.Errorf("mark reservation %s cancelled: reservation missing", orderID)
+	}
+	return nil
 }

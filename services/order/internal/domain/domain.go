@@ -23,12 +23,19 @@ import (
 type Status string
 
 // Order states. An order is PENDING while its saga runs and ends COMPLETED
-// or CANCELLED; both ends are terminal.
+// or CANCELLED; both ends are terminal. CANCELLING is an order whose cancel
+// was accepted (the customer's, or the deadline's) while the participants
+// undo their effects; it ends CANCELLED once all three have acknowledged.
 const (
-	StatusPending   Status = "PENDING"
-	StatusCompleted Status = "COMPLETED"
-	StatusCancelled Status = "CANCELLED"
+	StatusPending    Status = "PENDING"
+	StatusCancelling Status = "CANCELLING"
+	StatusCompleted  Status = "COMPLETED"
+	StatusCancelled  Status = "CANCELLED"
 )
+
+// Terminal reports whether s is an end of the saga: nothing moves the
+// order any more.
+func (s Status) Terminal() bool { return s == StatusCompleted || s == StatusCancelled }
 
 // Limits of an order request.
 const (
@@ -188,11 +195,15 @@ type Order struct {
 	Currency        string         `json:"currency"`
 	ShippingAddress events.Address `json:"shipping_address"`
 	Status          Status         `json:"status"`
-	// CancelReason is empty unless Status is CANCELLED; then it is one of
-	// the events.Reason… constants.
-	CancelReason string    `json:"cancel_reason"`
-	CreatedAt    time.Time `json:"created_at"`
-	UpdatedAt    time.Time `json:"updated_at"`
+	// CancelReason is empty unless Status is CANCELLING (the reason the
+	// cancel was requested for) or CANCELLED; then it is one of the
+	// events.Reason… constants.
+	CancelReason string `json:"cancel_reason"`
+	// Acks are the participants' acknowledgements of a cancel that the
+	// order holds; see Transition.
+	Acks      Acks      `json:"-"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
 	// RequestHash is Draft.Hash of the request that created the order.
 	RequestHash string `json:"-"`
 }
@@ -224,6 +235,30 @@ func (o Order) Created() events.OrderCreated {
 	}
 }
 
+// State is what the saga's events move: an order's status, its cancel
+// reason and the acknowledgements of its cancel.
+type State struct {
+	Status Status
+	Reason string
+	Acks   Acks
+}
+
+// State returns o's State.
+func (o Order) State() State { return State{Status: o.Status, Reason: o.CancelReason, Acks: o.Acks} }
+
+// Acks records which participants have acknowledged an order's cancel: each
+// emits its acknowledgement in the transaction that undid its effect
+// (payment's refund, inventory's release, shipping's cancelled shipment),
+// so an ack held here means that effect is gone for good.
+type Acks struct {
+	Payment   bool
+	Inventory bool
+	Shipment  bool
+}
+
+// All reports whether every participant has acknowledged.
+func (a Acks) All() bool { return a.Payment && a.Inventory && a.Shipment }
+
 // Event is what the saga reports about an order: an event type and, for
 // PaymentRefunded, the cancel reason it carries.
 type Event struct {
@@ -231,26 +266,90 @@ type Event struct {
 	Reason string
 }
 
-// Transition decides how an order in status current reacts to ev. A PENDING
-// order moves to COMPLETED on ShipmentScheduled, and to CANCELLED on
-// PaymentDeclined (reason payment_declined) or PaymentRefunded (the
-// payload's reason). COMPLETED and CANCELLED are terminal: whatever arrives
-// later — a duplicate cancel, a late ShipmentScheduled — changes nothing.
-// changed is false when nothing is to be written; next and reason are then
-// current and "".
-func Transition(current Status, ev Event) (next Status, reason string, changed bool) {
-	if current != StatusPending {
-		return current, "", false
+// Transition decides how an order in state s reacts to ev; changed is false
+// when nothing is to be written, and next is then s.
+//
+// A PENDING order moves to COMPLETED on ShipmentScheduled, and to CANCELLED
+// on PaymentDeclined (reason payment_declined) or PaymentRefunded (the
+// payload's reason): the saga ended on its own.
+//
+// A CANCELLING order moves only on the acknowledgements of its cancel
+// (PaymentCancelled, InventoryCancelled, ShipmentCancelled), in any order,
+// each counted once; with the third it is CANCELLED with the reason the
+// cancel was requested for. Everything else changes nothing: a
+// ShipmentScheduled must not complete an order whose cancel was accepted
+// (shipping cancels that shipment and acknowledges), and a PaymentDeclined
+// or the PaymentRefunded of a compensation that overlaps the cancel are
+// acknowledged by the participants all the same (nothing left to undo), so
+// the cancel alone decides how the order ends and why, whatever arrives
+// first.
+//
+// COMPLETED and CANCELLED are terminal: whatever arrives later — a
+// duplicate, a late ShipmentScheduled, a late acknowledgement — changes
+// nothing.
+func Transition(s State, ev Event) (next State, changed bool) {
+	switch s.Status {
+	case StatusPending:
+		switch ev.Type {
+		case events.TypeShipmentScheduled:
+			return State{Status: StatusCompleted}, true
+		case events.TypePaymentDeclined:
+			return State{Status: StatusCancelled, Reason: events.ReasonPaymentDeclined}, true
+		case events.TypePaymentRefunded:
+			return State{Status: StatusCancelled, Reason: ev.Reason}, true
+		}
+	case StatusCancelling:
+		next = s
+		switch ev.Type {
+		case events.TypePaymentCancelled:
+			next.Acks.Payment = true
+		case events.TypeInventoryCancelled:
+			next.Acks.Inventory = true
+		case events.TypeShipmentCancelled:
+			next.Acks.Shipment = true
+		}
+		if next.Acks == s.Acks {
+			return s, false
+		}
+		if next.Acks.All() {
+			next.Status = StatusCancelled
+		}
+		return next, true
 	}
-	switch ev.Type {
-	case events.TypeShipmentScheduled:
-		return StatusCompleted, "", true
-	case events.TypePaymentDeclined:
-		return StatusCancelled, events.ReasonPaymentDeclined, true
-	case events.TypePaymentRefunded:
-		return StatusCancelled, ev.Reason, true
+	return s, false
+}
+
+// CancelDecision is what a request to cancel an order leads to.
+type CancelDecision int
+
+// Cancel decisions.
+const (
+	// CancelRefused: the order is COMPLETED or CANCELLED; its saga has
+	// ended and can no longer be undone.
+	CancelRefused CancelDecision = iota
+	// CancelAccepted: the order is PENDING. It becomes CANCELLING with the
+	// reason, and OrderCancelRequested is queued with the change.
+	CancelAccepted
+	// CancelAlreadyRequested: the order is CANCELLING already. Nothing is
+	// written or queued; the request is answered as the first was, so a
+	// client may retry it. The first request's reason stays.
+	CancelAlreadyRequested
+)
+
+// DecideCancel decides a request to cancel an order in status current, the
+// customer's or the deadline's. A PENDING order can still be undone, since
+// the order completes only when its shipment is scheduled, and that
+// completion and this decision are taken under the same row lock: whichever
+// comes first wins, and a cancel that wins makes shipping cancel the
+// shipment.
+func DecideCancel(current Status) CancelDecision {
+	switch current {
+	case StatusPending:
+		return CancelAccepted
+	case StatusCancelling:
+		return CancelAlreadyRequested
 	}
-	return current, "", false
+	return CancelRefused
 }
 
 // Ended returns the event that announces an order's terminal status:

@@ -291,33 +291,112 @@ func TestTransition(t *testing.T) {
 	declined := domain.Event{Type: events.TypePaymentDeclined}
 	refundedStock := domain.Event{Type: events.TypePaymentRefunded, Reason: events.ReasonOutOfStock}
 	refundedShipping := domain.Event{Type: events.TypePaymentRefunded, Reason: events.ReasonShippingUnavailable}
+	paymentAck := domain.Event{Type: events.TypePaymentCancelled}
+	inventoryAck := domain.Event{Type: events.TypeInventoryCancelled}
+	shipmentAck := domain.Event{Type: events.TypeShipmentCancelled}
+
+	pending := domain.State{Status: domain.StatusPending}
+	completed := domain.State{Status: domain.StatusCompleted}
+	cancelled := func(reason string) domain.State { return domain.State{Status: domain.StatusCancelled, Reason: reason} }
+	cancelling := func(acks domain.Acks) domain.State {
+		return domain.State{Status: domain.StatusCancelling, Reason: events.ReasonCustomerCancelled, Acks: acks}
+	}
+	all := domain.Acks{Payment: true, Inventory: true, Shipment: true}
 	tests := []struct {
 		name       string
-		current    domain.Status
+		current    domain.State
 		ev         domain.Event
-		wantStatus domain.Status
-		wantReason string
+		want       domain.State
 		wantChange bool
 	}{
-		{"ShipmentCompletesPendingOrder", domain.StatusPending, shipped, domain.StatusCompleted, "", true},
-		{"DeclineCancelsPendingOrder", domain.StatusPending, declined, domain.StatusCancelled, events.ReasonPaymentDeclined, true},
-		{"RefundForStockCancelsWithOutOfStock", domain.StatusPending, refundedStock, domain.StatusCancelled, events.ReasonOutOfStock, true},
-		{"RefundForShippingCancelsWithShippingUnavailable", domain.StatusPending, refundedShipping, domain.StatusCancelled, events.ReasonShippingUnavailable, true},
-		{"LateShipmentAfterCancelIsNoOp", domain.StatusCancelled, shipped, domain.StatusCancelled, "", false},
-		{"DuplicateDeclineIsNoOp", domain.StatusCancelled, declined, domain.StatusCancelled, "", false},
-		{"DuplicateRefundIsNoOp", domain.StatusCancelled, refundedStock, domain.StatusCancelled, "", false},
-		{"DuplicateShipmentIsNoOp", domain.StatusCompleted, shipped, domain.StatusCompleted, "", false},
-		{"CancelAfterCompletionIsNoOp", domain.StatusCompleted, refundedShipping, domain.StatusCompleted, "", false},
-		{"DeclineAfterCompletionIsNoOp", domain.StatusCompleted, declined, domain.StatusCompleted, "", false},
-		{"PaymentCompletedChangesNothing", domain.StatusPending, domain.Event{Type: events.TypePaymentCompleted}, domain.StatusPending, "", false},
-		{"UnknownEventChangesNothing", domain.StatusPending, domain.Event{Type: "Nonsense"}, domain.StatusPending, "", false},
+		{"ShipmentCompletesPendingOrder", pending, shipped, completed, true},
+		{"DeclineCancelsPendingOrder", pending, declined, cancelled(events.ReasonPaymentDeclined), true},
+		{"RefundForStockCancelsWithOutOfStock", pending, refundedStock, cancelled(events.ReasonOutOfStock), true},
+		{"RefundForShippingCancelsWithShippingUnavailable", pending, refundedShipping, cancelled(events.ReasonShippingUnavailable), true},
+		{"LateShipmentAfterCancelIsNoOp", cancelled(events.ReasonOutOfStock), shipped, cancelled(events.ReasonOutOfStock), false},
+		{"DuplicateDeclineIsNoOp", cancelled(events.ReasonPaymentDeclined), declined, cancelled(events.ReasonPaymentDeclined), false},
+		{"DuplicateRefundIsNoOp", cancelled(events.ReasonOutOfStock), refundedStock, cancelled(events.ReasonOutOfStock), false},
+		{"DuplicateShipmentIsNoOp", completed, shipped, completed, false},
+		{"CancelAfterCompletionIsNoOp", completed, refundedShipping, completed, false},
+		{"DeclineAfterCompletionIsNoOp", completed, declined, completed, false},
+		{"PaymentCompletedChangesNothing", pending, domain.Event{Type: events.TypePaymentCompleted}, pending, false},
+		{"UnknownEventChangesNothing", pending, domain.Event{Type: "Nonsense"}, pending, false},
+
+		// The cancel path.
+		{"AckOfPendingOrderIsIgnored", pending, paymentAck, pending, false},
+		{"FirstAckIsCounted", cancelling(domain.Acks{}), paymentAck, cancelling(domain.Acks{Payment: true}), true},
+		{"InventoryAckIsCounted", cancelling(domain.Acks{}), inventoryAck, cancelling(domain.Acks{Inventory: true}), true},
+		{"ShipmentAckIsCounted", cancelling(domain.Acks{}), shipmentAck, cancelling(domain.Acks{Shipment: true}), true},
+		{"DuplicateAckIsNoOp", cancelling(domain.Acks{Payment: true}), paymentAck, cancelling(domain.Acks{Payment: true}), false},
+		{"ThirdAckCancelsWithTheRequestedReason", cancelling(domain.Acks{Payment: true, Inventory: true}), shipmentAck,
+			domain.State{Status: domain.StatusCancelled, Reason: events.ReasonCustomerCancelled, Acks: all}, true},
+		{"TimeoutKeepsItsReason", domain.State{Status: domain.StatusCancelling, Reason: events.ReasonTimeout, Acks: domain.Acks{Inventory: true, Shipment: true}}, paymentAck,
+			domain.State{Status: domain.StatusCancelled, Reason: events.ReasonTimeout, Acks: all}, true},
+		{"ShipmentScheduledDuringCancelDoesNotComplete", cancelling(domain.Acks{Payment: true}), shipped, cancelling(domain.Acks{Payment: true}), false},
+		{"DeclineDuringCancelLeavesItToTheAcks", cancelling(domain.Acks{}), declined, cancelling(domain.Acks{}), false},
+		{"RefundDuringCancelLeavesItToTheAcks", cancelling(domain.Acks{Inventory: true}), refundedShipping, cancelling(domain.Acks{Inventory: true}), false},
+		{"LateAckAfterCancelledIsNoOp", domain.State{Status: domain.StatusCancelled, Reason: events.ReasonCustomerCancelled, Acks: all}, paymentAck,
+			domain.State{Status: domain.StatusCancelled, Reason: events.ReasonCustomerCancelled, Acks: all}, false},
+		{"AckAfterCompletionIsNoOp", completed, shipmentAck, completed, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			next, reason, changed := domain.Transition(tt.current, tt.ev)
-			if next != tt.wantStatus || reason != tt.wantReason || changed != tt.wantChange {
-				t.Fatalf("Transition(%s, %+v) = (%s, %q, %v), want (%s, %q, %v)",
-					tt.current, tt.ev, next, reason, changed, tt.wantStatus, tt.wantReason, tt.wantChange)
+			next, changed := domain.Transition(tt.current, tt.ev)
+			if next != tt.want || changed != tt.wantChange {
+				t.Fatalf("Transition(%+v, %+v) = (%+v, %v), want (%+v, %v)",
+					tt.current, tt.ev, next, changed, tt.want, tt.wantChange)
+			}
+		})
+	}
+}
+
+// TestAcksInAnyOrderCancelOnce delivers the three acknowledgements in every
+// order, each twice: the order is CANCELLED with the requested reason on
+// the third distinct one, exactly once, and nothing changes after.
+func TestAcksInAnyOrderCancelOnce(t *testing.T) {
+	acks := []string{events.TypePaymentCancelled, events.TypeInventoryCancelled, events.TypeShipmentCancelled}
+	orders := [][]int{{0, 1, 2}, {0, 2, 1}, {1, 0, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}}
+	for _, order := range orders {
+		name := ""
+		for _, i := range order {
+			name += strings.TrimSuffix(acks[i], "Cancelled")
+		}
+		t.Run(name, func(t *testing.T) {
+			s := domain.State{Status: domain.StatusCancelling, Reason: events.ReasonCustomerCancelled}
+			ends := 0
+			for n, i := range order {
+				for range 2 {
+					next, changed := domain.Transition(s, domain.Event{Type: acks[i]})
+					if changed && next.Status == domain.StatusCancelled {
+						ends++
+					}
+					s = next
+				}
+				if want := n == len(order)-1; (s.Status == domain.StatusCancelled) != want {
+					t.Fatalf("after %d acks status = %s", n+1, s.Status)
+				}
+			}
+			if ends != 1 || s.Reason != events.ReasonCustomerCancelled {
+				t.Fatalf("ended %d times, reason %q; want once, %q", ends, s.Reason, events.ReasonCustomerCancelled)
+			}
+		})
+	}
+}
+
+func TestDecideCancel(t *testing.T) {
+	tests := []struct {
+		current domain.Status
+		want    domain.CancelDecision
+	}{
+		{domain.StatusPending, domain.CancelAccepted},
+		{domain.StatusCancelling, domain.CancelAlreadyRequested},
+		{domain.StatusCompleted, domain.CancelRefused},
+		{domain.StatusCancelled, domain.CancelRefused},
+	}
+	for _, tt := range tests {
+		t.Run(string(tt.current), func(t *testing.T) {
+			if got := domain.DecideCancel(tt.current); got != tt.want {
+				t.Fatalf("DecideCancel(%s) = %v, want %v", tt.current, got, tt.want)
 			}
 		})
 	}

@@ -25,7 +25,7 @@ const (
 
 // Statuses are the states an order can be in, in the order they are
 // documented; GET /orders?status= accepts exactly these.
-var Statuses = []Status{StatusPending, StatusCompleted, StatusCancelled}
+var Statuses = []Status{StatusPending, StatusCancelling, StatusCompleted, StatusCancelled}
 
 // ListQuery is a validated GET /orders request: which orders, how many,
 // and from where. Orders are listed newest first — created_at descending,

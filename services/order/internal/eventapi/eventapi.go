@@ -1,8 +1,9 @@
 // Package eventapi is the order service's event API, as httpapi is its HTTP
 // API: its reactions to the events it consumes. They record how an order's
 // saga ended — COMPLETED when the shipment is scheduled, CANCELLED with a
-// reason when payment was declined or the last compensation (the refund)
-// is done — and publish that end (OrderCompleted, OrderCancelled). The runtime (package participant) decodes
+// reason when payment was declined, the last compensation (the refund) is
+// done, or every participant has acknowledged the order's cancel — and
+// publish that end (OrderCompleted, OrderCancelled). The runtime (package participant) decodes
 // each event and runs the reaction in the transaction that marks the event
 // processed.
 package eventapi
@@ -30,6 +31,17 @@ func Reactions() []participant.Reaction {
 		participant.On(func(ctx context.Context, tx *participant.Tx, e events.Envelope, p events.PaymentRefunded) error {
 			return apply(ctx, tx, e.OrderID, domain.Event{Type: e.Type, Reason: p.Reason})
 		}),
+		// The acknowledgements of a cancel: each says one participant's
+		// effect is undone for good.
+		participant.On(func(ctx context.Context, tx *participant.Tx, e events.Envelope, _ events.PaymentCancelled) error {
+			return apply(ctx, tx, e.OrderID, domain.Event{Type: e.Type})
+		}),
+		participant.On(func(ctx context.Context, tx *participant.Tx, e events.Envelope, _ events.InventoryCancelled) error {
+			return apply(ctx, tx, e.OrderID, domain.Event{Type: e.Type})
+		}),
+		participant.On(func(ctx context.Context, tx *participant.Tx, e events.Envelope, _ events.ShipmentCancelled) error {
+			return apply(ctx, tx, e.OrderID, domain.Event{Type: e.Type})
+		}),
 	}
 }
 
@@ -48,19 +60,23 @@ func apply(ctx context.Context, tx *participant.Tx, orderID string, ev domain.Ev
 		tx.Log.Warn("event for unknown order ignored")
 		return nil
 	}
-	next, reason, changed := domain.Transition(o.Status, ev)
+	next, changed := domain.Transition(o.State(), ev)
 	if !changed {
-		tx.Log.Info("order is final; event changes nothing", "status", o.Status)
+		tx.Log.Info("event changes nothing", "status", o.Status)
 		return nil
 	}
-	if err := store.SetStatus(ctx, tx, o.ID, next, reason, tx.Now()); err != nil {
+	if err := store.SetState(ctx, tx, o.ID, next, tx.Now()); err != nil {
 		return err
+	}
+	if next.Status == o.Status {
+		tx.Log.Info("cancel acknowledged", "status", o.Status, "acks", next.Acks)
+		return nil
 	}
 	// The end of the saga is published with the change that makes it so,
 	// for whoever watches sagas end (the tracker); no participant needs it.
-	if err := tx.Emit(ctx, domain.Ended(next, reason)); err != nil {
+	if err := tx.Emit(ctx, domain.Ended(next.Status, next.Reason)); err != nil {
 		return err
 	}
-	tx.Log.Info("order status changed", "from", o.Status, "to", next, "cancel_reason", reason)
+	tx.Log.Info("order status changed", "from", o.Status, "to", next.Status, "cancel_reason", next.Reason)
 	return nil
 }

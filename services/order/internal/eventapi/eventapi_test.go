@@ -141,3 +141,100 @@ func TestEventsForUnknownOrdersAreAcknowledged(t *testing.T) {
 		t.Fatalf("orders = %d, %v; want none", n, err)
 	}
 }
+
+// cancelling creates a PENDING order and cancels it as POST
+// /orders/{id}/cancel does, and returns its id.
+func cancelling(t *testing.T, db *sqlx.DB) string {
+	t.Helper()
+	id := pending(t, db)
+	if _, err := store.New(db).Cancel(context.Background(), id, events.ReasonCustomerCancelled, order.Name, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// TestCancelEndsWhenEveryParticipantAcknowledged: a CANCELLING order is
+// CANCELLED, customer_cancelled, with the third distinct acknowledgement —
+// in any order, with duplicates (new event ids) — and announced once; a
+// ShipmentScheduled, a decline or a compensation's refund meanwhile
+// changes nothing.
+func TestCancelEndsWhenEveryParticipantAcknowledged(t *testing.T) {
+	pay, inv, ship := events.PaymentCancelled{CustomerID: "c", Amount: 2500}, events.InventoryCancelled{}, events.ShipmentCancelled{WasScheduled: true}
+	tests := []struct {
+		name       string
+		events     []events.Payload
+		wantStatus domain.Status
+	}{
+		{"AllThreeCancel", []events.Payload{pay, inv, ship}, domain.StatusCancelled},
+		{"AnyOrderCancels", []events.Payload{ship, pay, inv}, domain.StatusCancelled},
+		{"TwoAcksAreNotEnough", []events.Payload{ship, inv}, domain.StatusCancelling},
+		{"DuplicateAcksAreNotEnough", []events.Payload{pay, pay, inv, inv}, domain.StatusCancelling},
+		{"DuplicatesAfterTheEndChangeNothing", []events.Payload{inv, inv, pay, ship, pay, ship}, domain.StatusCancelled},
+		{"ShipmentScheduledDoesNotComplete", []events.Payload{events.ShipmentScheduled{Country: "JP"}}, domain.StatusCancelling},
+		{"ShipmentScheduledThenAcksCancel", []events.Payload{pay, events.ShipmentScheduled{Country: "JP"}, inv, ship}, domain.StatusCancelled},
+		{"RefundDuringCancelLeavesItToTheAcks", []events.Payload{
+			events.PaymentRefunded{Amount: 1, Reason: events.ReasonShippingUnavailable}, inv, ship,
+		}, domain.StatusCancelling},
+		{"DeclineDuringCancelLeavesItToTheAcks", []events.Payload{
+			events.PaymentDeclined{CustomerID: "c", Amount: 1, Detail: "insufficient_funds"}, pay, inv, ship,
+		}, domain.StatusCancelled},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			db, h := handler(t)
+			id := cancelling(t, db)
+			for _, p := range tt.events {
+				if err := h.Handle(context.Background(), testenv.Message(t, testenv.Event(t, id, p))); err != nil {
+					t.Fatalf("Handle %s: %v", p.EventType(), err)
+				}
+			}
+			got, err := store.New(db).Order(context.Background(), id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Status != tt.wantStatus || got.CancelReason != events.ReasonCustomerCancelled {
+				t.Fatalf("order = %s %q, want %s %q", got.Status, got.CancelReason, tt.wantStatus, events.ReasonCustomerCancelled)
+			}
+			want := []string{events.TypeOrderCreated, events.TypeOrderCancelRequested}
+			if tt.wantStatus == domain.StatusCancelled {
+				want = append(want, events.TypeOrderCancelled)
+			}
+			var queued []string
+			for _, e := range testenv.Emitted(t, db, id, events.TopicOrder, order.Name) {
+				queued = append(queued, e.Type)
+				if e.Type == events.TypeOrderCancelled {
+					var c events.OrderCancelled
+					testenv.Payload(t, e, &c)
+					if c.Reason != events.ReasonCustomerCancelled {
+						t.Errorf("OrderCancelled reason = %q, want %q", c.Reason, events.ReasonCustomerCancelled)
+					}
+				}
+			}
+			if !slices.Equal(queued, want) {
+				t.Fatalf("order %s queued %v, want %v", id, queued, want)
+			}
+		})
+	}
+}
+
+// TestAcksOfAnOrderNotCancellingChangeNothing: an acknowledgement for a
+// PENDING or COMPLETED order (no cancel was requested) is acknowledged and
+// changes nothing.
+func TestAcksOfAnOrderNotCancellingChangeNothing(t *testing.T) {
+	db, h := handler(t)
+	pendingID, completedID := pending(t, db), pending(t, db)
+	if err := h.Handle(context.Background(), testenv.Message(t, testenv.Event(t, completedID, events.ShipmentScheduled{Country: "JP"}))); err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[string]domain.Status{pendingID: domain.StatusPending, completedID: domain.StatusCompleted} {
+		for _, p := range []events.Payload{events.PaymentCancelled{}, events.InventoryCancelled{}, events.ShipmentCancelled{}} {
+			if err := h.Handle(context.Background(), testenv.Message(t, testenv.Event(t, id, p))); err != nil {
+				t.Fatalf("Handle %s: %v", p.EventType(), err)
+			}
+		}
+		got, err := store.New(db).Order(context.Background(), id)
+		if err != nil || got.Status != want {
+			t.Fatalf("order = %+v, %v; want %s", got.Status, err, want)
+		}
+	}
+}

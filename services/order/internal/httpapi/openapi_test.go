@@ -48,6 +48,21 @@ func TestOpenAPI(t *testing.T) {
 			{ID: "7b2e4d10-5c3a-4f6e-8d21-9e0a1b2c3d4e", CustomerID: "c-1", Items: []events.Item{{SKU: "SKU-1", Quantity: 1}},
 				Currency: "JPY", ShippingAddress: events.Address{Country: "JP"}, Status: domain.StatusPending, CreatedAt: created, UpdatedAt: created},
 		}, 1))
+		apitest.CheckSchema(t, spec, "Order", domain.Order{
+			ID: "5a0c2e7d-1b3f-4c6a-8e9d-0f1a2b3c4d5e", CustomerID: "c-3",
+			Items:       []events.Item{{SKU: "SKU-1", Quantity: 1, UnitPrice: 2500}},
+			TotalAmount: 2500, Currency: "JPY", ShippingAddress: events.Address{Country: "JP"},
+			Status: domain.StatusCancelling, CancelReason: events.ReasonCustomerCancelled,
+			Acks:      domain.Acks{Payment: true},
+			CreatedAt: created, UpdatedAt: created.Add(time.Second),
+		})
+		apitest.CheckSchema(t, spec, "Order", domain.Order{
+			ID: "5a0c2e7d-1b3f-4c6a-8e9d-0f1a2b3c4d5f", CustomerID: "c-3",
+			Items:       []events.Item{{SKU: "SKU-1", Quantity: 1, UnitPrice: 2500}},
+			TotalAmount: 2500, Currency: "JPY", ShippingAddress: events.Address{Country: "JP"},
+			Status: domain.StatusCancelled, CancelReason: events.ReasonTimeout,
+			CreatedAt: created, UpdatedAt: created.Add(time.Minute),
+		})
 		apitest.CheckSchema(t, spec, "OrderRequest", domain.Request{
 			CustomerID: "c-1", Items: []events.Item{{SKU: "SKU-1", Quantity: 1, UnitPrice: 980}},
 			Currency: "JPY", ShippingAddress: events.Address{Country: "jp"},
@@ -105,6 +120,8 @@ func TestOpenAPI(t *testing.T) {
 		{Name: "CreateLine1WithNUL", Method: "POST", Path: "/orders", Body: strings.Replace(valid, `"country":"JP"`, `"country":"JP","line1":"1-1\u0000"`, 1), Want: 400},
 		{Name: "CreatePostalCodeWithNewline", Method: "POST", Path: "/orders", Body: strings.Replace(valid, `"country":"JP"`, `"country":"JP","postal_code":"100\n0001"`, 1), Want: 400},
 		{Name: "GetNotAUUID", Method: "GET", Path: "/orders/42", Want: 400},
+		{Name: "CancelNotAUUID", Method: "POST", Path: "/orders/42/cancel", Want: 400},
+		{Name: "UnlistedMethodOnCancel", Method: "GET", Path: "/orders/3f1c9a52-8d0e-4b7a-9a65-2c4e1f0b7d13/cancel", Want: 405},
 		{Name: "UnknownPath", Method: "GET", Path: "/customers/c-1", Want: 404},
 		{Name: "UnlistedMethodOnOrder", Method: "DELETE", Path: "/orders/3f1c9a52-8d0e-4b7a-9a65-2c4e1f0b7d13", Want: 405},
 		{Name: "UnlistedMethodOnOrders", Method: "PUT", Path: "/orders", Want: 405},

@@ -34,6 +34,7 @@ func (a API) Routes(log *slog.Logger, db *sqlx.DB, checks map[string]web.Check) 
 	r.Method(http.MethodPost, "/orders", createOrder(log, st, a.Service, a.Now))
 	r.Method(http.MethodGet, "/orders", listOrders(log, st))
 	r.Method(http.MethodGet, "/orders/{id}", getOrder(log, st))
+	r.Method(http.MethodPost, "/orders/{id}/cancel", cancelOrder(log, st, a.Service, a.Now))
 	r.Method(http.MethodGet, "/openapi.yaml", web.OpenAPI(spec))
 	return r
 }

@@ -139,7 +139,7 @@ func TestListFilters(t *testing.T) {
 	}
 	setStatus := func(id string, s domain.Status, reason string) {
 		err := pg.InTx(ctx, db, func(tx *sqlx.Tx) error {
-			return store.SetStatus(ctx, tx, id, s, reason, time.Now())
+			return store.SetState(ctx, tx, id, domain.State{Status: s, Reason: reason}, time.Now())
 		})
 		if err != nil {
 			t.Fatal(err)

@@ -38,7 +38,8 @@ func New(db *sqlx.DB) *Store { return &Store{db: db} }
 
 // columns are the orders columns a row is read from, in row's field order.
 const columns = `id, customer_id, items, total_amount, currency, shipping_address,
-	status, cancel_reason, request_hash, created_at, updated_at`
+	status, cancel_reason, payment_cancelled, inventory_cancelled, shipment_cancelled,
+	request_hash, created_at, updated_at`
 
 // row is an orders row as the driver returns it: the jsonb columns as raw
 // bytes, decoded by order.
@@ -51,6 +52,9 @@ type row struct {
 	ShippingAddress []byte    `db:"shipping_address"`
 	Status          string    `db:"status"`
 	CancelReason    string    `db:"cancel_reason"`
+	PaymentAck      bool      `db:"payment_cancelled"`
+	InventoryAck    bool      `db:"inventory_cancelled"`
+	ShipmentAck     bool      `db:"shipment_cancelled"`
 	RequestHash     string    `db:"request_hash"`
 	CreatedAt       time.Time `db:"created_at"`
 	UpdatedAt       time.Time `db:"updated_at"`
@@ -64,6 +68,7 @@ func (r row) order() (domain.Order, error) {
 		Currency:     r.Currency,
 		Status:       domain.Status(r.Status),
 		CancelReason: r.CancelReason,
+		Acks:         domain.Acks{Payment: r.PaymentAck, Inventory: r.InventoryAck, Shipment: r.ShipmentAck},
 		RequestHash:  r.RequestHash,
 		// The driver returns the session's time zone; UTC keeps API output
 		// the same whatever the database is configured with.
@@ -190,16 +195,120 @@ func LockOrder(ctx context.Context, tx sqlx.QueryerContext, id string) (*domain.
 	return &o, nil
 }
 
-// SetStatus moves an order to status with reason ("" unless cancelled),
-// stamping it updated at.
-func SetStatus(ctx context.Context, tx sqlx.ExecerContext, id string, status domain.Status, reason string, at time.Time) error {
-	res, err := tx.ExecContext(ctx,
-		`UPDATE orders SET status = $2, cancel_reason = $3, updated_at = $4 WHERE id = $1`, id, status, reason, at)
+// SetState writes the order's state as domain.Transition decided it — its
+// status, reason ("" unless cancelling or cancelled) and the cancel's
+// acknowledgements — stamping it updated at.
+func SetState(ctx context.Context, tx sqlx.ExecerContext, id string, s domain.State, at time.Time) error {
+	res, err := tx.ExecContext(ctx, `
+		UPDATE orders SET status = $2, cancel_reason = $3,
+			payment_cancelled = $4, inventory_cancelled = $5, shipment_cancelled = $6, updated_at = $7
+		WHERE id = $1`,
+		id, s.Status, s.Reason, s.Acks.Payment, s.Acks.Inventory, s.Acks.Shipment, at)
 	if err != nil {
-		return fmt.Errorf("set order %s to %s: %w", id, status, err)
+		return fmt.Errorf("set order %s to %s: %w", id, s.Status, err)
 	}
 	if n, _ := res.RowsAffected(); n != 1 {
-		return fmt.Errorf("set order %s to %s: order missing", id, status)
+		return fmt.Errorf("set order %s to %s: order missing", id, s.Status)
 	}
 	return nil
+}
+
+// Cancel asks to cancel the order with id for reason, as decided by
+// domain.DecideCancel, and returns the order as it is then. A PENDING
+// order becomes CANCELLING and, in the same transaction, OrderCancelRequested
+// from source is queued; an order already CANCELLING is returned as it is,
+// nothing queued. The error is a fault.NotFound for no such order, a
+// fault.Conflict for an order that is COMPLETED or CANCELLED.
+//
+// The order row is locked for the decision, as the reactions lock it, so a
+// cancel and the ShipmentScheduled that would complete the order are
+// applied one after the other: the first one wins.
+func (s *Store) Cancel(ctx context.Context, id, reason, source string, now time.Time) (domain.Order, error) {
+	var got domain.Order
+	err := pg.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
+		o, err := LockOrder(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		if o == nil {
+			return fault.Errorf(fault.NotFound, "order %s", id)
+		}
+		switch domain.DecideCancel(o.Status) {
+		case domain.CancelRefused:
+			return fault.Errorf(fault.Conflict, "order %s is %s: its saga has ended and can no longer be cancelled", id, o.Status)
+		case domain.CancelAlreadyRequested:
+			got = *o
+			return nil
+		}
+		got, err = requestCancel(ctx, tx, *o, reason, source, now)
+		return err
+	})
+	if err != nil {
+		return domain.Order{}, err
+	}
+	return got, nil
+}
+
+// TimeOut cancels, for reason events.ReasonTimeout, up to limit PENDING
+// orders created before cutoff, oldest first, exactly as Cancel would, in
+// one transaction, and returns their ids. Rows another transaction holds —
+// another instance's sweep, a reaction, a customer's cancel — are skipped
+// (FOR UPDATE SKIP LOCKED), so instances sweeping at once share the work
+// instead of queueing; a skipped order is PENDING still at the next sweep,
+// or ended meanwhile.
+func (s *Store) TimeOut(ctx context.Context, cutoff time.Time, limit int, source string, now time.Time) ([]string, error) {
+	var ids []string
+	err := pg.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
+		ids = nil
+		var rows []row
+		if err := tx.SelectContext(ctx, &rows, `
+			SELECT `+columns+` FROM orders
+			WHERE status = $1 AND created_at < $2
+			ORDER BY created_at
+			LIMIT $3
+			FOR UPDATE SKIP LOCKED`, domain.StatusPending, cutoff, limit); err != nil {
+			return fmt.Errorf("select orders past the deadline: %w", err)
+		}
+		for _, r := range rows {
+			o, err := r.order()
+			if err != nil {
+				return err
+			}
+			if domain.DecideCancel(o.Status) != domain.CancelAccepted {
+				continue
+			}
+			if _, err := requestCancel(ctx, tx, o, events.ReasonTimeout, source, now); err != nil {
+				return err
+			}
+			ids = append(ids, o.ID)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return ids, nil
+}
+
+// requestCancel moves the locked PENDING order o to CANCELLING with reason
+// and queues OrderCancelRequested in tx: the change and its announcement
+// commit together, and only a transition out of PENDING announces, so the
+// order has one cancel request whoever asked and however often.
+func requestCancel(ctx context.Context, tx *sqlx.Tx, o domain.Order, reason, source string, now time.Time) (domain.Order, error) {
+	e, err := events.New(source, o.ID, events.OrderCancelRequested{Reason: reason}, now)
+	if err != nil {
+		return o, fmt.Errorf("cancel order %s: %w", o.ID, err)
+	}
+	var r row
+	err = tx.GetContext(ctx, &r, `
+		UPDATE orders SET status = $2, cancel_reason = $3, cancel_requested_at = $4, updated_at = $4
+		WHERE id = $1
+		RETURNING `+columns, o.ID, domain.StatusCancelling, reason, now)
+	if err != nil {
+		return o, fmt.Errorf("cancel order %s: %w", o.ID, err)
+	}
+	if err := participant.Enqueue(ctx, tx, e); err != nil {
+		return o, fmt.Errorf("cancel order %s: %w", o.ID, err)
+	}
+	return r.order()
 }

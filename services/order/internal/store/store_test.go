@@ -305,7 +305,7 @@ func TestLockOrderAndSetStatus(t *testing.T) {
 		if locked == nil || locked.Status != domain.StatusPending {
 			t.Fatalf("LockOrder = %+v", locked)
 		}
-		return store.SetStatus(ctx, tx, o.ID, domain.StatusCancelled, events.ReasonOutOfStock, at)
+		return store.SetState(ctx, tx, o.ID, domain.State{Status: domain.StatusCancelled, Reason: events.ReasonOutOfStock}, at)
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -315,6 +315,158 @@ func TestLockOrderAndSetStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got.Status != domain.StatusCancelled || got.CancelReason != events.ReasonOutOfStock || !got.UpdatedAt.Equal(at) || !got.UpdatedAt.After(got.CreatedAt) {
-		t.Fatalf("after SetStatus: %+v", got)
+		t.Fatalf("after SetState: %+v", got)
+	}
+}
+
+// created stores a new PENDING order as POST /orders does and returns it.
+func created(t *testing.T, st *store.Store) domain.Order {
+	t.Helper()
+	o, e := newOrder(t, draft(t, 1))
+	got, _, err := st.Create(context.Background(), o, "", e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// cancelRequests returns the reasons of the OrderCancelRequested events
+// queued for the order.
+func cancelRequests(t *testing.T, db *sqlx.DB, id string) []string {
+	t.Helper()
+	var reasons []string
+	for _, e := range testenv.Emitted(t, db, id, events.TopicOrder, order.Name) {
+		if e.Type == events.TypeOrderCancelRequested {
+			var p events.OrderCancelRequested
+			testenv.Payload(t, e, &p)
+			reasons = append(reasons, p.Reason)
+		}
+	}
+	return reasons
+}
+
+func TestCancel(t *testing.T) {
+	ctx := context.Background()
+	db := testDB(t)
+	st := store.New(db)
+
+	t.Run("PendingBecomesCancellingAndQueuesOneRequest", func(t *testing.T) {
+		o := created(t, st)
+		got, err := st.Cancel(ctx, o.ID, events.ReasonCustomerCancelled, order.Name, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status != domain.StatusCancelling || got.CancelReason != events.ReasonCustomerCancelled {
+			t.Fatalf("Cancel = %s %q, want CANCELLING customer_cancelled", got.Status, got.CancelReason)
+		}
+		// A repeated cancel, even for another reason, answers the same
+		// and queues nothing more.
+		again, err := st.Cancel(ctx, o.ID, events.ReasonTimeout, order.Name, time.Now())
+		if err != nil || again.Status != domain.StatusCancelling || again.CancelReason != events.ReasonCustomerCancelled {
+			t.Fatalf("repeated Cancel = %+v, %v", again, err)
+		}
+		if r := cancelRequests(t, db, o.ID); len(r) != 1 || r[0] != events.ReasonCustomerCancelled {
+			t.Fatalf("cancel requests queued = %v, want one customer_cancelled", r)
+		}
+	})
+	t.Run("TerminalIsAConflict", func(t *testing.T) {
+		for _, end := range []domain.State{{Status: domain.StatusCompleted}, {Status: domain.StatusCancelled, Reason: events.ReasonOutOfStock}} {
+			o := created(t, st)
+			if err := pg.InTx(ctx, db, func(tx *sqlx.Tx) error { return store.SetState(ctx, tx, o.ID, end, time.Now()) }); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := st.Cancel(ctx, o.ID, events.ReasonCustomerCancelled, order.Name, time.Now()); !errors.Is(err, fault.Conflict) {
+				t.Fatalf("Cancel of a %s order = %v, want fault.Conflict", end.Status, err)
+			}
+			if r := cancelRequests(t, db, o.ID); len(r) != 0 {
+				t.Fatalf("cancel requests queued for a %s order: %v", end.Status, r)
+			}
+		}
+	})
+	t.Run("UnknownIsNotFound", func(t *testing.T) {
+		if _, err := st.Cancel(ctx, uuid.NewString(), events.ReasonCustomerCancelled, order.Name, time.Now()); !errors.Is(err, fault.NotFound) {
+			t.Fatalf("Cancel of no order = %v, want fault.NotFound", err)
+		}
+	})
+}
+
+// TestTimeOut: only PENDING orders created before the cutoff are cancelled,
+// with reason timeout; concurrent sweeps (several order instances) request
+// each cancel once between them.
+func TestTimeOut(t *testing.T) {
+	ctx := context.Background()
+	db := testDB(t)
+	st := store.New(db)
+	var old []string
+	for range 12 {
+		old = append(old, created(t, st).ID)
+	}
+	cancelling := created(t, st)
+	if _, err := st.Cancel(ctx, cancelling.ID, events.ReasonCustomerCancelled, order.Name, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	completed := created(t, st)
+	if err := pg.InTx(ctx, db, func(tx *sqlx.Tx) error {
+		return store.SetState(ctx, tx, completed.ID, domain.State{Status: domain.StatusCompleted}, time.Now())
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	// Before the deadline, nothing times out.
+	if ids, err := st.TimeOut(ctx, time.Now().Add(-time.Hour), 100, order.Name, time.Now()); err != nil || len(ids) != 0 {
+		t.Fatalf("TimeOut before the deadline = %v, %v; want none", ids, err)
+	}
+
+	young := created(t, st) // created after the cutoff below
+	cutoff, err := pg.Get[time.Time](ctx, db, "cutoff", `SELECT created_at FROM orders WHERE id = $1`, young.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		wg  sync.WaitGroup
+		mu  sync.Mutex
+		all []string
+	)
+	for range 4 {
+		wg.Go(func() {
+			for {
+				ids, err := st.TimeOut(ctx, cutoff, 3, order.Name, time.Now())
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				all = append(all, ids...)
+				mu.Unlock()
+				if len(ids) == 0 {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if len(all) != len(old) {
+		t.Fatalf("sweeps cancelled %d orders, want the %d old PENDING ones: %v", len(all), len(old), all)
+	}
+	for _, id := range old {
+		o, err := st.Order(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o.Status != domain.StatusCancelling || o.CancelReason != events.ReasonTimeout {
+			t.Errorf("order %s = %s %q, want CANCELLING timeout", id, o.Status, o.CancelReason)
+		}
+		if r := cancelRequests(t, db, id); len(r) != 1 || r[0] != events.ReasonTimeout {
+			t.Errorf("order %s cancel requests = %v, want one timeout", id, r)
+		}
+	}
+	for id, want := range map[string]domain.Status{cancelling.ID: domain.StatusCancelling, completed.ID: domain.StatusCompleted, young.ID: domain.StatusPending} {
+		o, err := st.Order(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o.Status != want || o.CancelReason == events.ReasonTimeout {
+			t.Errorf("order %s = %s %q, want %s and no timeout", id, o.Status, o.CancelReason, want)
+		}
 	}
 }

@@ -31,6 +31,9 @@ type Payment struct {
 	Amount     int64  `db:"amount" json:"amount"`
 	Currency   string `db:"currency" json:"currency"`
 	Status     Status `db:"status" json:"status"`
+	// Cancelled says the order's cancel was handled (and acknowledged)
+	// already; the row keeps its status, REFUNDED or DECLINED.
+	Cancelled bool `db:"cancelled" json:"-"`
 }
 
 // Account is a customer's balance, in the currency's smallest unit.
@@ -128,4 +131,50 @@ func DecideRefund(existing *Payment, account *Account) RefundAction {
 		return RefundRefuse
 	}
 	return RefundCredit
+}
+
+// CancelAction is what an order's cancel (OrderCancelRequested) leads to.
+// Every action but CancelSkip and CancelRefuse records the cancel on the
+// payment row and acknowledges it with PaymentCancelled in the same
+// transaction, so the acknowledgement always follows the undo.
+type CancelAction int
+
+// Cancel outcomes.
+const (
+	// CancelSkip: this order's cancel was handled already (a second
+	// request with a new event id); it was acknowledged then, so nothing
+	// is written and nothing emitted.
+	CancelSkip CancelAction = iota
+	// CancelCredit: the order was charged; return the amount to the
+	// balance, mark the payment REFUNDED, acknowledge with the amount.
+	CancelCredit
+	// CancelTombstone: the cancel overtook the charge. Record the order as
+	// REFUNDED with nothing charged, so the late charge becomes a no-op
+	// (ChargeSkip); acknowledge with amount 0.
+	CancelTombstone
+	// CancelAcknowledge: nothing is left to undo — the payment was
+	// declined, or a compensation refunded it already (so the cancel never
+	// refunds twice); acknowledge with amount 0.
+	CancelAcknowledge
+	// CancelRefuse: the charge is to be credited, but the account is gone
+	// or holds another currency (only a hand-made change gets here, as for
+	// RefundRefuse): refused as permanent, for an operator to settle.
+	CancelRefuse
+)
+
+// DecideCancel decides what to do when the order asks every participant to
+// undo its effect. existing is the order's payment, nil if it was never
+// charged; account is the charged customer's account, nil if absent.
+func DecideCancel(existing *Payment, account *Account) CancelAction {
+	switch {
+	case existing == nil:
+		return CancelTombstone
+	case existing.Cancelled:
+		return CancelSkip
+	case existing.Status != StatusCompleted:
+		return CancelAcknowledge
+	case account == nil || account.Currency != existing.Currency:
+		return CancelRefuse
+	}
+	return CancelCredit
 }

@@ -59,3 +59,46 @@ func TestDecideRefund(t *testing.T) {
 		})
 	}
 }
+
+func TestDecideCancel(t *testing.T) {
+	jpy := &domain.Account{CustomerID: "c-1", Balance: 100, Currency: "JPY"}
+	charged := &domain.Payment{Status: domain.StatusCompleted, Amount: 5000, Currency: "JPY"}
+	tests := []struct {
+		name     string
+		existing *domain.Payment
+		account  *domain.Account
+		want     domain.CancelAction
+	}{
+		{"ChargedIsCredited", charged, jpy, domain.CancelCredit},
+		{"CancelBeforeChargeLeavesTombstone", nil, nil, domain.CancelTombstone},
+		{"DeclinedIsOnlyAcknowledged", &domain.Payment{Status: domain.StatusDeclined}, nil, domain.CancelAcknowledge},
+		// A compensation refunded it first: the cancel must not credit again.
+		{"RefundedByCompensationIsOnlyAcknowledged", &domain.Payment{Status: domain.StatusRefunded, Amount: 5000, Currency: "JPY"}, jpy, domain.CancelAcknowledge},
+		{"RefundTombstoneIsOnlyAcknowledged", &domain.Payment{Status: domain.StatusRefunded}, nil, domain.CancelAcknowledge},
+		{"SecondCancelSkips", &domain.Payment{Status: domain.StatusRefunded, Amount: 5000, Currency: "JPY", Cancelled: true}, jpy, domain.CancelSkip},
+		{"SecondCancelOfTombstoneSkips", &domain.Payment{Status: domain.StatusRefunded, Cancelled: true}, nil, domain.CancelSkip},
+		{"OtherCurrencyIsRefused", charged, &domain.Account{CustomerID: "c-1", Currency: "USD"}, domain.CancelRefuse},
+		{"AccountGoneIsRefused", charged, nil, domain.CancelRefuse},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := domain.DecideCancel(tt.existing, tt.account); got != tt.want {
+				t.Fatalf("DecideCancel = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestCancelAndRefundNeverCreditTwice: whichever of a compensation's refund
+// and a cancel comes first, the one after it credits nothing.
+func TestCancelAndRefundNeverCreditTwice(t *testing.T) {
+	jpy := &domain.Account{CustomerID: "c-1", Currency: "JPY"}
+	refunded := &domain.Payment{Status: domain.StatusRefunded, Amount: 5000, Currency: "JPY"}
+	if got := domain.DecideCancel(refunded, jpy); got == domain.CancelCredit {
+		t.Errorf("cancel after refund = CancelCredit, want no credit")
+	}
+	cancelled := &domain.Payment{Status: domain.StatusRefunded, Amount: 5000, Currency: "JPY", Cancelled: true}
+	if got := domain.DecideRefund(cancelled, jpy); got != domain.RefundSkip {
+		t.Errorf("refund after cancel = %v, want RefundSkip", got)
+	}
+}

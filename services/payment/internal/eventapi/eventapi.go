@@ -1,6 +1,7 @@
 // Package eventapi is the payment service's event API, as httpapi is its
 // HTTP API: its reactions to the events it consumes. It charges an order
-// when it is created, and refunds it when a later step fails. The runtime
+// when it is created, refunds it when a later step fails, and undoes the
+// charge when the order is cancelled. The runtime
 // (package participant) decodes each event, runs the reaction in the
 // transaction that marks the event processed, and publishes what it emits.
 package eventapi
@@ -29,6 +30,9 @@ func Reactions() []participant.Reaction {
 		}),
 		participant.On(func(ctx context.Context, tx *participant.Tx, e events.Envelope, p events.InventoryReleased) error {
 			return refund(ctx, tx, e.OrderID, p.Reason)
+		}),
+		participant.On(func(ctx context.Context, tx *participant.Tx, e events.Envelope, p events.OrderCancelRequested) error {
+			return cancel(ctx, tx, e.OrderID, p.Reason)
 		}),
 	}
 }
@@ -112,4 +116,62 @@ func refund(ctx context.Context, tx *participant.Tx, orderID, reason string) err
 			orderID, existing.Amount, existing.Currency, existing.CustomerID, held))
 	}
 	return fmt.Errorf("refund %s: unhandled decision", orderID)
+}
+
+// cancel undoes the order's payment whatever the saga's step, and
+// acknowledges with PaymentCancelled in the same transaction. It locks as
+// refund does (the payment, then the charged account), so a cancel and a
+// compensation's refund of one order run one after the other, and the
+// second finds REFUNDED: the money goes back once.
+func cancel(ctx context.Context, tx *participant.Tx, orderID, reason string) error {
+	existing, err := store.LockPayment(ctx, tx, orderID)
+	if err != nil {
+		return err
+	}
+	var account *domain.Account
+	if existing != nil {
+		if account, err = store.LockAccount(ctx, tx, existing.CustomerID); err != nil {
+			return err
+		}
+	}
+	switch domain.DecideCancel(existing, account) {
+	case domain.CancelSkip:
+		tx.Log.Info("order cancel already handled")
+		return nil
+	case domain.CancelTombstone:
+		// Nothing was charged; the row makes the late charge a no-op.
+		tomb := domain.Payment{OrderID: orderID, Currency: "", Status: domain.StatusRefunded}
+		if err := store.InsertPayment(ctx, tx, tomb, "cancelled before charge: "+reason); err != nil {
+			return err
+		}
+		if err := store.MarkPaymentCancelled(ctx, tx, orderID); err != nil {
+			return err
+		}
+		return tx.Emit(ctx, events.PaymentCancelled{Amount: 0})
+	case domain.CancelAcknowledge:
+		// Declined, or refunded by a compensation: nothing to give back.
+		if err := store.MarkPaymentCancelled(ctx, tx, orderID); err != nil {
+			return err
+		}
+		return tx.Emit(ctx, events.PaymentCancelled{CustomerID: existing.CustomerID, Amount: 0})
+	case domain.CancelCredit:
+		if err := store.AddBalance(ctx, tx, existing.CustomerID, existing.Amount); err != nil {
+			return err
+		}
+		if err := store.SetPaymentStatus(ctx, tx, orderID, domain.StatusRefunded, "cancelled: "+reason); err != nil {
+			return err
+		}
+		if err := store.MarkPaymentCancelled(ctx, tx, orderID); err != nil {
+			return err
+		}
+		return tx.Emit(ctx, events.PaymentCancelled{CustomerID: existing.CustomerID, Amount: existing.Amount})
+	case domain.CancelRefuse:
+		held := "no account"
+		if account != nil {
+			held = "an account in " + account.Currency
+		}
+		return consumer.Permanent(fmt.Errorf("cancel %s: %d %s was charged to %s, who now has %s: not credited in another currency; settle it by hand",
+			orderID, existing.Amount, existing.Currency, existing.CustomerID, held))
+	}
+	return fmt.Errorf("cancel %s: unhandled decision", orderID)
 }

@@ -534,3 +534,94 @@ func TestInvalidPayloadsAreRefused(t *testing.T) {
 		}
 	})
 }
+
+func (f *fixture) cancelRequested(orderID string) events.Envelope {
+	return f.envelope(orderID, events.OrderCancelRequested{Reason: events.ReasonCustomerCancelled})
+}
+
+// cancelAcks returns the PaymentCancelled events queued for the order.
+func (f *fixture) cancelAcks(orderID string) []events.PaymentCancelled {
+	f.t.Helper()
+	var acks []events.PaymentCancelled
+	for _, e := range f.emitted(f.db, orderID) {
+		if e.Type == events.TypePaymentCancelled {
+			var p events.PaymentCancelled
+			testenv.Payload(f.t, e, &p)
+			acks = append(acks, p)
+		}
+	}
+	return acks
+}
+
+// TestCancel: the order's cancel undoes the charge whatever step the saga
+// reached, acknowledges once with what it credited, and never credits
+// twice — neither a second cancel request nor a compensation's refund
+// around it.
+func TestCancel(t *testing.T) {
+	tests := []struct {
+		name        string
+		before      func(f *fixture, orderID, customer string) // what happened before the cancel
+		after       func(f *fixture, orderID, customer string) // what arrives after it
+		wantBalance int64
+		wantStatus  domain.Status
+		wantAck     int64 // the amount PaymentCancelled reports
+	}{
+		{"ChargedIsCreditedBack", func(f *fixture, o, c string) { f.mustDeliver(f.created(o, c, 3000)) }, nil,
+			10000, domain.StatusRefunded, 3000},
+		{"DeclinedIsOnlyAcknowledged", func(f *fixture, o, c string) { f.mustDeliver(f.created(o, c, 30000)) }, nil,
+			10000, domain.StatusDeclined, 0},
+		{"CancelBeforeChargeLeavesTombstone", nil, func(f *fixture, o, c string) { f.mustDeliver(f.created(o, c, 3000)) },
+			10000, domain.StatusRefunded, 0},
+		{"RefundThenCancelCreditsOnce", func(f *fixture, o, c string) {
+			f.mustDeliver(f.created(o, c, 3000))
+			f.mustDeliver(f.rejected(o))
+		}, nil, 10000, domain.StatusRefunded, 0},
+		{"CancelThenRefundCreditsOnce", func(f *fixture, o, c string) { f.mustDeliver(f.created(o, c, 3000)) },
+			func(f *fixture, o, c string) { f.mustDeliver(f.released(o)) }, 10000, domain.StatusRefunded, 3000},
+		{"SecondCancelRequestChangesNothing", func(f *fixture, o, c string) { f.mustDeliver(f.created(o, c, 3000)) },
+			func(f *fixture, o, c string) { f.mustDeliver(f.cancelRequested(o)) }, 10000, domain.StatusRefunded, 3000},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			c, o := f.customer(10000), f.order()
+			if tt.before != nil {
+				tt.before(f, o, c)
+			}
+			f.mustDeliver(f.cancelRequested(o))
+			if tt.after != nil {
+				tt.after(f, o, c)
+			}
+			f.mustBalance(c, tt.wantBalance)
+			if p, _ := f.payment(o); p.Status != tt.wantStatus {
+				t.Fatalf("payment = %+v, want %s", p, tt.wantStatus)
+			}
+			acks := f.cancelAcks(o)
+			if len(acks) != 1 || acks[0].Amount != tt.wantAck {
+				t.Fatalf("PaymentCancelled = %+v, want one with amount %d", acks, tt.wantAck)
+			}
+			// A refund never follows the cancel: the order ends on the ack.
+			for _, typ := range types(f.emitted(f.db, o)) {
+				if typ == events.TypePaymentRefunded && tt.name != "RefundThenCancelCreditsOnce" {
+					t.Fatalf("emitted %v: a PaymentRefunded besides the cancel", types(f.emitted(f.db, o)))
+				}
+			}
+		})
+	}
+}
+
+// TestCancelAndRefundRacing delivers a compensation's refund and the
+// cancel at the same moment, as two partitions would: the charge is
+// credited once.
+func TestCancelAndRefundRacing(t *testing.T) {
+	for range 5 {
+		f := newFixture(t)
+		c, o := f.customer(10000), f.order()
+		f.mustDeliver(f.created(o, c, 3000))
+		f.deliverAll(f.released(o), f.cancelRequested(o))
+		f.mustBalance(c, 10000)
+		if acks := f.cancelAcks(o); len(acks) != 1 {
+			t.Fatalf("PaymentCancelled = %+v, want one", acks)
+		}
+	}
+}

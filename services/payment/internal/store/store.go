@@ -137,7 +137,9 @@ func (s *Store) Payment(ctx context.Context, orderID string) (domain.Payment, er
 // LockPayment returns the order's payment locked for the rest of tx, or nil.
 func LockPayment(ctx context.Context, tx sqlx.QueryerContext, orderID string) (*domain.Payment, error) {
 	var p domain.Payment
-	err := sqlx.GetContext(ctx, tx, &p, `SELECT order_id, customer_id, amount, currency, status FROM payments WHERE order_id = $1 FOR UPDATE`, orderID)
+	err := sqlx.GetContext(ctx, tx, &p, `
+		SELECT order_id, customer_id, amount, currency, status, cancelled_at IS NOT NULL AS cancelled
+		FROM payments WHERE order_id = $1 FOR UPDATE`, orderID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
@@ -196,6 +198,20 @@ func SetPaymentStatus(ctx context.Context, tx sqlx.ExecerContext, orderID string
 		WHERE order_id = $1`, orderID, status, detail)
 	if err != nil {
 		return fmt.Errorf("set payment %s to %s: %w", orderID, status, err)
+	}
+	return nil
+}
+
+// MarkPaymentCancelled records that the order's cancel was handled, so a
+// second cancel request for the order changes and announces nothing.
+func MarkPaymentCancelled(ctx context.Context, tx sqlx.ExecerContext, orderID string) error {
+	res, err := tx.ExecContext(ctx,
+		`UPDATE payments SET cancelled_at = now(), updated_at = now() WHERE order_id = $1`, orderID)
+	if err != nil {
+		return fmt.Errorf("mark payment %s cancelled: %w", orderID, err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return fmt.Errorf("mark payment %s cancelled: payment missing", orderID)
 	}
 	return nil
 }

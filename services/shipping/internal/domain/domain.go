@@ -1,7 +1,8 @@
-// Package domain holds the shipping service's decision as a pure function:
-// whether an order whose items are reserved can be shipped. It takes the
-// current state and returns what to change, so every rule is tested without
-// a database or a broker.
+// Package domain holds the shipping service's decisions as pure functions:
+// whether an order whose items are reserved can be shipped, and what the
+// order's cancel does to its shipment. They take the current state and
+// return what to change, so every rule is tested without a database or a
+// broker.
 package domain
 
 import (
@@ -14,10 +15,12 @@ import (
 type Status string
 
 // Shipment states. SCHEDULED ends the saga's forward path; FAILED starts its
-// compensations.
+// compensations; CANCELLED is a shipment the order's cancel undid (or a
+// tombstone, when the cancel came before the reservation).
 const (
 	StatusScheduled Status = "SCHEDULED"
 	StatusFailed    Status = "FAILED"
+	StatusCancelled Status = "CANCELLED"
 )
 
 // Shipment is the record of one order's shipping outcome.
@@ -25,8 +28,12 @@ type Shipment struct {
 	OrderID string `db:"order_id" json:"order_id"`
 	Status  Status `db:"status" json:"status"`
 	Country string `db:"country" json:"country"`
-	// Reason says why a shipment failed; empty when scheduled.
+	// Reason says why a shipment failed or was cancelled (the order's
+	// cancel reason); empty when scheduled.
 	Reason string `db:"reason" json:"reason"`
+	// Cancelled says the order's cancel was handled (and acknowledged)
+	// already; a FAILED shipment keeps its status.
+	Cancelled bool `db:"cancelled" json:"-"`
 }
 
 // Action is what a reservation leads to.
@@ -66,4 +73,39 @@ func DecideShipment(existing *Shipment, served map[string]bool, country string) 
 		return Decision{Action: Schedule, Country: country}
 	}
 	return Decision{Action: Fail, Country: country, Reason: events.ReasonShippingUnavailable}
+}
+
+// CancelAction is what an order's cancel (OrderCancelRequested) leads to.
+// Every action but CancelSkip records the cancel and acknowledges it with
+// ShipmentCancelled in the same transaction.
+type CancelAction int
+
+// Cancel outcomes.
+const (
+	// CancelSkip: this order's cancel was handled already (a second
+	// request with a new event id); it was acknowledged then.
+	CancelSkip CancelAction = iota
+	// CancelScheduled: the shipment is SCHEDULED; it becomes CANCELLED —
+	// the order's cancel was accepted, so it wins over the shipment.
+	CancelScheduled
+	// CancelTombstone: the cancel overtook the reservation. Record a
+	// CANCELLED shipment, so the late InventoryReserved becomes a no-op
+	// (Skip) and nothing is ever scheduled.
+	CancelTombstone
+	// CancelAcknowledge: the shipment FAILED, so nothing is to be undone.
+	CancelAcknowledge
+)
+
+// DecideCancel decides what to do with an order's shipment when the order
+// is cancelled. existing is nil if shipping has not decided on the order.
+func DecideCancel(existing *Shipment) CancelAction {
+	switch {
+	case existing == nil:
+		return CancelTombstone
+	case existing.Cancelled:
+		return CancelSkip
+	case existing.Status == StatusScheduled:
+		return CancelScheduled
+	}
+	return CancelAcknowledge
 }

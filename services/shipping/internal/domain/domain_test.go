@@ -33,3 +33,33 @@ func TestDecideShipment(t *testing.T) {
 		})
 	}
 }
+
+func TestDecideCancel(t *testing.T) {
+	tests := []struct {
+		name     string
+		existing *domain.Shipment
+		want     domain.CancelAction
+	}{
+		{"ScheduledIsCancelled", &domain.Shipment{Status: domain.StatusScheduled, Country: "JP"}, domain.CancelScheduled},
+		{"CancelBeforeReservationLeavesTombstone", nil, domain.CancelTombstone},
+		{"FailedIsOnlyAcknowledged", &domain.Shipment{Status: domain.StatusFailed, Country: "BR", Reason: events.ReasonShippingUnavailable}, domain.CancelAcknowledge},
+		{"SecondCancelSkips", &domain.Shipment{Status: domain.StatusCancelled, Cancelled: true}, domain.CancelSkip},
+		{"SecondCancelOfFailedSkips", &domain.Shipment{Status: domain.StatusFailed, Country: "BR", Cancelled: true}, domain.CancelSkip},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := domain.DecideCancel(tt.existing); got != tt.want {
+				t.Fatalf("DecideCancel = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestTombstoneRefusesLateReservation: a reservation that arrives after the
+// cancel's tombstone schedules nothing, even to a served country.
+func TestTombstoneRefusesLateReservation(t *testing.T) {
+	tomb := &domain.Shipment{Status: domain.StatusCancelled, Reason: events.ReasonCustomerCancelled, Cancelled: true}
+	if d := domain.DecideShipment(tomb, map[string]bool{"JP": true}, "JP"); d.Action != domain.Skip {
+		t.Fatalf("DecideShipment after the cancel = %+v, want Skip", d)
+	}
+}

@@ -1,7 +1,8 @@
 // Package eventapi is the shipping service's event API, as httpapi is its
 // HTTP API: its reactions to the events it consumes. Once an order's items
 // are reserved it schedules the shipment, or fails it when the destination
-// is not served, which starts the compensations. The runtime (package
+// is not served, which starts the compensations; when the order is
+// cancelled it cancels the shipment, or makes sure none is ever scheduled. The runtime (package
 // participant) decodes each event, runs the reaction in the transaction
 // that marks the event processed, and publishes what it emits.
 package eventapi
@@ -24,7 +25,39 @@ func Reactions(served map[string]bool) []participant.Reaction {
 		participant.On(func(ctx context.Context, tx *participant.Tx, e events.Envelope, p events.InventoryReserved) error {
 			return ship(ctx, tx, e.OrderID, p.ShippingAddress.Country, served)
 		}),
+		participant.On(func(ctx context.Context, tx *participant.Tx, e events.Envelope, p events.OrderCancelRequested) error {
+			return cancel(ctx, tx, e.OrderID, p.Reason)
+		}),
 	}
+}
+
+// cancel undoes the order's shipment, whatever the saga's step, and
+// acknowledges with ShipmentCancelled in the same transaction. The order
+// accepted the cancel before anything here could complete it, so a
+// SCHEDULED shipment is cancelled: the cancel wins.
+func cancel(ctx context.Context, tx *participant.Tx, orderID, reason string) error {
+	existing, err := store.LockShipment(ctx, tx, orderID)
+	if err != nil {
+		return err
+	}
+	switch d := domain.DecideCancel(existing); d {
+	case domain.CancelSkip:
+		tx.Log.Info("order cancel already handled")
+		return nil
+	case domain.CancelTombstone:
+		// Nothing decided yet; the row makes the late reservation a no-op.
+		tomb := domain.Shipment{OrderID: orderID, Status: domain.StatusCancelled, Reason: reason, Cancelled: true}
+		if err := store.InsertShipment(ctx, tx, tomb); err != nil {
+			return err
+		}
+		return tx.Emit(ctx, events.ShipmentCancelled{})
+	case domain.CancelScheduled, domain.CancelAcknowledge:
+		if err := store.CancelShipment(ctx, tx, orderID, reason); err != nil {
+			return err
+		}
+		return tx.Emit(ctx, events.ShipmentCancelled{WasScheduled: d == domain.CancelScheduled})
+	}
+	return fmt.Errorf("cancel %s: unhandled decision", orderID)
 }
 
 func ship(ctx context.Context, tx *participant.Tx, orderID, country string, served map[string]bool) error {

@@ -167,3 +167,72 @@ func mustEncode(t *testing.T, e events.Envelope) []byte {
 	}
 	return b
 }
+
+func cancelRequested(t *testing.T, orderID string) events.Envelope {
+	return testenv.Event(t, orderID, events.OrderCancelRequested{Reason: events.ReasonCustomerCancelled})
+}
+
+// TestCancel: the order's cancel cancels a SCHEDULED shipment, leaves a
+// FAILED one as it is, and leaves a tombstone when it comes first, so the
+// reservation arriving after it — shipping was down during the cancel —
+// schedules nothing; each order is acknowledged once, even for a second
+// cancel request.
+func TestCancel(t *testing.T) {
+	tests := []struct {
+		name          string
+		before, after []string // countries of InventoryReserved before and after the cancel
+		want          domain.Shipment
+		wasScheduled  bool
+	}{
+		{"ScheduledIsCancelled", []string{"JP"}, nil,
+			domain.Shipment{Status: domain.StatusCancelled, Country: "JP", Reason: events.ReasonCustomerCancelled}, true},
+		{"FailedStaysFailed", []string{"BR"}, nil,
+			domain.Shipment{Status: domain.StatusFailed, Country: "BR", Reason: events.ReasonShippingUnavailable}, false},
+		{"LateReservationSchedulesNothing", nil, []string{"JP"},
+			domain.Shipment{Status: domain.StatusCancelled, Reason: events.ReasonCustomerCancelled}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			db, h := handler(t)
+			orderID := uuid.NewString()
+			deliver := func(e events.Envelope) {
+				t.Helper()
+				if err := h.Handle(context.Background(), testenv.Message(t, e)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, c := range tt.before {
+				deliver(reserved(t, orderID, c))
+			}
+			deliver(cancelRequested(t, orderID))
+			deliver(cancelRequested(t, orderID)) // a second request, a new event id
+			for _, c := range tt.after {
+				deliver(reserved(t, orderID, c))
+			}
+			got, err := store.New(db).Shipment(context.Background(), orderID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.want.OrderID = orderID
+			if got != tt.want {
+				t.Fatalf("shipment = %+v, want %+v", got, tt.want)
+			}
+			var acks []events.ShipmentCancelled
+			for _, e := range testenv.Emitted(t, db, orderID, events.TopicShipping, shipping.Name) {
+				switch e.Type {
+				case events.TypeShipmentCancelled:
+					var p events.ShipmentCancelled
+					testenv.Payload(t, e, &p)
+					acks = append(acks, p)
+				case events.TypeShipmentScheduled:
+					if len(tt.before) == 0 {
+						t.Fatal("a shipment was scheduled after the cancel")
+					}
+				}
+			}
+			if len(acks) != 1 || acks[0].WasScheduled != tt.wasScheduled {
+				t.Fatalf("ShipmentCancelled = %+v, want one with was_scheduled %v", acks, tt.wasScheduled)
+			}
+		})
+	}
+}

@@ -28,6 +28,14 @@ func TestOpenAPI(t *testing.T) {
 			OrderID: "7b2e4d10-5c3a-4f6e-8d21-9e0a1b2c3d4e", Status: domain.StatusFailed, Country: "BR",
 			Reason: events.ReasonShippingUnavailable,
 		})
+		apitest.CheckSchema(t, spec, "Shipment", domain.Shipment{
+			OrderID: "5a0c2e7d-1b3f-4c6a-8e9d-0f1a2b3c4d5e", Status: domain.StatusCancelled, Country: "JP",
+			Reason: events.ReasonCustomerCancelled, Cancelled: true,
+		})
+		apitest.CheckSchema(t, spec, "Shipment", domain.Shipment{
+			OrderID: "5a0c2e7d-1b3f-4c6a-8e9d-0f1a2b3c4d5f", Status: domain.StatusCancelled,
+			Reason: events.ReasonTimeout, Cancelled: true,
+		})
 		apitest.CheckSchema(t, spec, "Problem", web.Problem{
 			Type: "about:blank", Title: "Not Found", Status: 404, Detail: "shipment for order o-1 not found", Instance: "/shipments/o-1",
 		})

@@ -36,7 +36,9 @@ func (s *Store) Shipment(ctx context.Context, orderID string) (domain.Shipment, 
 // LockShipment returns the order's shipment locked for the rest of tx, or nil.
 func LockShipment(ctx context.Context, tx sqlx.QueryerContext, orderID string) (*domain.Shipment, error) {
 	var sh domain.Shipment
-	err := sqlx.GetContext(ctx, tx, &sh, `SELECT order_id, status, country, reason FROM shipments WHERE order_id = $1 FOR UPDATE`, orderID)
+	err := sqlx.GetContext(ctx, tx, &sh, `
+		SELECT order_id, status, country, reason, cancelled_at IS NOT NULL AS cancelled
+		FROM shipments WHERE order_id = $1 FOR UPDATE`, orderID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
@@ -46,16 +48,37 @@ func LockShipment(ctx context.Context, tx sqlx.QueryerContext, orderID string) (
 	return &sh, nil
 }
 
-// InsertShipment records an order's shipping outcome. A second insert for
-// the same order fails on the primary key, which rolls back the racing
-// transaction; its redelivery then finds the row and skips.
+// InsertShipment records an order's shipping outcome, or with sh.Cancelled
+// the tombstone of a cancel that came first. A second insert for the same
+// order fails on the primary key, which rolls back the racing transaction;
+// its redelivery then finds the row and skips.
 func InsertShipment(ctx context.Context, tx sqlx.ExecerContext, sh domain.Shipment) error {
 	_, err := tx.ExecContext(ctx, `
-		INSERT INTO shipments (order_id, status, country, reason)
-		VALUES ($1, $2, $3, $4)`,
-		sh.OrderID, sh.Status, sh.Country, sh.Reason)
+		INSERT INTO shipments (order_id, status, country, reason, cancelled_at)
+		VALUES ($1, $2, $3, $4, CASE WHEN $5 THEN now() END)`,
+		sh.OrderID, sh.Status, sh.Country, sh.Reason, sh.Cancelled)
 	if err != nil {
 		return fmt.Errorf("insert shipment %s: %w", sh.OrderID, err)
+	}
+	return nil
+}
+
+// CancelShipment records that the order's cancel was handled: a SCHEDULED
+// shipment becomes CANCELLED with reason (the order's cancel reason), a
+// FAILED one keeps its status and reason. A second cancel request for the
+// order finds cancelled_at set and changes nothing.
+func CancelShipment(ctx context.Context, tx sqlx.ExecerContext, orderID, reason string) error {
+	res, err := tx.ExecContext(ctx, `
+		UPDATE shipments SET
+			status = CASE WHEN status = 'SCHEDULED' THEN 'CANCELLED' ELSE status END,
+			reason = CASE WHEN status = 'SCHEDULED' THEN $2 ELSE reason END,
+			cancelled_at = now(), updated_at = now()
+		WHERE order_id = $1`, orderID, reason)
+	if err != nil {
+		return fmt.Errorf("cancel shipment %s: %w", orderID, err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return fmt.Errorf("cancel shipment %s: shipment missing", orderID)
 	}
 	return nil
 }

@@ -1,0 +1,114 @@
+// Package deadline is the order service's saga deadline: a sweep that
+// cancels every order still PENDING a deadline after it was created,
+// exactly as a customer's cancel would (store.TimeOut: CANCELLING and
+// OrderCancelRequested in one transaction), with reason timeout. A saga
+// stuck behind a service that is down, a parked event or a dead letter so
+// ends instead of holding the customer's money and stock for ever; the
+// steps that arrive afterwards find the participants' tombstones and
+// change nothing.
+//
+// Every instance of the order service sweeps. The sweep locks the orders it
+// cancels with FOR UPDATE SKIP LOCKED, so instances share the work, and a
+// cancel is decided under the same row lock as every other change of the
+// order, so a deadline never overrides an order that completed or was
+// cancelled meanwhile.
+package deadline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/choreo-saga/choreo/services/order/internal/store"
+)
+
+// timedOut counts the orders the sweep cancelled. A rise means sagas stall
+// somewhere; the services' retries, dead letters and parked outbox rows
+// say where.
+var timedOut = promauto.NewCounter(prometheus.CounterOpts{
+	Name: "choreo_orders_timed_out_total",
+	Help: "Orders cancelled with reason timeout because their saga outlived ORDER_DEADLINE.",
+})
+
+// Sweeper cancels the orders whose saga outlived Deadline.
+type Sweeper struct {
+	Store *store.Store
+	// Deadline is how long an order may stay PENDING.
+	Deadline time.Duration
+	// Every is the pause between sweeps.
+	Every time.Duration
+	// Batch bounds the orders one transaction cancels; a sweep runs
+	// batches until one comes back short. 0 means 100.
+	Batch int
+	// Source names the service in the events the sweep queues.
+	Source string
+	// Now is the clock the deadline is measured on; nil means time.Now.
+	Now func() time.Time
+	Log *slog.Logger
+}
+
+// Run sweeps every s.Every until ctx ends, then returns nil. A failed sweep
+// is logged and tried again at the next tick: the database may be away for
+// a moment, and nothing is lost by waiting.
+func (s Sweeper) Run(ctx context.Context) error {
+	if s.Every <= 0 || s.Deadline <= 0 {
+		return fmt.Errorf("deadline: Every %s and Deadline %s must be positive", s.Every, s.Deadline)
+	}
+	t := time.NewTicker(s.Every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		if _, err := s.Sweep(ctx); err != nil && !errors.Is(err, context.Canceled) {
+			s.log().Error("deadline sweep failed", "err", err)
+		}
+	}
+}
+
+// Sweep cancels, with reason timeout, every order PENDING since before
+// Now() - Deadline, a batch per transaction, and returns how many it
+// cancelled.
+func (s Sweeper) Sweep(ctx context.Context) (int, error) {
+	batch := s.Batch
+	if batch <= 0 {
+		batch = 100
+	}
+	total := 0
+	for {
+		now := s.now()
+		ids, err := s.Store.TimeOut(ctx, now.Add(-s.Deadline), batch, s.Source, now)
+		if err != nil {
+			return total, fmt.Errorf("deadline sweep: %w", err)
+		}
+		for _, id := range ids {
+			s.log().Info("order timed out; cancel requested", "order_id", id, "deadline", s.Deadline.String())
+		}
+		timedOut.Add(float64(len(ids)))
+		total += len(ids)
+		if len(ids) < batch {
+			return total, nil
+		}
+	}
+}
+
+func (s Sweeper) now() time.Time {
+	if s.Now == nil {
+		return time.Now()
+	}
+	return s.Now()
+}
+
+func (s Sweeper) log() *slog.Logger {
+	if s.Log == nil {
+		return slog.Default()
+	}
+	return s.Log
+}
