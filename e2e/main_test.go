@@ -48,6 +48,8 @@ var (
 	running  *infra.Running
 	// ordersCreated counts the orders the suite sent through a saga.
 	ordersCreated atomic.Int64
+	// collector receives every service's spans (see tracing_test.go).
+	collector *traceSink
 )
 
 func TestMain(m *testing.M) {
@@ -79,6 +81,9 @@ func run(m *testing.M) int {
 	}
 	defer os.RemoveAll(workDir)
 
+	collector = startCollector()
+	defer collector.srv.Close()
+
 	start := time.Now()
 	for _, name := range []string{"order", "payment", "inventory", "shipping"} {
 		dbURLs[name] = running.DatabaseURLs[name]
@@ -106,6 +111,7 @@ func run(m *testing.M) int {
 				"KAFKA_BROKERS="+brokers,
 			),
 		}
+		s.env = append(s.env, collector.env()...)
 		services[name] = s
 		if err := s.start(); err != nil {
 			fmt.Fprintln(os.Stderr, "e2e:", err)
