@@ -45,24 +45,28 @@ const unmatchedRoute = "unmatched"
 // that finds one already in the request's context uses it instead of a
 // pooled one, and after h returns the pattern is still there to read.
 //
-// The span continues the caller's trace if the request carries a W3C
-// traceparent, and its context reaches every handler through the
-// request's context — and from there, via outbox.Add, the events the
-// request causes.
+// Probes and scrapes (/healthz, /readyz, /metrics) are counted but get no
+// span: they would bury the requests worth tracing. Every other request's
+// span continues the caller's trace if the request carries a W3C
+// traceparent, and reaches every handler through the request's context —
+// and from there, via outbox.Add, the events the request causes.
 func Instrument(service string, h http.Handler) http.Handler {
 	routes, _ := h.(chi.Routes)
 	carrier := propagation.TraceContext{}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		ctx := carrier.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
-		ctx, span := tracing.Tracer().Start(ctx, r.Method,
-			trace.WithSpanKind(trace.SpanKindServer),
-			trace.WithAttributes(
-				tracing.AttrService.String(service),
-				attribute.String("http.request.method", r.Method),
-				attribute.String("url.path", r.URL.Path),
-			))
-		defer span.End()
+		span := trace.SpanFromContext(ctx) // probes and scrapes: no span of their own
+		if !isProbe(r.URL.Path) {
+			ctx, span = tracing.Tracer().Start(ctx, r.Method,
+				trace.WithSpanKind(trace.SpanKindServer),
+				trace.WithAttributes(
+					tracing.AttrService.String(service),
+					attribute.String("http.request.method", r.Method),
+					attribute.String("url.path", r.URL.Path),
+				))
+			defer span.End()
+		}
 
 		rctx := chi.NewRouteContext()
 		rctx.Routes = routes // middleware such as GetHead match against it
@@ -82,6 +86,9 @@ func Instrument(service string, h http.Handler) http.Handler {
 		httpRequests.WithLabelValues(service, r.Method, route, code).Inc()
 		httpSeconds.WithLabelValues(service, r.Method, route).Observe(time.Since(start).Seconds())
 
+		if isProbe(r.URL.Path) {
+			return
+		}
 		span.SetName(r.Method + " " + route)
 		span.SetAttributes(
 			attribute.String("http.route", route),
@@ -91,4 +98,14 @@ func Instrument(service string, h http.Handler) http.Handler {
 			span.SetStatus(codes.Error, http.StatusText(status))
 		}
 	})
+}
+
+// isProbe reports whether path is one that orchestrators and Prometheus
+// call every few seconds: it is counted, but traced only by the caller.
+func isProbe(path string) bool {
+	switch path {
+	case "/healthz", "/readyz", "/metrics":
+		return true
+	}
+	return false
 }

@@ -61,7 +61,7 @@ func TestInstrumentLabelsTheRoutePattern(t *testing.T) {
 
 // TestInstrumentContinuesTheCallersTrace: the request's span is a server
 // span named by method and route, the child of the caller's traceparent,
-// and handlers see it in the request's context.
+// and handlers see it in the request's context; probes get none.
 func TestInstrumentContinuesTheCallersTrace(t *testing.T) {
 	spans := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
@@ -81,8 +81,13 @@ func TestInstrumentContinuesTheCallersTrace(t *testing.T) {
 	for k, v := range headers {
 		req.Header.Set(k, v)
 	}
-	web.Instrument("svc", r).ServeHTTP(httptest.NewRecorder(), req)
+	h := web.Instrument("svc", r)
+	h.ServeHTTP(httptest.NewRecorder(), req)
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/readyz", nil))
 	caller.End()
+	if n := len(spans.Ended()); n != 2 {
+		t.Errorf("%d spans ended, want 2: the caller's and the request's, none for the probe", n)
+	}
 
 	var server sdktrace.ReadOnlySpan
 	for _, s := range spans.Ended() {
