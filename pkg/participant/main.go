@@ -23,8 +23,8 @@ import (
 // envconfig tags of cfg's type name: HTTP_ADDR, DATABASE_URL, KAFKA_BROKERS
 // and the service's own), logs JSON to stdout at LOG_LEVEL, exports traces
 // over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is set (see package tracing),
-// runs the service until
-// SIGINT or SIGTERM, and exits 1 with the error on stderr if it fails.
+// runs the service until SIGINT or SIGTERM, and exits 1 with the error on
+// stderr if it fails.
 // Everything else happens in run, so tests and the embedded mode
 // (deploy/local) run the same service in-process.
 func Main[C any](name string, cfg C, run func(context.Context, C) error) {
@@ -41,7 +41,7 @@ func Main[C any](name string, cfg C, run func(context.Context, C) error) {
 // cfg, a JSON logger at LOG_LEVEL as the default one (which Run uses when
 // Config.Logger is nil), the global tracer provider, then run. The spans
 // still buffered are flushed after run returns.
-func configure[C any](ctx context.Context, name string, cfg C, run func(context.Context, C) error) (err error) {
+func configure[C any](ctx context.Context, name string, cfg C, run func(context.Context, C) error) error {
 	if err := envconfig.Process("", &cfg); err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
