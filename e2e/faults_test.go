@@ -35,7 +35,7 @@ func TestPoisonMessagesAreDeadLettered(t *testing.T) {
 	for _, p := range poison {
 		msgs = append(msgs, &sarama.ProducerMessage{Topic: events.TopicOrder, Key: sarama.StringEncoder(p.key), Value: sarama.StringEncoder(p.value)})
 	}
-	deadBefore := metric(t, "payment", "choreo_consumer_dead_letters_total", map[string]string{"group": "payment", "topic": events.TopicOrder})
+	deadBefore := metric(t, "payment", "choreo_consumer_dead_letters_total", map[string]string{"service": "payment", "topic": events.TopicOrder})
 	produce(t, msgs...)
 
 	// Consumption goes on past the poison.
@@ -44,7 +44,7 @@ func TestPoisonMessagesAreDeadLettered(t *testing.T) {
 	wantOrder(t, o.ID, "COMPLETED", "")
 
 	eventually(t, 30*time.Second, func() error {
-		dead := metric(t, "payment", "choreo_consumer_dead_letters_total", map[string]string{"group": "payment", "topic": events.TopicOrder})
+		dead := metric(t, "payment", "choreo_consumer_dead_letters_total", map[string]string{"service": "payment", "topic": events.TopicOrder})
 		if dead-deadBefore != float64(len(poison)) {
 			return fmt.Errorf("choreo_consumer_dead_letters_total rose by %v, want %d", dead-deadBefore, len(poison))
 		}
@@ -119,7 +119,7 @@ func TestBrokerRestart(t *testing.T) {
 	}
 	ctx := context.Background()
 	f := newFixture(t, 100000, 10)
-	failedBefore := metric(t, "order", "choreo_outbox_publish_failures_total", map[string]string{"relay": "order"})
+	failedBefore := metric(t, "order", "choreo_outbox_publish_failures_total", map[string]string{"service": "order"})
 	if err := running.StopKafka(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +140,7 @@ func TestBrokerRestart(t *testing.T) {
 	// The orders' events wait in the outbox: the relay has tried to publish
 	// them and failed, and no saga moved on.
 	failures := func() float64 {
-		return metric(t, "order", "choreo_outbox_publish_failures_total", map[string]string{"relay": "order"})
+		return metric(t, "order", "choreo_outbox_publish_failures_total", map[string]string{"service": "order"})
 	}
 	testenv.Eventually(t, 30*time.Second, "the order relay fails to publish while Kafka is down", func() bool {
 		return failures() >= failedBefore+2

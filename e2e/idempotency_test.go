@@ -133,7 +133,7 @@ func TestRedeliveryChangesNothing(t *testing.T) {
 			if len(expect) < 4 {
 				t.Fatalf("found only %d event deliveries to check for order %s", len(expect), o.ID)
 			}
-			dupBefore := metric(t, "payment", "choreo_events_handled_total", map[string]string{"consumer": "payment", "type": events.TypeOrderCreated, "outcome": "duplicate"})
+			dupBefore := metric(t, "payment", "choreo_events_handled_total", map[string]string{"service": "payment", "type": events.TypeOrderCreated, "outcome": "duplicate"})
 			produce(t, again...)
 			for _, e := range expect {
 				eventually(t, 60*time.Second, func() error {
@@ -144,7 +144,7 @@ func TestRedeliveryChangesNothing(t *testing.T) {
 				})
 			}
 			eventually(t, 30*time.Second, func() error {
-				dup := metric(t, "payment", "choreo_events_handled_total", map[string]string{"consumer": "payment", "type": events.TypeOrderCreated, "outcome": "duplicate"})
+				dup := metric(t, "payment", "choreo_events_handled_total", map[string]string{"service": "payment", "type": events.TypeOrderCreated, "outcome": "duplicate"})
 				if dup-dupBefore < 3 {
 					return fmt.Errorf("payment counted %v duplicate OrderCreated, want at least the 3 redelivered", dup-dupBefore)
 				}

@@ -49,6 +49,8 @@ var (
 	running  *infra.Running
 	// ordersCreated counts the orders the suite sent through a saga.
 	ordersCreated atomic.Int64
+	// collector receives every service's spans (see tracing_test.go).
+	collector *traceSink
 )
 
 func TestMain(m *testing.M) {
@@ -80,6 +82,9 @@ func run(m *testing.M) int {
 	}
 	defer os.RemoveAll(workDir)
 
+	collector = startCollector()
+	defer collector.srv.Close()
+
 	start := time.Now()
 	for _, name := range []string{"order", "payment", "inventory", "shipping", "tracker"} {
 		dbURLs[name] = running.DatabaseURLs[name]
@@ -110,6 +115,7 @@ func run(m *testing.M) int {
 				"TRACKER_SAGA_SLA="+trackerSLA.String(),
 			),
 		}
+		s.env = append(s.env, collector.env()...)
 		services[name] = s
 		if err := s.start(); err != nil {
 			fmt.Fprintln(os.Stderr, "e2e:", err)

@@ -10,6 +10,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
 	"os"
@@ -27,6 +28,7 @@ import (
 
 	"github.com/choreo-saga/choreo/pkg/broker"
 	"github.com/choreo-saga/choreo/pkg/participant"
+	"github.com/choreo-saga/choreo/pkg/tracing"
 	"github.com/choreo-saga/choreo/services/inventory"
 	"github.com/choreo-saga/choreo/services/order"
 	"github.com/choreo-saga/choreo/services/payment"
@@ -191,6 +193,8 @@ func TestComposeServiceEnvironment(t *testing.T) {
 			got := env(t, s)
 			cfg := svc.config()
 			vars := configVars(t, cfg)
+			// Main reads the tracing variables apart from Config.
+			maps.Copy(vars, configVars(t, &tracing.Config{}))
 			for k := range got {
 				if !vars[k] {
 					t.Errorf("environment sets %s, which %T does not read", k, cfg)

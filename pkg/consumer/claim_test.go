@@ -2,6 +2,7 @@ package consumer_test
 
 import (
 	"context"
+	"slices"
 	"sync/atomic"
 	"testing"
 
@@ -22,13 +23,20 @@ type endedSession struct {
 func (s *endedSession) Context() context.Context                    { return s.ctx }
 func (s *endedSession) MarkMessage(*sarama.ConsumerMessage, string) { s.marked.Add(1) }
 
-// bufferedClaim is a claim with messages already fetched and waiting.
+// bufferedClaim is a claim of partition 0 of topic t with messages already
+// fetched and waiting, starting at offset initial, with hwm the
+// partition's high-water mark.
 type bufferedClaim struct {
 	sarama.ConsumerGroupClaim
-	msgs chan *sarama.ConsumerMessage
+	msgs         chan *sarama.ConsumerMessage
+	initial, hwm int64
 }
 
 func (c bufferedClaim) Messages() <-chan *sarama.ConsumerMessage { return c.msgs }
+func (c bufferedClaim) Topic() string                            { return "t" }
+func (c bufferedClaim) Partition() int32                         { return 0 }
+func (c bufferedClaim) InitialOffset() int64                     { return c.initial }
+func (c bufferedClaim) HighWaterMarkOffset() int64               { return c.hwm }
 
 // TestEndedSessionStartsNoMessage: when the session has ended and messages
 // are buffered, both select cases in ConsumeClaim are ready and Go picks
@@ -64,5 +72,38 @@ func TestEndedSessionStartsNoMessage(t *testing.T) {
 	}
 	if n := handled.Load(); n != 0 {
 		t.Fatalf("handler started %d messages after the session ended, want 0", n)
+	}
+}
+
+// TestLagFollowsTheClaim: the partition's lag is the high-water mark minus
+// the next offset to consume, set when the claim starts and after every
+// message, so it reaches 0 once the backlog is handled.
+func TestLagFollowsTheClaim(t *testing.T) {
+	const group = "lag-group"
+	var seen []float64 // the lag while each message is handled
+	g, err := consumer.New(consumer.Config{
+		Brokers: []string{"unused:9092"}, GroupID: group, Topics: []string{"t"},
+		Handler: consumer.HandlerFunc(func(context.Context, *sarama.ConsumerMessage) error {
+			seen = append(seen, consumer.Lag(group, "t", 0))
+			return nil
+		}),
+		DeadLetter: func(context.Context, *sarama.ConsumerMessage, error) error { return nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := bufferedClaim{msgs: make(chan *sarama.ConsumerMessage, 3), initial: 7, hwm: 10}
+	for off := int64(7); off < 10; off++ {
+		c.msgs <- &sarama.ConsumerMessage{Topic: "t", Offset: off, Value: []byte("m")}
+	}
+	close(c.msgs)
+	if err := g.ConsumeClaim(&endedSession{ctx: context.Background()}, c); err != nil {
+		t.Fatalf("ConsumeClaim = %v", err)
+	}
+	if want := []float64{3, 2, 1}; !slices.Equal(seen, want) {
+		t.Errorf("lag while handling offsets 7, 8, 9 = %v, want %v", seen, want)
+	}
+	if got := consumer.Lag(group, "t", 0); got != 0 {
+		t.Errorf("lag after the backlog = %v, want 0", got)
 	}
 }

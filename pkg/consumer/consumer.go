@@ -26,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -37,17 +38,23 @@ import (
 	"github.com/choreo-saga/choreo/pkg/broker"
 )
 
-// Metrics: retries show a dependency in trouble (the partition is waiting,
-// not skipping); dead letters need a human.
+// Metrics, labelled by service (the consumer group, one per service):
+// retries show a dependency in trouble (the partition is waiting, not
+// skipping); dead letters need a human; a lag that keeps growing is a
+// partition that is stuck or a service that cannot keep up.
 var (
 	retries = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "choreo_consumer_retries_total",
-		Help: "Failed attempts at handling a message that will be retried, by group and topic.",
-	}, []string{"group", "topic"})
+		Help: "Failed attempts at handling a message that will be retried, by service and topic.",
+	}, []string{"service", "topic"})
 	deadLetters = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "choreo_consumer_dead_letters_total",
-		Help: "Messages that could never be processed and were dead-lettered, by group and topic.",
-	}, []string{"group", "topic"})
+		Help: "Messages that could never be processed and were dead-lettered, by service and topic.",
+	}, []string{"service", "topic"})
+	lag = promauto.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "choreo_consumer_lag",
+		Help: "Messages of a partition this member holds that are not yet handled: the high-water mark minus the next offset to consume.",
+	}, []string{"service", "topic", "partition"})
 )
 
 // Handler processes one message. It returns nil once the message's effects
@@ -262,8 +269,13 @@ func (g *Group) Cleanup(s sarama.ConsumerGroupSession) error {
 
 // ConsumeClaim implements sarama.ConsumerGroupHandler. Messages of one
 // partition are handled in order: one at a time, or in batches of those
-// ready (see Config.MaxBatch).
+// ready (see Config.MaxBatch). The partition's lag is set when the claim
+// starts and after every message or batch.
 func (g *Group) ConsumeClaim(s sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
+	partLag := lag.WithLabelValues(g.cfg.GroupID, claim.Topic(), strconv.Itoa(int(claim.Partition())))
+	if next := claim.InitialOffset(); next >= 0 { // not a sentinel (OffsetNewest, OffsetOldest)
+		partLag.Set(float64(max(claim.HighWaterMarkOffset()-next, 0)))
+	}
 	for {
 		select {
 		case <-s.Context().Done():
@@ -286,7 +298,9 @@ func (g *Group) ConsumeClaim(s sarama.ConsumerGroupSession, claim sarama.Consume
 				// left unmarked and the next owner of the partition gets it.
 				return nil
 			}
-			s.MarkMessage(batch[len(batch)-1], "")
+			last := batch[len(batch)-1]
+			s.MarkMessage(last, "")
+			partLag.Set(float64(max(claim.HighWaterMarkOffset()-(last.Offset+1), 0)))
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 )
 
@@ -22,18 +23,21 @@ func Leader(name string) float64 { return value(leaderGauge.WithLabelValues(name
 // Parked returns the parked-rows counter of the relay named name.
 func Parked(name string) float64 { return value(parked.WithLabelValues(name)) }
 
-// value reads a gauge or counter as prometheus/testutil.ToFloat64 would;
-// testutil itself needs a module this repository does not require.
-func value(m prometheus.Metric) float64 {
+// ParkedRows returns the parked-rows gauge of the relay named name.
+func ParkedRows(name string) float64 { return value(parkedRows.WithLabelValues(name)) }
+
+// PublishBatches returns how many batches the publish-latency histogram of
+// the relay named name has timed.
+func PublishBatches(name string) uint64 {
 	var d dto.Metric
-	if err := m.Write(&d); err != nil {
+	if err := publishSeconds.WithLabelValues(name).(prometheus.Metric).Write(&d); err != nil {
 		panic(err)
 	}
-	if d.Gauge != nil {
-		return d.Gauge.GetValue()
-	}
-	return d.Counter.GetValue()
+	return d.GetHistogram().GetSampleCount()
 }
+
+// value reads a gauge or counter.
+func value(c prometheus.Collector) float64 { return testutil.ToFloat64(c) }
 
 // The relay's intervals, for tests that move a fake Clock by them.
 const (

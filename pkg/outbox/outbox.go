@@ -17,10 +17,12 @@ import (
 	"embed"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/choreo-saga/choreo/pkg/pg"
+	"github.com/choreo-saga/choreo/pkg/tracing"
 )
 
 // Migrations holds the schema of the outbox table as goose migrations. Each
@@ -50,16 +52,22 @@ type Execer interface {
 // Add stores m in the outbox within tx. Nothing is published until tx
 // commits, and if it rolls back the message vanishes with the change it
 // described.
+//
+// The trace context of ctx's span, if any, is stored with the row as a W3C
+// traceparent header (see package tracing), so that the relay's publish,
+// and the consumer's handling after it, continue the trace of the request
+// or event that wrote the row, however much later they run. m.Headers is
+// not modified.
 func Add(ctx context.Context, tx Execer, m Message) error {
 	if m.Topic == "" {
 		return fmt.Errorf("outbox: message has no topic")
 	}
-	headers, err := json.Marshal(m.Headers)
+	h := make(map[string]string, len(m.Headers)+2)
+	maps.Copy(h, m.Headers)
+	tracing.Inject(ctx, h)
+	headers, err := json.Marshal(h)
 	if err != nil {
 		return fmt.Errorf("outbox: headers: %w", err)
-	}
-	if m.Headers == nil {
-		headers = []byte("{}")
 	}
 	if _, err := tx.ExecContext(ctx,
 		`INSERT INTO outbox (topic, key, value, headers) VALUES ($1, $2, $3, $4)`,

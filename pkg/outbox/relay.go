@@ -21,31 +21,44 @@ import (
 	"github.com/choreo-saga/choreo/pkg/failpoint"
 )
 
-// Metrics, labelled by the relay's Name: the oldest unsent row's age is the
-// one to alert on — it grows while Kafka is unreachable, and events wait —
-// and so is any increase of the parked count, since a parked row waits for
-// a human.
+// Metrics, labelled by the service the relay publishes for (its Name).
+// The ones to alert on: the oldest unsent row's age — it grows while Kafka
+// is unreachable, and events wait — and parked rows above zero, since each
+// waits for a human.
 var (
 	published = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "choreo_outbox_published_total",
 		Help: "Outbox rows published to Kafka and marked sent.",
-	}, []string{"relay"})
+	}, []string{"service"})
 	publishFailures = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "choreo_outbox_publish_failures_total",
 		Help: "Relay rounds that failed and will be retried.",
-	}, []string{"relay"})
+	}, []string{"service"})
 	parked = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "choreo_outbox_parked_total",
-		Help: "Outbox rows Kafka will never accept, set aside for inspection instead of being retried.",
-	}, []string{"relay"})
+		Help: "Outbox rows this process parked: Kafka will never accept them, so they are set aside instead of retried.",
+	}, []string{"service"})
+	// parkedRows is counted from the table, so it survives restarts and
+	// falls when an operator releases a row; the counter above does neither.
+	parkedRows = promauto.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "choreo_outbox_parked_rows",
+		Help: "Outbox rows parked and not yet released by an operator, counted from the table.",
+	}, []string{"service"})
 	oldestUnsent = promauto.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "choreo_outbox_oldest_unsent_seconds",
 		Help: "Age of the oldest outbox row neither published nor parked, 0 when none waits.",
-	}, []string{"relay"})
+	}, []string{"service"})
 	leaderGauge = promauto.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "choreo_outbox_leader",
 		Help: "1 while this instance's relay holds the leader lock and publishes, 0 while it stands by.",
-	}, []string{"relay"})
+	}, []string{"service"})
+	// publishSeconds times one batch from the send to Kafka's answer
+	// (acks=all: every in-sync replica has it), failed batches included.
+	publishSeconds = promauto.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "choreo_outbox_publish_duration_seconds",
+		Help:    "Time to publish one batch of outbox rows to Kafka (acks=all), one observation per batch.",
+		Buckets: prometheus.DefBuckets,
+	}, []string{"service"})
 )
 
 // RelayConfig configures a Relay.
@@ -384,7 +397,7 @@ func (r *Relay) listen(ctx context.Context, wg *sync.WaitGroup) <-chan struct{} 
 	return wake
 }
 
-// housekeep keeps the backlog gauge current and, while this relay leads,
+// housekeep keeps the backlog gauges (oldest unsent age, parked rows) current and, while this relay leads,
 // deletes sent rows past Retention — each on its own clock, so that neither
 // an outage (no successful round) nor a steady backlog (no idle round)
 // stops them.
@@ -416,20 +429,26 @@ func (r *Relay) housekeep(ctx context.Context) {
 	}
 }
 
+// updateGauge reads the backlog gauges from the table in one statement.
 func (r *Relay) updateGauge(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, statementTimeout)
 	defer cancel()
-	var age float64
-	err := r.cfg.DB.GetContext(ctx, &age, `
-		SELECT coalesce(extract(epoch FROM now() - min(created_at)), 0)::float8
-		FROM outbox WHERE sent_at IS NULL AND parked_at IS NULL`)
+	var got struct {
+		Age    float64 `db:"age"`
+		Parked int64   `db:"parked"`
+	}
+	err := r.cfg.DB.GetContext(ctx, &got, `
+		SELECT coalesce(extract(epoch FROM now() - min(created_at) FILTER (WHERE parked_at IS NULL)), 0)::float8 AS age,
+		       count(*) FILTER (WHERE parked_at IS NOT NULL) AS parked
+		FROM outbox WHERE sent_at IS NULL`)
 	if err != nil {
 		if ctx.Err() == nil {
-			r.log.Debug("backlog gauge not updated", "err", err)
+			r.log.Debug("backlog gauges not updated", "err", err)
 		}
 		return
 	}
-	oldestUnsent.WithLabelValues(r.cfg.Name).Set(age)
+	oldestUnsent.WithLabelValues(r.cfg.Name).Set(got.Age)
+	parkedRows.WithLabelValues(r.cfg.Name).Set(float64(got.Parked))
 }
 
 func (r *Relay) cleanup(ctx context.Context) error {

@@ -10,6 +10,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/choreo-saga/choreo/pkg/consumer"
 	"github.com/choreo-saga/choreo/pkg/failpoint"
@@ -27,9 +28,9 @@ const MaxBatch = 48
 // the cap when the consumer has a backlog.
 var batchSize = promauto.NewHistogramVec(prometheus.HistogramOpts{
 	Name:    "choreo_consumer_batch_size",
-	Help:    "Events handled per batch (one transaction), by consumer.",
+	Help:    "Events handled per batch (one transaction), by service.",
 	Buckets: []float64{1, 2, 4, 8, 16, 32, 48},
-}, []string{"consumer"})
+}, []string{"service"})
 
 // BatchHandler returns the service's handler for batches: the events of
 // one partition that are ready, applied in one transaction — the same
@@ -73,15 +74,29 @@ type batcher struct {
 }
 
 // HandleBatch implements consumer.BatchHandler.
-func (b *batcher) HandleBatch(ctx context.Context, msgs []*sarama.ConsumerMessage) ([]consumer.Failure, error) {
-	var failed []consumer.Failure
-	var todo []*Delivery
-	all := make([]*Delivery, 0, len(msgs))
+func (b *batcher) HandleBatch(ctx context.Context, msgs []*sarama.ConsumerMessage) (failed []consumer.Failure, err error) {
+	start := time.Now()
+	all := make([]*delivery, 0, len(msgs))
+	// Every delivery is timed and traced as when handled alone: its span
+	// is the child of its message's context, its reaction runs in it.
+	defer func() {
+		for _, d := range all {
+			derr := err
+			if d.failed != nil {
+				derr = d.failed
+			}
+			record(b.spec.Name, d.Delivery, derr, time.Since(start))
+			endSpan(d.span, d.Delivery, derr)
+		}
+	}()
+	var todo []*delivery
 	for _, m := range msgs {
-		d := &Delivery{Msg: m}
+		d := &delivery{Delivery: &Delivery{Msg: m}}
+		d.ctx, d.span = startSpan(ctx, b.spec.Name, m)
 		all = append(all, d)
-		switch err := b.front(ctx, d); {
+		switch err := b.front(d.ctx, d.Delivery); {
 		case consumer.IsPermanent(err):
+			d.failed = err
 			failed = append(failed, consumer.Failure{Msg: m, Err: err})
 		case err != nil:
 			return nil, err
@@ -97,17 +112,20 @@ func (b *batcher) HandleBatch(ctx context.Context, msgs []*sarama.ConsumerMessag
 		failed = append(failed, left...)
 	}
 	batchSize.WithLabelValues(b.spec.Name).Observe(float64(len(msgs)))
-	for _, d := range all {
-		if d.Outcome != "" {
-			handled.WithLabelValues(b.spec.Name, d.Event.Type, d.Outcome).Inc()
-		}
-	}
 	return failed, nil
+}
+
+// delivery is a Delivery of a batch with its own span and context.
+type delivery struct {
+	*Delivery
+	ctx    context.Context
+	span   trace.Span
+	failed error // permanent: left out of the batch, to be dead-lettered
 }
 
 // apply runs the routed deliveries in one transaction (step 2 above) and
 // returns those whose reaction failed permanently.
-func (b *batcher) apply(ctx context.Context, ds []*Delivery) ([]consumer.Failure, error) {
+func (b *batcher) apply(ctx context.Context, ds []*delivery) ([]consumer.Failure, error) {
 	ctx, cancel := context.WithTimeout(ctx, TxTimeout)
 	defer cancel()
 	sqlTx, err := b.db.BeginTxx(ctx, nil)
@@ -137,13 +155,16 @@ func (b *batcher) apply(ctx context.Context, ds []*Delivery) ([]consumer.Failure
 			return nil, fmt.Errorf("savepoint: %w", err)
 		}
 		d.Tx = &Tx{ExtContext: sqlTx, Log: d.Log, source: b.spec.Name, produces: b.spec.Produces, orderID: d.Event.OrderID, now: at}
-		err := b.react(ctx, d)
+		// The transaction's deadline, the delivery's span: what the
+		// reaction emits carries its trace.
+		err := b.react(trace.ContextWithSpan(ctx, d.span), d.Delivery)
 		switch {
 		case err == nil:
 			_, err = sqlTx.ExecContext(ctx, `RELEASE SAVEPOINT delivery`)
 		case consumer.IsPermanent(err):
+			d.failed = err
 			failed = append(failed, consumer.Failure{Msg: d.Msg, Err: err})
-			err = b.leaveOut(ctx, sqlTx, d)
+			err = b.leaveOut(ctx, sqlTx, d.Delivery)
 		}
 		if err != nil {
 			return nil, err

@@ -13,11 +13,15 @@ import (
 	"github.com/lib/pq/pqerror"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/choreo-saga/choreo/pkg/consumer"
 	"github.com/choreo-saga/choreo/pkg/events"
 	"github.com/choreo-saga/choreo/pkg/failpoint"
 	"github.com/choreo-saga/choreo/pkg/idem"
+	"github.com/choreo-saga/choreo/pkg/tracing"
 )
 
 // A Delivery is one Kafka message on its way through the handler chain.
@@ -52,25 +56,122 @@ func Chain(h Handler, mw ...Middleware) Handler {
 	return h
 }
 
-// handled counts events by consumer, type and outcome (see
+// Handler metrics, labelled by service, event type and outcome (see
 // Delivery.Outcome). A rising duplicate rate is the redelivery the
 // runtime absorbs.
-var handled = promauto.NewCounterVec(prometheus.CounterOpts{
-	Name: "choreo_events_handled_total",
-	Help: "Events handled by the idempotent consumer, by consumer, event type and outcome.",
-}, []string{"consumer", "type", "outcome"})
+var (
+	handled = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "choreo_events_handled_total",
+		Help: "Events handled by the idempotent consumer, by service, event type and outcome.",
+	}, []string{"service", "type", "outcome"})
+	handleSeconds = promauto.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "choreo_event_handle_duration_seconds",
+		Help:    "Time to handle one delivery of an event, transaction included, by service, event type and outcome (failed attempts as retry or dead_letter).",
+		Buckets: prometheus.DefBuckets,
+	}, []string{"service", "type", "outcome"})
+)
 
-// Metrics counts each handled delivery by outcome.
+// Outcomes of a failed attempt, for the latency histogram only: the
+// counter counts deliveries that ended, and the consumer counts retries
+// and dead letters itself.
+const (
+	outcomeRetry      = "retry"
+	outcomeDeadLetter = "dead_letter"
+)
+
+// Metrics counts each handled delivery by outcome and times every attempt.
 func Metrics(service string) Middleware {
 	return func(next Handler) Handler {
 		return func(ctx context.Context, d *Delivery) error {
+			start := time.Now()
 			err := next(ctx, d)
-			if err == nil && d.Outcome != "" {
-				handled.WithLabelValues(service, d.Event.Type, d.Outcome).Inc()
-			}
+			record(service, d, err, time.Since(start))
 			return err
 		}
 	}
+}
+
+// record counts a delivery that ended (applied, duplicate, not routed) and
+// times it, or times a failed attempt as retry or dead_letter.
+func record(service string, d *Delivery, err error, took time.Duration) {
+	outcome := d.Outcome
+	switch {
+	case consumer.IsPermanent(err):
+		outcome = outcomeDeadLetter
+	case err != nil:
+		outcome = outcomeRetry
+	case outcome != "":
+		handled.WithLabelValues(service, d.Event.Type, outcome).Inc()
+	}
+	if outcome != "" {
+		handleSeconds.WithLabelValues(service, knownType(d.Event.Type), outcome).Observe(took.Seconds())
+	}
+}
+
+// knownType is t if it is an event type this code knows, else "unknown":
+// a poison message must not add a series per made-up type.
+func knownType(t string) string {
+	if _, ok := events.TopicOf(t); ok {
+		return t
+	}
+	return "unknown"
+}
+
+// Trace runs the rest of the chain in a consumer span, the child of the
+// span whose context the message's headers carry (the relay's publish
+// span; see package tracing), so the handling, and every event it emits
+// through Tx.Emit, continues the saga's trace. The span is named after the
+// event type once Decode knows it, and carries the service, order id,
+// event id and outcome.
+func Trace(service string) Middleware {
+	return func(next Handler) Handler {
+		return func(ctx context.Context, d *Delivery) error {
+			ctx, span := startSpan(ctx, service, d.Msg)
+			err := next(ctx, d)
+			endSpan(span, d, err)
+			return err
+		}
+	}
+}
+
+// startSpan starts the consumer span of m, the child of the span whose
+// context m's headers carry.
+func startSpan(ctx context.Context, service string, m *sarama.ConsumerMessage) (context.Context, trace.Span) {
+	ctx = tracing.ExtractRecord(ctx, m.Headers)
+	return tracing.Tracer().Start(ctx, "process "+m.Topic,
+		trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithAttributes(
+			tracing.AttrService.String(service),
+			attribute.String("messaging.system", "kafka"),
+			attribute.String("messaging.operation.type", "process"),
+			attribute.String("messaging.destination.name", m.Topic),
+			attribute.Int("messaging.destination.partition.id", int(m.Partition)),
+			attribute.Int64("messaging.kafka.offset", m.Offset),
+		))
+}
+
+// endSpan names the span after the event, records how the delivery ended
+// and ends it.
+func endSpan(span trace.Span, d *Delivery, err error) {
+	defer span.End()
+	if e := d.Event; e.Type != "" {
+		span.SetName("handle " + knownType(e.Type))
+		span.SetAttributes(
+			tracing.AttrEventType.String(e.Type),
+			tracing.AttrEventID.String(e.ID),
+			tracing.AttrOrderID.String(e.OrderID),
+		)
+	}
+	outcome := d.Outcome
+	if err != nil {
+		outcome = outcomeRetry
+		if consumer.IsPermanent(err) {
+			outcome = outcomeDeadLetter
+		}
+		span.RecordError(err)
+		span.SetStatus(codes.Error, outcome)
+	}
+	span.SetAttributes(tracing.AttrOutcome.String(outcome))
 }
 
 // Decode parses the message's envelope (events.DecodeEnvelope); a message

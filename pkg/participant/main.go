@@ -7,8 +7,11 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/kelseyhightower/envconfig"
+
+	"github.com/choreo-saga/choreo/pkg/tracing"
 )
 
 // Main is the whole of a service's command: cmd/<service>/main.go only
@@ -18,13 +21,15 @@ import (
 //
 // Main reads the environment over the defaults in cfg (the variables the
 // envconfig tags of cfg's type name: HTTP_ADDR, DATABASE_URL, KAFKA_BROKERS
-// and the service's own), logs JSON to stdout at LOG_LEVEL, runs the service until
-// SIGINT or SIGTERM, and exits 1 with the error on stderr if it fails.
+// and the service's own), logs JSON to stdout at LOG_LEVEL, exports traces
+// over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is set (see package tracing),
+// runs the service until SIGINT or SIGTERM, and exits 1 with the error on
+// stderr if it fails.
 // Everything else happens in run, so tests and the embedded mode
 // (deploy/local) run the same service in-process.
 func Main[C any](name string, cfg C, run func(context.Context, C) error) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := configure(ctx, cfg, run)
+	err := configure(ctx, name, cfg, run)
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, name+":", err)
@@ -34,8 +39,9 @@ func Main[C any](name string, cfg C, run func(context.Context, C) error) {
 
 // configure is Main without the signals and the exit: the environment over
 // cfg, a JSON logger at LOG_LEVEL as the default one (which Run uses when
-// Config.Logger is nil), then run.
-func configure[C any](ctx context.Context, cfg C, run func(context.Context, C) error) error {
+// Config.Logger is nil), the global tracer provider, then run. The spans
+// still buffered are flushed after run returns.
+func configure[C any](ctx context.Context, name string, cfg C, run func(context.Context, C) error) error {
 	if err := envconfig.Process("", &cfg); err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
@@ -43,7 +49,23 @@ func configure[C any](ctx context.Context, cfg C, run func(context.Context, C) e
 	if err := envconfig.Process("", &logs); err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
+	var traces tracing.Config
+	if err := envconfig.Process("", &traces); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
 	slog.SetDefault(slog.New(slog.NewJSONHandler(os.Stdout, &slog.HandlerOptions{Level: logs.Level})))
+	shutdown, err := tracing.Setup(ctx, traces, name)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		// ctx has ended by now: the flush gets a deadline of its own.
+		flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if serr := shutdown(flushCtx); serr != nil {
+			slog.Warn("traces not flushed", "err", serr)
+		}
+	}()
 	return run(ctx, cfg)
 }
 

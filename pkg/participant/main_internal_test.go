@@ -19,7 +19,7 @@ func TestConfigureReadsTheEnvironmentOverTheDefaults(t *testing.T) {
 	t.Setenv("KAFKA_BROKERS", "k1:9092,k2:9092")
 	t.Setenv("TEST_OWN_SETTING", "mine")
 	var got serviceConfig
-	err := configure(context.Background(), serviceConfig{Config: DefaultConfig(":8089")}, func(_ context.Context, c serviceConfig) error {
+	err := configure(context.Background(), "test", serviceConfig{Config: DefaultConfig(":8089")}, func(_ context.Context, c serviceConfig) error {
 		got = c
 		return nil
 	})
@@ -51,7 +51,7 @@ func TestConfigureTrimsTheBrokerList(t *testing.T) {
 			t.Setenv("DATABASE_URL", "postgres://u@db:5432/svc")
 			t.Setenv("KAFKA_BROKERS", tt.value)
 			var got Config
-			err := configure(context.Background(), DefaultConfig(":8089"), func(_ context.Context, c Config) error {
+			err := configure(context.Background(), "test", DefaultConfig(":8089"), func(_ context.Context, c Config) error {
 				got = c
 				return c.Validate()
 			})
@@ -87,7 +87,7 @@ func TestConfigureSetsTheLogLevel(t *testing.T) {
 			} else {
 				t.Setenv("LOG_LEVEL", tt.value)
 			}
-			err := configure(context.Background(), DefaultConfig(":8089"), func(ctx context.Context, _ Config) error {
+			err := configure(context.Background(), "test", DefaultConfig(":8089"), func(ctx context.Context, _ Config) error {
 				if got := slog.Default().Enabled(ctx, slog.LevelDebug); got != tt.wantDebug {
 					t.Errorf("DEBUG enabled = %v, want %v", got, tt.wantDebug)
 				}
@@ -106,7 +106,7 @@ func TestConfigureSetsTheLogLevel(t *testing.T) {
 func TestConfigureRefusesAMissingRequiredSettingWithoutRunning(t *testing.T) {
 	unset(t, "DATABASE_URL", "KAFKA_BROKERS")
 	ran := false
-	err := configure(context.Background(), DefaultConfig(":8089"), func(context.Context, Config) error {
+	err := configure(context.Background(), "test", DefaultConfig(":8089"), func(context.Context, Config) error {
 		ran = true
 		return nil
 	})
@@ -119,7 +119,7 @@ func TestConfigureReturnsRunsError(t *testing.T) {
 	t.Setenv("DATABASE_URL", "postgres://u@db:5432/svc")
 	t.Setenv("KAFKA_BROKERS", "k1:9092")
 	boom := errors.New("boom")
-	if err := configure(context.Background(), DefaultConfig(":8089"), func(context.Context, Config) error { return boom }); !errors.Is(err, boom) {
+	if err := configure(context.Background(), "test", DefaultConfig(":8089"), func(context.Context, Config) error { return boom }); !errors.Is(err, boom) {
 		t.Fatalf("err = %v, want %v", err, boom)
 	}
 }

@@ -8,11 +8,12 @@
 //  2. create the topics it produces, dead-letters to and consumes;
 //  3. start the outbox relay, which alone publishes to Kafka;
 //  4. start the consumer group, handing each message down one chain of
-//     Middleware — Metrics, Decode, Guard, Route, Classify, Transaction,
-//     Dedupe — to the service's typed Reaction (see On), inside the one
+//     Middleware — Trace, Metrics, Decode, Guard, Route, DecodePayload,
+//     Classify, Transaction, Dedupe — to the service's typed Reaction (see On), inside the one
 //     transaction that also marks the event processed and queues what the
 //     reaction emits (Tx.Emit);
-//  5. serve its HTTP API with health and readiness endpoints;
+//  5. serve its HTTP API with health and readiness endpoints, a span and
+//     metrics per request (web.Instrument);
 //
 // and stop them together when the context ends, finishing the message in
 // hand and committing its offset. Messages that can never be processed go
@@ -156,6 +157,7 @@ func (s Spec) Handler(db *sqlx.DB, log *slog.Logger) consumer.Handler {
 		now = time.Now
 	}
 	h := Chain(React,
+		Trace(s.Name),
 		Metrics(s.Name),
 		Decode(log.With("consumer", s.Name)),
 		Guard,
@@ -259,10 +261,11 @@ func Run(ctx context.Context, cfg Config, spec Spec) error {
 	if err != nil {
 		return err
 	}
-	api := spec.API(log, db, map[string]web.Check{
+	api := web.Instrument(spec.Name, spec.API(log, db, map[string]web.Check{
 		"database": db.PingContext,
 		"kafka":    broker.NewProbe(cfg.KafkaBrokers, time.Second).Check,
-	})
+	}))
+	setBuildInfo(spec.Name)
 
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return relay.Run(ctx) })

@@ -458,7 +458,7 @@ func parseMetrics(text, name string) map[string]float64 {
 }
 
 // RelayLeader returns the instance whose /metrics says it leads svc's
-// relay (choreo_outbox_leader{relay="<svc>"} 1), or an error saying why
+// relay (choreo_outbox_leader{service="<svc>"} 1), or an error saying why
 // not, e.g. that no instance exports the gauge yet.
 func (c *Cluster) RelayLeader(ctx context.Context, svc string) (*Instance, error) {
 	hc := &http.Client{Timeout: 2 * time.Second}
@@ -472,7 +472,7 @@ func (c *Cluster) RelayLeader(ctx context.Context, svc string) (*Instance, error
 			continue
 		}
 		for labels, v := range m {
-			if !strings.Contains(labels, `relay="`+svc+`"`) {
+			if !strings.Contains(labels, `service="`+svc+`"`) {
 				continue
 			}
 			seen = true
@@ -482,7 +482,7 @@ func (c *Cluster) RelayLeader(ctx context.Context, svc string) (*Instance, error
 		}
 	}
 	if !seen {
-		return nil, errors.Join(append(errs, fmt.Errorf("no %s instance exports choreo_outbox_leader{relay=%q}", svc, svc))...)
+		return nil, errors.Join(append(errs, fmt.Errorf("no %s instance exports choreo_outbox_leader{service=%q}", svc, svc))...)
 	}
 	return nil, errors.Join(append(errs, fmt.Errorf("no %s instance leads its relay now", svc))...)
 }

@@ -123,14 +123,14 @@ func TestLongestStall(t *testing.T) {
 
 func TestParseMetrics(t *testing.T) {
 	text := `# HELP choreo_outbox_leader x
-choreo_outbox_leader{relay="payment"} 1
+choreo_outbox_leader{service="payment"} 1
 choreo_outbox_leader_other 3
-choreo_events_handled_total{consumer="order",outcome="applied",type="ShipmentScheduled"} 12
+choreo_events_handled_total{outcome="applied",service="order",type="ShipmentScheduled"} 12
 `
-	if m := parseMetrics(text, "choreo_outbox_leader"); len(m) != 1 || m[`relay="payment"`] != 1 {
+	if m := parseMetrics(text, "choreo_outbox_leader"); len(m) != 1 || m[`service="payment"`] != 1 {
 		t.Fatalf("leader: %v", m)
 	}
-	if m := parseMetrics(text, "choreo_events_handled_total"); m[`consumer="order",outcome="applied",type="ShipmentScheduled"`] != 12 {
+	if m := parseMetrics(text, "choreo_events_handled_total"); m[`outcome="applied",service="order",type="ShipmentScheduled"`] != 12 {
 		t.Fatalf("handled: %v", m)
 	}
 }

@@ -473,7 +473,7 @@ func duplicates(t *testing.T, service, eventType string) float64 {
 			for _, l := range m.GetLabel() {
 				labels[l.GetName()] = l.GetValue()
 			}
-			if labels["consumer"] == service && labels["type"] == eventType && labels["outcome"] == "duplicate" {
+			if labels["service"] == service && labels["type"] == eventType && labels["outcome"] == "duplicate" {
 				return m.GetCounter().GetValue()
 			}
 		}
