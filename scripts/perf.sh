@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Throughput side by side, in one run, on this machine's real Kafka and
+# PostgreSQL (scripts/infra.sh): the four services run twice — batched
+# (CONSUMER_BATCH=32) and one transaction per event (CONSUMER_BATCH=1) —
+# and each time the same seeded open-loop sweep of tools/load finds the
+# highest rate sustained with p99 under the bound; then bench/ compares the
+# outbox relay with a naive poller and Watermill's SQL forwarder. Results,
+# JSON and SVG charts, go to bin/perf/. A benchmark, not a test: run it on
+# a quiet machine; the ratios are the result.
+#
+# Knobs: PERF_SWEEP (from:to:step, default 100:1000:100), PERF_STEP (each
+# rate's duration, default 20s), PERF_P99 (default 1s), PERF_MODES
+# (default "batched:32 per-event:1"), PERF_LOAD_FLAGS (more tools/load
+# flags, e.g. "-customers 1 -skus 1" for a hot key).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+sweep="${PERF_SWEEP:-100:1000:100}"
+step="${PERF_STEP:-20s}"
+p99="${PERF_P99:-1s}"
+modes="${PERF_MODES:-batched:32 per-event:1}"
+out=bin/perf
+mkdir -p "$out" bin/logs
+
+eval "$(bash scripts/infra.sh up)"
+for svc in order payment inventory shipping; do
+  go build -o "bin/$svc" "./services/$svc/cmd/$svc"
+done
+go build -o bin/load ./tools/load
+
+pids=()
+stop() {
+  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+  wait "${pids[@]}" 2>/dev/null || true
+  pids=()
+}
+trap stop EXIT
+
+for mode in $modes; do
+  name="${mode%%:*}" batch="${mode##*:}"
+  echo "[perf] $name: CONSUMER_BATCH=$batch" >&2
+  for svc in order payment inventory shipping; do
+    url_var="$(echo "$svc" | tr '[:lower:]' '[:upper:]')_DATABASE_URL"
+    DATABASE_URL="${!url_var}" KAFKA_BROKERS="$KAFKA_BROKERS" CONSUMER_BATCH="$batch" LOG_LEVEL=WARN \
+      "bin/$svc" >>"bin/logs/perf-$svc.log" 2>&1 &
+    pids+=("$!")
+  done
+  for port in 8080 8081 8082 8083; do
+    for _ in $(seq 1 300); do
+      curl -fsS "http://127.0.0.1:$port/readyz" >/dev/null 2>&1 && break
+      sleep 0.2
+    done
+  done
+  # shellcheck disable=SC2086 # PERF_LOAD_FLAGS is a list of flags
+  bin/load -sweep "$sweep" -duration "$step" -p99 "$p99" -progress 0 ${PERF_LOAD_FLAGS:-} \
+    -out "$out/$name.json" -chart "$out/$name.svg" | tee "$out/$name.txt"
+  stop
+done
+
+echo "[perf] outbox: relay vs naive poller vs Watermill" >&2
+(cd bench && go run ./outbox -rows 20000 -rate 200 -trickle 10s) | tee "$out/outbox.txt"
+
+echo
+echo "highest rate sustained (p99 under $p99):"
+for mode in $modes; do
+  name="${mode%%:*}"
+  printf '  %-10s %s\n' "$name" "$(grep -o 'p99 under [^:]*: [0-9.]* orders/s' "$out/$name.txt" | sed 's/.*: //')"
+done
