@@ -30,21 +30,16 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
-	"syscall"
 	"time"
+
+	"github.com/choreo-saga/choreo/internal/cli"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "chaos:", err)
-		os.Exit(1)
-	}
+	cli.Main("chaos", func(ctx context.Context) error { return run(ctx, os.Args[1:], os.Stdout) })
 }
 
 // options are the command line.
