@@ -39,15 +39,14 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 	"text/template"
 	"time"
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/choreo-saga/choreo/internal/cli"
 	"github.com/choreo-saga/choreo/internal/infra"
 	"github.com/choreo-saga/choreo/pkg/participant"
 	"github.com/choreo-saga/choreo/services/inventory"
@@ -58,18 +57,7 @@ import (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	go func() {
-		// After the first signal, restore the default so a second one
-		// exits at once instead of waiting for the graceful shutdown.
-		<-ctx.Done()
-		stop()
-	}()
-	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "local:", err)
-		os.Exit(1)
-	}
+	cli.Main("local", func(ctx context.Context) error { return run(ctx, os.Args[1:], os.Stdout, os.Stderr) })
 }
 
 // run starts the infrastructure and the services, prints the walkthrough to

@@ -387,3 +387,31 @@ func (a API) Check(t *testing.T, reqs []Request) {
 		})
 	}
 }
+
+// CheckWrite sends body as JSON with method to path on h, with an If-Match
+// and an If-None-Match header when they are not empty — a write as a
+// client of web.Put and web.Post sends it — and fails t unless the answer
+// has status want and is documented (CheckResponse).
+func CheckWrite(t testing.TB, h http.Handler, specYAML []byte, method, path, ifMatch, ifNoneMatch, body string, want int) {
+	t.Helper()
+	req := httptest.NewRequest(method, path, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	if ifMatch != "" {
+		req.Header.Set("If-Match", ifMatch)
+	}
+	if ifNoneMatch != "" {
+		req.Header.Set("If-None-Match", ifNoneMatch)
+	}
+	CheckResponse(t, h, specYAML, req, want)
+}
+
+// CheckETag fails t unless GET path on h answers with the ETag of version
+// (web.ETag), the one a client must name to replace the resource.
+func CheckETag(t testing.TB, h http.Handler, path string, version int64) {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+	if etag := rec.Header().Get("ETag"); etag != web.ETag(version) {
+		t.Fatalf("GET %s ETag = %q, want %q", path, etag, web.ETag(version))
+	}
+}

@@ -72,3 +72,25 @@ func Payload(t testing.TB, e events.Envelope, p events.Payload) {
 		t.Fatalf("decode %s: %v", e.Type, err)
 	}
 }
+
+// Payloads decodes the payloads of the events in envs of P's type, in
+// order, failing the test if one does not decode: e.g. the
+// InventoryCancelled acknowledgements among what a reaction queued.
+func Payloads[P any, PP interface {
+	*P
+	events.Payload
+}](t testing.TB, envs []events.Envelope) []P {
+	t.Helper()
+	var out []P
+	for _, e := range envs {
+		var p P
+		if e.Type != PP(&p).EventType() {
+			continue
+		}
+		if err := e.Decode(PP(&p)); err != nil {
+			t.Fatalf("decode %s: %v", e.Type, err)
+		}
+		out = append(out, p)
+	}
+	return out
+}

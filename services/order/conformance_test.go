@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jmoiron/sqlx"
 
 	"github.com/choreo-saga/choreo/internal/testenv"
@@ -14,6 +13,7 @@ import (
 	"github.com/choreo-saga/choreo/pkg/pg"
 	"github.com/choreo-saga/choreo/services/order"
 	"github.com/choreo-saga/choreo/services/order/internal/domain"
+	"github.com/choreo-saga/choreo/services/order/internal/ordertest"
 	"github.com/choreo-saga/choreo/services/order/internal/store"
 )
 
@@ -46,23 +46,7 @@ func TestConformance(t *testing.T) {
 func pendingThen(p events.Payload) func(*testing.T, *sqlx.DB) events.Envelope {
 	return func(t *testing.T, db *sqlx.DB) events.Envelope {
 		t.Helper()
-		d, err := domain.Validate(domain.Request{
-			CustomerID:      "c-1",
-			Items:           []events.Item{{SKU: "SKU-1", Quantity: 1, UnitPrice: 2500}},
-			ShippingAddress: events.Address{Country: "JP", PostalCode: "100-0001"},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		o := domain.NewOrder(uuid.NewString(), d)
-		created, err := events.New(order.Name, o.ID, o.Created(), time.Now())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, _, err := store.New(db).Create(context.Background(), o, "", created); err != nil {
-			t.Fatal(err)
-		}
-		return testenv.Event(t, o.ID, p)
+		return testenv.Event(t, ordertest.Pending(t, db), p)
 	}
 }
 

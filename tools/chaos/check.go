@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+
+	"github.com/choreo-saga/choreo/internal/workload"
 )
 
 // Views of what the services' APIs answer, as the checker needs them.
@@ -25,9 +27,9 @@ type (
 	}
 	// ReservationView is GET /reservations/{order_id}.
 	ReservationView struct {
-		OrderID string `json:"order_id"`
-		Status  string `json:"status"`
-		Items   []Item `json:"items"`
+		OrderID string          `json:"order_id"`
+		Status  string          `json:"status"`
+		Items   []workload.Item `json:"items"`
 	}
 	// ShipmentView is GET /shipments/{order_id}.
 	ShipmentView struct {

@@ -3,6 +3,8 @@ package main
 import (
 	"strings"
 	"testing"
+
+	"github.com/choreo-saga/choreo/internal/workload"
 )
 
 // fixture is a small consistent world: one happy order completed and one
@@ -10,8 +12,8 @@ import (
 func fixture() (Expectation, Snapshot) {
 	exp := Expectation{
 		Requests: map[string]Request{
-			"k1": {Key: "k1", Kind: OrderHappy, Customer: "c1", Items: []Item{{SKU: "S1", Quantity: 2, UnitPrice: 100}}},
-			"k2": {Key: "k2", Kind: OrderOutOfStock, Customer: "c1", Items: []Item{{SKU: "S1", Quantity: 1, UnitPrice: 100}, {SKU: "X1", Quantity: 1, UnitPrice: 100}}},
+			"k1": {Order: workload.Order{Key: "k1", Kind: workload.Happy, Customer: "c1", Items: []workload.Item{{SKU: "S1", Quantity: 2, UnitPrice: 100}}}},
+			"k2": {Order: workload.Order{Key: "k2", Kind: workload.OutOfStock, Customer: "c1", Items: []workload.Item{{SKU: "S1", Quantity: 1, UnitPrice: 100}, {SKU: "X1", Quantity: 1, UnitPrice: 100}}}},
 		},
 		Accepted:       map[string][]string{"k1": {"o1"}, "k2": {"o2", "o2"}},
 		InitialBalance: map[string]int64{"c1": 1000},
@@ -27,7 +29,7 @@ func fixture() (Expectation, Snapshot) {
 			"o2": {OrderID: "o2", CustomerID: "c1", Amount: 200, Status: "REFUNDED"},
 		},
 		Reservations: map[string]*ReservationView{
-			"o1": {OrderID: "o1", Status: "RESERVED", Items: []Item{{SKU: "S1", Quantity: 2}}},
+			"o1": {OrderID: "o1", Status: "RESERVED", Items: []workload.Item{{SKU: "S1", Quantity: 2}}},
 			"o2": {OrderID: "o2", Status: "REJECTED"},
 		},
 		Shipments: map[string]*ShipmentView{"o1": {OrderID: "o1", Status: "SCHEDULED"}},
@@ -69,7 +71,7 @@ func TestCheckFlags(t *testing.T) {
 			s.Balances["c1"] = 600 // the money agrees with the payments; the order does not
 		}, "inconsistent", "cross-service"},
 		{"cancelled with stock kept", func(_ *Expectation, s *Snapshot) {
-			s.Reservations["o2"] = &ReservationView{OrderID: "o2", Status: "RESERVED", Items: []Item{{SKU: "S1", Quantity: 1}}}
+			s.Reservations["o2"] = &ReservationView{OrderID: "o2", Status: "RESERVED", Items: []workload.Item{{SKU: "S1", Quantity: 1}}}
 			s.Stock["S1"] = StockView{Available: 7, Reserved: 3}
 		}, "inconsistent", "cross-service"},
 		{"happy order cancelled", func(_ *Expectation, s *Snapshot) {
@@ -112,7 +114,7 @@ func TestCheckFlags(t *testing.T) {
 func TestCheckSkipsUnsettled(t *testing.T) {
 	exp, snap := fixture()
 	// An order the client never saw answered may have charged c1.
-	exp.Requests["k3"] = Request{Key: "k3", Customer: "c1", Items: []Item{{SKU: "S1", Quantity: 1}}}
+	exp.Requests["k3"] = Request{Order: workload.Order{Key: "k3", Customer: "c1", Items: []workload.Item{{SKU: "S1", Quantity: 1}}}}
 	exp.Unsettled = []string{"k3"}
 	snap.Balances["c1"] = 700
 	snap.Stock["S1"] = StockView{Available: 7, Reserved: 3}

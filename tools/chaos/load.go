@@ -1,16 +1,15 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/choreo-saga/choreo/internal/workload"
 )
 
 // api is a small JSON-over-HTTP client with a per-request timeout, so a
@@ -26,63 +25,20 @@ func newAPI() *api {
 	}}
 }
 
-// errStatus is an HTTP answer with an unexpected status.
-type errStatus struct {
-	Code int
-	Body string
-}
-
-func (e *errStatus) Error() string { return fmt.Sprintf("HTTP %d: %s", e.Code, e.Body) }
-
 // retriable reports whether a real client would send the request again:
 // no answer at all, or a 5xx.
 func retriable(err error) bool {
-	var es *errStatus
+	var es *workload.StatusError
 	if errors.As(err, &es) {
 		return es.Code >= 500
 	}
 	return err != nil
 }
 
-// do sends a request and decodes a 2xx answer into v. It returns the
-// response headers as well.
+// do sends a request and decodes a 2xx answer into v (workload.Do). It
+// returns the response headers as well.
 func (a *api) do(ctx context.Context, method, url string, hdr map[string]string, body any, v any) (http.Header, error) {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return nil, err
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, url, rd)
-	if err != nil {
-		return nil, err
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	for k, val := range hdr {
-		req.Header.Set(k, val)
-	}
-	resp, err := a.hc.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode/100 != 2 {
-		return resp.Header, &errStatus{Code: resp.StatusCode, Body: string(bytes.TrimSpace(b))}
-	}
-	if v != nil {
-		if err := json.Unmarshal(b, v); err != nil {
-			return resp.Header, fmt.Errorf("decode %s %s: %w", method, url, err)
-		}
-	}
-	return resp.Header, nil
+	return workload.Do(ctx, a.hc, method, url, hdr, body, v)
 }
 
 // retry calls f until it succeeds, fails for good (not retriable), or ctx
@@ -105,7 +61,7 @@ func retry(ctx context.Context, f func(attempt int) error) error {
 
 // Setup creates the world's accounts and stock over HTTP, spread over
 // the instances.
-func Setup(ctx context.Context, a *api, c *Cluster, w World) error {
+func Setup(ctx context.Context, a *api, c *Cluster, w workload.World) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	sem := make(chan struct{}, 8)
@@ -244,38 +200,15 @@ func Load(ctx context.Context, log *slog.Logger, a *api, c *Cluster, reqs []Requ
 // instance.
 func place(ctx context.Context, a *api, c *Cluster, q Request) Placed {
 	p := Placed{Key: q.Key}
-	body := map[string]any{
-		"customer_id":      q.Customer,
-		"items":            q.Items,
-		"currency":         "JPY",
-		"shipping_address": map[string]string{"country": q.Country, "postal_code": "100-0001", "line1": "1-1 Chaos"},
-	}
-	err := retry(ctx, func(attempt int) error {
-		p.Attempts++
-		p.Retries += min(attempt, 1)
-		var o OrderView
-		inst := 1 + (q.Instance-1+attempt)%Instances
-		h, err := a.do(ctx, http.MethodPost, c.URL("order", inst)+"/orders", map[string]string{"Idempotency-Key": q.Key}, body, &o)
-		if err != nil {
-			return err
-		}
-		p.IDs = append(p.IDs, o.ID)
-		if h.Get("Idempotent-Replayed") == "true" {
-			p.Replayed++
-		}
-		p.Accepted = time.Now()
-		return nil
-	})
-	if err == nil && q.Replay {
-		// A real client that got its answer stops; a few send the same
-		// request again on the other instance, to test that one key makes
-		// one order (the answer must be the same order).
-		rerr := retry(ctx, func(attempt int) error {
+	// post sends the order, its first attempt to instance from+1 and each
+	// next one to the other instance.
+	post := func(from int) func(attempt int) error {
+		return func(attempt int) error {
 			p.Attempts++
 			p.Retries += min(attempt, 1)
 			var o OrderView
-			inst := 1 + (q.Instance+attempt)%Instances
-			h, err := a.do(ctx, http.MethodPost, c.URL("order", inst)+"/orders", map[string]string{"Idempotency-Key": q.Key}, body, &o)
+			inst := 1 + (from+attempt)%Instances
+			h, err := a.do(ctx, http.MethodPost, c.URL("order", inst)+"/orders", map[string]string{"Idempotency-Key": q.Key}, q.Body(), &o)
 			if err != nil {
 				return err
 			}
@@ -284,14 +217,23 @@ func place(ctx context.Context, a *api, c *Cluster, q Request) Placed {
 				p.Replayed++
 			}
 			return nil
-		})
-		var es *errStatus
-		if errors.As(rerr, &es) {
+		}
+	}
+	err := retry(ctx, post(q.Instance-1))
+	if err == nil {
+		p.Accepted = time.Now()
+	}
+	if err == nil && q.Replay {
+		// A real client that got its answer stops; a few send the same
+		// request again on the other instance, to test that one key makes
+		// one order (the answer must be the same order).
+		var es *workload.StatusError
+		if errors.As(retry(ctx, post(q.Instance)), &es) {
 			p.ReplayRefused = es.Error()
 		}
 	}
 	if err != nil {
-		var es *errStatus
+		var es *workload.StatusError
 		if errors.As(err, &es) {
 			p.Rejected = es.Error()
 		} else {

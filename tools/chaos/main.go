@@ -30,21 +30,16 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
-	"syscall"
 	"time"
+
+	"github.com/choreo-saga/choreo/internal/cli"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "chaos:", err)
-		os.Exit(1)
-	}
+	cli.Main("chaos", func(ctx context.Context) error { return run(ctx, os.Args[1:], os.Stdout) })
 }
 
 // options are the command line.
@@ -74,8 +69,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.orders, "orders", 0, "orders to send (default: -duration × -rate)")
 	fs.DurationVar(&o.duration, "duration", 2*time.Minute, "how long to send orders, if -orders is not set")
 	fs.Float64Var(&o.rate, "rate", 10, "orders per second, open loop")
-	fs.IntVar(&o.customers, "customers", 200, "customers (a tenth of them cannot pay)")
-	fs.IntVar(&o.skus, "skus", 100, "SKUs (a tenth of them out of stock)")
+	fs.IntVar(&o.customers, "customers", 200, "customers that can pay (plus a tenth as many that cannot)")
+	fs.IntVar(&o.skus, "skus", 100, "SKUs in stock (plus a tenth as many out of stock)")
 	fs.StringVar(&o.out, "out", "", "write the JSON report here (default DIR/report.json)")
 	fs.StringVar(&o.dir, "dir", "", "output dir: binaries, service logs, report (default a new dir under $TMPDIR)")
 	fs.StringVar(&o.infraDir, "infra-dir", "", "CHOREO_INFRA_DIR of the suite's own Kafka and PostgreSQL, to reuse (default a new dir under $TMPDIR, removed at the end unless -keep)")

@@ -4,6 +4,8 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/choreo-saga/choreo/internal/workload"
 )
 
 func TestScheduleDeterministicPerSeed(t *testing.T) {
@@ -86,7 +88,7 @@ func TestPlanMix(t *testing.T) {
 	if !reflect.DeepEqual(a, b) {
 		t.Fatal("same seed, different plans")
 	}
-	kinds := map[OrderKind]int{}
+	kinds := map[workload.Kind]int{}
 	inst := map[int]int{}
 	for _, r := range a {
 		kinds[r.Kind]++
@@ -95,10 +97,10 @@ func TestPlanMix(t *testing.T) {
 			t.Fatalf("%s: no items", r.Key)
 		}
 	}
-	if comp := len(a) - kinds[OrderHappy]; comp*10 < len(a) {
+	if comp := len(a) - kinds[workload.Happy]; comp*10 < len(a) {
 		t.Fatalf("%d compensating of %d, want ≥10%%", comp, len(a))
 	}
-	for _, k := range []OrderKind{OrderDeclined, OrderOutOfStock, OrderUnserved} {
+	for _, k := range []workload.Kind{workload.Declined, workload.OutOfStock, workload.Unserved} {
 		if kinds[k] == 0 {
 			t.Fatalf("no %s order", k)
 		}

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/choreo-saga/choreo/internal/workload"
 )
 
 // get reads one resource from instance 1 or 2 of svc (the other one
@@ -16,14 +18,14 @@ func get(ctx context.Context, a *api, c *Cluster, svc, path string, n int, v any
 	err = retry(ctx, func(attempt int) error {
 		_, err := a.do(ctx, http.MethodGet, c.URL(svc, 1+(n+attempt)%Instances)+path, nil, nil, v)
 		if attempt >= 5 {
-			var es *errStatus
+			var es *workload.StatusError
 			if errors.As(err, &es) {
 				return fmt.Errorf("%w (giving up)", err) // not retriable any more
 			}
 		}
 		return err
 	})
-	var es *errStatus
+	var es *workload.StatusError
 	if errors.As(err, &es) && es.Code == http.StatusNotFound {
 		return false, nil
 	}
@@ -99,7 +101,7 @@ func Drain(ctx context.Context, log *slog.Logger, a *api, c *Cluster, ids []stri
 
 // Read takes the snapshot the checker judges: every accepted order in all
 // four services, every account and SKU of the world.
-func Read(ctx context.Context, a *api, c *Cluster, ids []string, w World) (Snapshot, error) {
+func Read(ctx context.Context, a *api, c *Cluster, ids []string, w workload.World) (Snapshot, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	s := Snapshot{

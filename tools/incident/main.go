@@ -20,22 +20,16 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"fmt"
 	"io"
 	"log/slog"
 	"os"
-	"os/signal"
-	"strings"
 	"time"
+
+	"github.com/choreo-saga/choreo/internal/cli"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "incident:", err)
-		os.Exit(1)
-	}
+	cli.Main("incident", func(ctx context.Context) error { return run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr) })
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, out, errOut io.Writer) error {
@@ -59,10 +53,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, out, er
 		return errors.New("no database: set DATABASE_URL or TEST_DATABASE_URL (eval \"$(bash scripts/infra.sh env)\"), or pass -database")
 	}
 	cfg.DatabaseURL = *dbURL
-	cfg.Brokers = strings.Split(*brokers, ",")
-	if *brokers == "" {
-		cfg.Brokers = []string{"127.0.0.1:9092"}
-	}
+	cfg.Brokers = cli.Brokers(*brokers)
 	if *verbose {
 		cfg.Logger = slog.New(slog.NewTextHandler(errOut, nil))
 	}

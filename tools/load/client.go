@@ -1,12 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"sync"
 	"time"
@@ -29,50 +26,10 @@ func newAPI(order, payment, inventory string) *api {
 		http: &http.Client{Transport: t, Timeout: 30 * time.Second}}
 }
 
-// statusError is an answer other than the one expected.
-type statusError struct {
-	Code int
-	Body string
-}
-
-func (e *statusError) Error() string { return fmt.Sprintf("HTTP %d: %s", e.Code, e.Body) }
-
-// do sends body as JSON and decodes a 2xx answer into v.
+// do sends body as JSON and decodes a 2xx answer into v (workload.Do).
 func (a *api) do(ctx context.Context, method, url string, hdr map[string]string, body, v any) error {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, url, rd)
-	if err != nil {
-		return err
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	for k, val := range hdr {
-		req.Header.Set(k, val)
-	}
-	resp, err := a.http.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode/100 != 2 {
-		return &statusError{Code: resp.StatusCode, Body: string(bytes.TrimSpace(b))}
-	}
-	if v != nil {
-		return json.Unmarshal(b, v)
-	}
-	return nil
+	_, err := workload.Do(ctx, a.http, method, url, hdr, body, v)
+	return err
 }
 
 // order is what GET /orders/{id} tells the load tool: its status and the

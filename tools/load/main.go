@@ -32,22 +32,17 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"strings"
 	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/choreo-saga/choreo/internal/cli"
 	"github.com/choreo-saga/choreo/internal/workload"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "load:", err)
-		os.Exit(1)
-	}
+	cli.Main("load", func(ctx context.Context) error { return run(ctx, os.Args[1:], os.Stdout, os.Stderr) })
 }
 
 // options are the command's flags.

@@ -20,23 +20,17 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
-	"strings"
 	"time"
 
 	"github.com/IBM/sarama"
 
+	"github.com/choreo-saga/choreo/internal/cli"
 	"github.com/choreo-saga/choreo/pkg/broker"
 	"github.com/choreo-saga/choreo/pkg/events"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "redeliver:", err)
-		os.Exit(1)
-	}
+	cli.Main("redeliver", func(ctx context.Context) error { return run(ctx, os.Args[1:], os.Getenv, os.Stdout) })
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, out io.Writer) error {
@@ -53,10 +47,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, out io.
 	if *times < 1 {
 		return fmt.Errorf("-times must be >= 1")
 	}
-	brokers := strings.Split(*brokersFlag, ",")
-	if *brokersFlag == "" {
-		brokers = []string{"127.0.0.1:9092"}
-	}
+	brokers := cli.Brokers(*brokersFlag)
 
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()

@@ -466,15 +466,7 @@ func (f *fixture) cancelRequested(orderID string) events.Envelope {
 // cancelAcks returns the InventoryCancelled events queued for the order.
 func (f *fixture) cancelAcks(orderID string) []events.InventoryCancelled {
 	f.t.Helper()
-	var acks []events.InventoryCancelled
-	for _, e := range f.emitted(f.db, orderID) {
-		if e.Type == events.TypeInventoryCancelled {
-			var p events.InventoryCancelled
-			testenv.Payload(f.t, e, &p)
-			acks = append(acks, p)
-		}
-	}
-	return acks
+	return testenv.Payloads[events.InventoryCancelled](f.t, f.emitted(f.db, orderID))
 }
 
 // TestCancel: the order's cancel returns whatever the order holds, whatever

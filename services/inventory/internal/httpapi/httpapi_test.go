@@ -157,15 +157,7 @@ func TestWrites(t *testing.T) {
 			if s.before != nil {
 				s.before(t)
 			}
-			req := httptest.NewRequest(s.method, s.path, strings.NewReader(s.body))
-			req.Header.Set("Content-Type", "application/json")
-			if s.ifMatch != "" {
-				req.Header.Set("If-Match", s.ifMatch)
-			}
-			if s.ifNoneMatch != "" {
-				req.Header.Set("If-None-Match", s.ifNoneMatch)
-			}
-			apitest.CheckResponse(t, h, specYAML, req, s.want)
+			apitest.CheckWrite(t, h, specYAML, s.method, s.path, s.ifMatch, s.ifNoneMatch, s.body, s.want)
 
 			id := strings.TrimSuffix(strings.TrimPrefix(s.path, "/stock/"), "/restock")
 			got, err := st.Stock(ctx, id)
@@ -178,11 +170,7 @@ func TestWrites(t *testing.T) {
 			if err != nil || got != s.wantStock {
 				t.Fatalf("stock afterwards = %+v, %v; want %+v", got, err, s.wantStock)
 			}
-			rec := httptest.NewRecorder()
-			h.ServeHTTP(rec, httptest.NewRequest("GET", "/stock/"+id, nil))
-			if etag := rec.Header().Get("ETag"); etag != web.ETag(s.wantStock.Version) {
-				t.Fatalf("GET ETag = %q, want %q", etag, web.ETag(s.wantStock.Version))
-			}
+			apitest.CheckETag(t, h, "/stock/"+id, s.wantStock.Version)
 		})
 	}
 }

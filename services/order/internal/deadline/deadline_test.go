@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
-	"github.com/jmoiron/sqlx"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/choreo-saga/choreo/internal/testenv"
@@ -15,31 +13,11 @@ import (
 	"github.com/choreo-saga/choreo/services/order"
 	"github.com/choreo-saga/choreo/services/order/internal/deadline"
 	"github.com/choreo-saga/choreo/services/order/internal/domain"
+	"github.com/choreo-saga/choreo/services/order/internal/ordertest"
 	"github.com/choreo-saga/choreo/services/order/internal/store"
 )
 
 func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
-
-func pending(t *testing.T, db *sqlx.DB) string {
-	t.Helper()
-	d, err := domain.Validate(domain.Request{
-		CustomerID:      "c-" + uuid.NewString()[:8],
-		Items:           []events.Item{{SKU: "SKU-1", Quantity: 1, UnitPrice: 2500}},
-		ShippingAddress: events.Address{Country: "JP"},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	o := domain.NewOrder(uuid.NewString(), d)
-	created, err := events.New(order.Name, o.ID, o.Created(), time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := store.New(db).Create(context.Background(), o, "", created); err != nil {
-		t.Fatal(err)
-	}
-	return o.ID
-}
 
 // TestSweepCancelsOrdersPastTheDeadline moves an injected clock: orders are
 // left alone until the deadline has passed, then every PENDING one is
@@ -50,7 +28,7 @@ func TestSweepCancelsOrdersPastTheDeadline(t *testing.T) {
 	st := store.New(db)
 	var ids []string
 	for range 5 {
-		ids = append(ids, pending(t, db))
+		ids = append(ids, ordertest.Pending(t, db))
 	}
 	now := time.Now()
 	s := deadline.Sweeper{
@@ -89,7 +67,7 @@ func TestSweepCancelsOrdersPastTheDeadline(t *testing.T) {
 // context ends.
 func TestRunSweepsUntilStopped(t *testing.T) {
 	db := testenv.DB(t, order.Schema)
-	id := pending(t, db)
+	id := ordertest.Pending(t, db)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {

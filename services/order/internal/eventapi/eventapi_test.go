@@ -4,7 +4,6 @@ import (
 	"context"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/jmoiron/sqlx"
@@ -14,6 +13,7 @@ import (
 	"github.com/choreo-saga/choreo/pkg/events"
 	"github.com/choreo-saga/choreo/services/order"
 	"github.com/choreo-saga/choreo/services/order/internal/domain"
+	"github.com/choreo-saga/choreo/services/order/internal/ordertest"
 	"github.com/choreo-saga/choreo/services/order/internal/store"
 )
 
@@ -29,28 +29,6 @@ func handler(t *testing.T) (*sqlx.DB, consumer.Handler) {
 	}
 	db := testenv.DB(t, order.Schema)
 	return db, spec.Handler(db, testenv.Logger(t))
-}
-
-// pending creates a PENDING order as POST /orders does and returns its id.
-func pending(t *testing.T, db *sqlx.DB) string {
-	t.Helper()
-	d, err := domain.Validate(domain.Request{
-		CustomerID:      "c-" + uuid.NewString()[:8],
-		Items:           []events.Item{{SKU: "SKU-1", Quantity: 1, UnitPrice: 2500}},
-		ShippingAddress: events.Address{Country: "JP", PostalCode: "100-0001"},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	o := domain.NewOrder(uuid.NewString(), d)
-	created, err := events.New(order.Name, o.ID, o.Created(), time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := store.New(db).Create(context.Background(), o, "", created); err != nil {
-		t.Fatal(err)
-	}
-	return o.ID
 }
 
 func TestReactionsDecideHowTheOrderEnds(t *testing.T) {
@@ -84,7 +62,7 @@ func TestReactionsDecideHowTheOrderEnds(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			db, h := handler(t)
-			id := pending(t, db)
+			id := ordertest.Pending(t, db)
 			for _, p := range tt.events {
 				if err := h.Handle(context.Background(), testenv.Message(t, testenv.Event(t, id, p))); err != nil {
 					t.Fatalf("Handle %s: %v", p.EventType(), err)
@@ -107,20 +85,7 @@ func TestReactionsDecideHowTheOrderEnds(t *testing.T) {
 			case domain.StatusCancelled:
 				want = append(want, events.TypeOrderCancelled)
 			}
-			var queued []string
-			for _, e := range testenv.Emitted(t, db, id, events.TopicOrder, order.Name) {
-				queued = append(queued, e.Type)
-				if e.Type == events.TypeOrderCancelled {
-					var c events.OrderCancelled
-					testenv.Payload(t, e, &c)
-					if c.Reason != tt.wantReason {
-						t.Errorf("OrderCancelled reason = %q, want %q", c.Reason, tt.wantReason)
-					}
-				}
-			}
-			if !slices.Equal(queued, want) {
-				t.Fatalf("order %s queued %v, want %v", id, queued, want)
-			}
+			checkQueued(t, db, id, want, tt.wantReason)
 		})
 	}
 }
@@ -140,17 +105,6 @@ func TestEventsForUnknownOrdersAreAcknowledged(t *testing.T) {
 	if err := db.Get(&n, `SELECT count(*) FROM orders`); err != nil || n != 0 {
 		t.Fatalf("orders = %d, %v; want none", n, err)
 	}
-}
-
-// cancelling creates a PENDING order and cancels it as POST
-// /orders/{id}/cancel does, and returns its id.
-func cancelling(t *testing.T, db *sqlx.DB) string {
-	t.Helper()
-	id := pending(t, db)
-	if _, err := store.New(db).Cancel(context.Background(), id, events.ReasonCustomerCancelled, order.Name, time.Now()); err != nil {
-		t.Fatal(err)
-	}
-	return id
 }
 
 // TestCancelEndsWhenEveryParticipantAcknowledged: a CANCELLING order is
@@ -182,7 +136,7 @@ func TestCancelEndsWhenEveryParticipantAcknowledged(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			db, h := handler(t)
-			id := cancelling(t, db)
+			id := ordertest.Cancelling(t, db)
 			for _, p := range tt.events {
 				if err := h.Handle(context.Background(), testenv.Message(t, testenv.Event(t, id, p))); err != nil {
 					t.Fatalf("Handle %s: %v", p.EventType(), err)
@@ -199,20 +153,7 @@ func TestCancelEndsWhenEveryParticipantAcknowledged(t *testing.T) {
 			if tt.wantStatus == domain.StatusCancelled {
 				want = append(want, events.TypeOrderCancelled)
 			}
-			var queued []string
-			for _, e := range testenv.Emitted(t, db, id, events.TopicOrder, order.Name) {
-				queued = append(queued, e.Type)
-				if e.Type == events.TypeOrderCancelled {
-					var c events.OrderCancelled
-					testenv.Payload(t, e, &c)
-					if c.Reason != events.ReasonCustomerCancelled {
-						t.Errorf("OrderCancelled reason = %q, want %q", c.Reason, events.ReasonCustomerCancelled)
-					}
-				}
-			}
-			if !slices.Equal(queued, want) {
-				t.Fatalf("order %s queued %v, want %v", id, queued, want)
-			}
+			checkQueued(t, db, id, want, events.ReasonCustomerCancelled)
 		})
 	}
 }
@@ -222,7 +163,7 @@ func TestCancelEndsWhenEveryParticipantAcknowledged(t *testing.T) {
 // changes nothing.
 func TestAcksOfAnOrderNotCancellingChangeNothing(t *testing.T) {
 	db, h := handler(t)
-	pendingID, completedID := pending(t, db), pending(t, db)
+	pendingID, completedID := ordertest.Pending(t, db), ordertest.Pending(t, db)
 	if err := h.Handle(context.Background(), testenv.Message(t, testenv.Event(t, completedID, events.ShipmentScheduled{Country: "JP"}))); err != nil {
 		t.Fatal(err)
 	}
@@ -235,6 +176,26 @@ func TestAcksOfAnOrderNotCancellingChangeNothing(t *testing.T) {
 		got, err := store.New(db).Order(context.Background(), id)
 		if err != nil || got.Status != want {
 			t.Fatalf("order = %+v, %v; want %s", got.Status, err, want)
+		}
+	}
+}
+
+// checkQueued fails t unless the order topic holds exactly the event
+// types want for the order, oldest first, and an OrderCancelled among
+// them gives reason.
+func checkQueued(t *testing.T, db *sqlx.DB, id string, want []string, reason string) {
+	t.Helper()
+	emitted := testenv.Emitted(t, db, id, events.TopicOrder, order.Name)
+	var queued []string
+	for _, e := range emitted {
+		queued = append(queued, e.Type)
+	}
+	if !slices.Equal(queued, want) {
+		t.Fatalf("order %s queued %v, want %v", id, queued, want)
+	}
+	for _, c := range testenv.Payloads[events.OrderCancelled](t, emitted) {
+		if c.Reason != reason {
+			t.Errorf("OrderCancelled reason = %q, want %q", c.Reason, reason)
 		}
 	}
 }

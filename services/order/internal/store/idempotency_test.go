@@ -10,6 +10,7 @@ import (
 	"github.com/choreo-saga/choreo/pkg/events"
 	"github.com/choreo-saga/choreo/services/order"
 	"github.com/choreo-saga/choreo/services/order/internal/domain"
+	"github.com/choreo-saga/choreo/services/order/internal/ordertest"
 	"github.com/choreo-saga/choreo/services/order/internal/store"
 )
 
@@ -27,7 +28,7 @@ func announce(t *testing.T, o domain.Order) events.Envelope {
 // the handler gives it.
 func keyed(t *testing.T, d domain.Draft, key string) domain.Order {
 	t.Helper()
-	o, _ := newOrder(t, d)
+	o, _ := ordertest.New(t, d)
 	o.ID = domain.IdempotentOrderID(d.CustomerID, key)
 	return o
 }
@@ -37,7 +38,7 @@ func TestCreateKeyIsScopedPerCustomer(t *testing.T) {
 	st := store.New(db)
 	ctx := context.Background()
 	key := "test-" + uuid.NewString()
-	d1, d2 := draft(t, 1), draft(t, 1)
+	d1, d2 := ordertest.Draft(t, 1), ordertest.Draft(t, 1)
 	var ids []string
 	for _, d := range []domain.Draft{d1, d2} {
 		o := keyed(t, d, key)
@@ -66,7 +67,7 @@ func TestCreateReplayReturnsTheDerivedID(t *testing.T) {
 	st := store.New(db)
 	ctx := context.Background()
 	key := "test-" + uuid.NewString()
-	d := draft(t, 2)
+	d := ordertest.Draft(t, 2)
 	want := domain.IdempotentOrderID(d.CustomerID, key)
 
 	first := keyed(t, d, key)

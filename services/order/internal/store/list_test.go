@@ -10,19 +10,21 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/jmoiron/sqlx"
+
 	"github.com/choreo-saga/choreo/pkg/events"
 	"github.com/choreo-saga/choreo/pkg/pg"
 	"github.com/choreo-saga/choreo/services/order/internal/domain"
+	"github.com/choreo-saga/choreo/services/order/internal/ordertest"
 	"github.com/choreo-saga/choreo/services/order/internal/store"
-	"github.com/jmoiron/sqlx"
 )
 
 // createFor stores a new order of customer and returns its id.
 func createFor(t *testing.T, st *store.Store, customer string) string {
 	t.Helper()
-	d := draft(t, 1)
+	d := ordertest.Draft(t, 1)
 	d.CustomerID = customer
-	o, e := newOrder(t, d)
+	o, e := ordertest.New(t, d)
 	if _, _, err := st.Create(context.Background(), o, "", e); err != nil {
 		t.Fatalf("Create: %v", err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/choreo-saga/choreo/pkg/pg"
 	"github.com/choreo-saga/choreo/services/order"
 	"github.com/choreo-saga/choreo/services/order/internal/domain"
+	"github.com/choreo-saga/choreo/services/order/internal/ordertest"
 	"github.com/choreo-saga/choreo/services/order/internal/store"
 )
 
@@ -25,32 +26,6 @@ import (
 func testDB(t *testing.T) *sqlx.DB {
 	t.Helper()
 	return testenv.DB(t, order.Schema)
-}
-
-// draft returns a valid draft for a customer unique to this test run.
-func draft(t *testing.T, quantity int64) domain.Draft {
-	t.Helper()
-	d, err := domain.Validate(domain.Request{
-		CustomerID:      "c-" + uuid.NewString()[:8],
-		Items:           []events.Item{{SKU: "SKU-1", Quantity: quantity, UnitPrice: 2500}},
-		ShippingAddress: events.Address{Country: "jp", PostalCode: "100-0001"},
-	})
-	if err != nil {
-		t.Fatalf("validate: %v", err)
-	}
-	return d
-}
-
-// newOrder returns a new order for d, with a fresh id, and its OrderCreated
-// envelope, as the HTTP handler builds them.
-func newOrder(t *testing.T, d domain.Draft) (domain.Order, events.Envelope) {
-	t.Helper()
-	o := domain.NewOrder(uuid.NewString(), d)
-	e, err := events.New(order.Name, o.ID, o.Created(), time.Now())
-	if err != nil {
-		t.Fatalf("new event: %v", err)
-	}
-	return o, e
 }
 
 func countOrders(t *testing.T, db *sqlx.DB, where string, arg any) int {
@@ -79,8 +54,8 @@ func TestCreateWritesOrderAndItsEventInOneTransaction(t *testing.T) {
 	db := testDB(t)
 	st := store.New(db)
 	ctx := context.Background()
-	d := draft(t, 2)
-	o, e := newOrder(t, d)
+	d := ordertest.Draft(t, 2)
+	o, e := ordertest.New(t, d)
 
 	got, replayed, err := st.Create(ctx, o, "", e)
 	if err != nil {
@@ -141,9 +116,9 @@ func TestCreateWritesOrderAndItsEventInOneTransaction(t *testing.T) {
 func TestCreateWithoutKeyAlwaysCreates(t *testing.T) {
 	db := testDB(t)
 	st := store.New(db)
-	d := draft(t, 1)
-	o1, e1 := newOrder(t, d)
-	o2, e2 := newOrder(t, d)
+	d := ordertest.Draft(t, 1)
+	o1, e1 := ordertest.New(t, d)
+	o2, e2 := ordertest.New(t, d)
 	for _, c := range []struct {
 		o domain.Order
 		e events.Envelope
@@ -162,7 +137,7 @@ func TestCreateConcurrentSameKeyCreatesOneOrderAndOneSaga(t *testing.T) {
 	st := store.New(db)
 	ctx := context.Background()
 	key := "test-" + uuid.NewString()
-	d := draft(t, 3)
+	d := ordertest.Draft(t, 3)
 
 	const racers = 20
 	type result struct {
@@ -177,7 +152,7 @@ func TestCreateConcurrentSameKeyCreatesOneOrderAndOneSaga(t *testing.T) {
 	for i := range racers {
 		// Each request generates its own id, as the handler does; only
 		// one of them may survive.
-		o, e := newOrder(t, d)
+		o, e := ordertest.New(t, d)
 		results[i].candidate = o.ID
 		wg.Add(1)
 		go func() {
@@ -225,15 +200,15 @@ func TestCreateSameKeyDifferentRequestIsRejected(t *testing.T) {
 	st := store.New(db)
 	ctx := context.Background()
 	key := "test-" + uuid.NewString()
-	d := draft(t, 1)
+	d := ordertest.Draft(t, 1)
 
-	first, e := newOrder(t, d)
+	first, e := ordertest.New(t, d)
 	if _, _, err := st.Create(ctx, first, key, e); err != nil {
 		t.Fatalf("first Create: %v", err)
 	}
 
 	// A replay of the same request returns the first order.
-	again, e := newOrder(t, d)
+	again, e := ordertest.New(t, d)
 	got, replayed, err := st.Create(ctx, again, key, e)
 	if err != nil || !replayed || got.ID != first.ID {
 		t.Fatalf("replay = %s replayed %v, %v; want %s replayed", got.ID, replayed, err, first.ID)
@@ -243,7 +218,7 @@ func TestCreateSameKeyDifferentRequestIsRejected(t *testing.T) {
 	changed := d
 	changed.Items = []events.Item{{SKU: "SKU-1", Quantity: 2, UnitPrice: 2500}}
 	changed.TotalAmount = 5000
-	other, e := newOrder(t, changed)
+	other, e := ordertest.New(t, changed)
 	_, _, err = st.Create(ctx, other, key, e)
 	var fe *fault.Error
 	if !errors.Is(err, fault.Invalid) || !errors.As(err, &fe) || !strings.Contains(fe.Detail(), "Idempotency-Key") || strings.Contains(fe.Detail(), first.ID) {
@@ -260,8 +235,8 @@ func TestCreateSameKeyDifferentRequestIsRejected(t *testing.T) {
 func TestCreateRejectsMismatchedAnnouncement(t *testing.T) {
 	db := testDB(t)
 	st := store.New(db)
-	o, _ := newOrder(t, draft(t, 1))
-	_, wrong := newOrder(t, draft(t, 1))
+	o, _ := ordertest.New(t, ordertest.Draft(t, 1))
+	_, wrong := ordertest.New(t, ordertest.Draft(t, 1))
 	if _, _, err := st.Create(context.Background(), o, "", wrong); err == nil {
 		t.Fatal("Create accepted the OrderCreated of another order")
 	}
@@ -283,7 +258,7 @@ func TestLockOrderAndSetStatus(t *testing.T) {
 	db := testDB(t)
 	st := store.New(db)
 	ctx := context.Background()
-	o, e := newOrder(t, draft(t, 1))
+	o, e := ordertest.New(t, ordertest.Draft(t, 1))
 	if _, _, err := st.Create(ctx, o, "", e); err != nil {
 		t.Fatal(err)
 	}
@@ -322,7 +297,7 @@ func TestLockOrderAndSetStatus(t *testing.T) {
 // created stores a new PENDING order as POST /orders does and returns it.
 func created(t *testing.T, st *store.Store) domain.Order {
 	t.Helper()
-	o, e := newOrder(t, draft(t, 1))
+	o, e := ordertest.New(t, ordertest.Draft(t, 1))
 	got, _, err := st.Create(context.Background(), o, "", e)
 	if err != nil {
 		t.Fatal(err)

@@ -542,15 +542,7 @@ func (f *fixture) cancelRequested(orderID string) events.Envelope {
 // cancelAcks returns the PaymentCancelled events queued for the order.
 func (f *fixture) cancelAcks(orderID string) []events.PaymentCancelled {
 	f.t.Helper()
-	var acks []events.PaymentCancelled
-	for _, e := range f.emitted(f.db, orderID) {
-		if e.Type == events.TypePaymentCancelled {
-			var p events.PaymentCancelled
-			testenv.Payload(f.t, e, &p)
-			acks = append(acks, p)
-		}
-	}
-	return acks
+	return testenv.Payloads[events.PaymentCancelled](f.t, f.emitted(f.db, orderID))
 }
 
 // TestCancel: the order's cancel undoes the charge whatever step the saga

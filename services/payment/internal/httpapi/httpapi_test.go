@@ -18,7 +18,6 @@ import (
 	"github.com/choreo-saga/choreo/pkg/events"
 	"github.com/choreo-saga/choreo/pkg/fault"
 	"github.com/choreo-saga/choreo/pkg/pg"
-	"github.com/choreo-saga/choreo/pkg/web"
 	"github.com/choreo-saga/choreo/services/payment"
 	"github.com/choreo-saga/choreo/services/payment/internal/domain"
 	"github.com/choreo-saga/choreo/services/payment/internal/httpapi"
@@ -74,15 +73,7 @@ func TestWrites(t *testing.T) {
 			if s.before != nil {
 				s.before(t)
 			}
-			req := httptest.NewRequest(s.method, s.path, strings.NewReader(s.body))
-			req.Header.Set("Content-Type", "application/json")
-			if s.ifMatch != "" {
-				req.Header.Set("If-Match", s.ifMatch)
-			}
-			if s.ifNoneMatch != "" {
-				req.Header.Set("If-None-Match", s.ifNoneMatch)
-			}
-			apitest.CheckResponse(t, h, specYAML, req, s.want)
+			apitest.CheckWrite(t, h, specYAML, s.method, s.path, s.ifMatch, s.ifNoneMatch, s.body, s.want)
 
 			id := strings.TrimSuffix(strings.TrimPrefix(s.path, "/accounts/"), "/deposits")
 			got, err := st.Account(ctx, id)
@@ -95,11 +86,7 @@ func TestWrites(t *testing.T) {
 			if err != nil || got != s.wantAccount {
 				t.Fatalf("account afterwards = %+v, %v; want %+v", got, err, s.wantAccount)
 			}
-			rec := httptest.NewRecorder()
-			h.ServeHTTP(rec, httptest.NewRequest("GET", "/accounts/"+id, nil))
-			if etag := rec.Header().Get("ETag"); etag != web.ETag(s.wantAccount.Version) {
-				t.Fatalf("GET ETag = %q, want %q", etag, web.ETag(s.wantAccount.Version))
-			}
+			apitest.CheckETag(t, h, "/accounts/"+id, s.wantAccount.Version)
 		})
 	}
 }
