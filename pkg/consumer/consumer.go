@@ -142,7 +142,9 @@ type Config struct {
 	// MaxBackoff caps the wait between retries of one message. Default 5s.
 	MaxBackoff time.Duration
 	// HandleTimeout bounds one attempt, and how long shutdown waits for the
-	// message in hand. Default 30s.
+	// messages in hand. Default 60s: longer than a handler's own database
+	// transaction may take (participant.TxTimeout, 30s), so the dead
+	// letters that follow a long batch still have time.
 	HandleTimeout time.Duration
 	// InstanceID, when set, makes this member static (KIP-345): an
 	// instance that restarts under the same id — after a crash, in a
@@ -198,7 +200,7 @@ func New(cfg Config) (*Group, error) {
 		cfg.MaxBackoff = 5 * time.Second
 	}
 	if cfg.HandleTimeout <= 0 {
-		cfg.HandleTimeout = 30 * time.Second
+		cfg.HandleTimeout = 60 * time.Second
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -272,7 +274,11 @@ func (g *Group) Cleanup(s sarama.ConsumerGroupSession) error {
 // ready (see Config.MaxBatch). The partition's lag is set when the claim
 // starts and after every message or batch.
 func (g *Group) ConsumeClaim(s sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
-	partLag := lag.WithLabelValues(g.cfg.GroupID, claim.Topic(), strconv.Itoa(int(claim.Partition())))
+	labels := []string{g.cfg.GroupID, claim.Topic(), strconv.Itoa(int(claim.Partition()))}
+	partLag := lag.WithLabelValues(labels...)
+	// A revoked partition's lag is its next owner's to report; a series
+	// left behind would be counted twice.
+	defer lag.DeleteLabelValues(labels...)
 	if next := claim.InitialOffset(); next >= 0 { // not a sentinel (OffsetNewest, OffsetOldest)
 		partLag.Set(float64(max(claim.HighWaterMarkOffset()-next, 0)))
 	}
@@ -293,7 +299,11 @@ func (g *Group) ConsumeClaim(s sarama.ConsumerGroupSession, claim sarama.Consume
 				return nil
 			}
 			batch := g.collect(m, claim.Messages())
-			if err := g.process(s.Context(), batch); err != nil {
+			// While a batch is retried, the lag keeps up with the
+			// partition's high-water mark, so a partition stuck on a
+			// message shows a growing lag rather than its last value.
+			stuck := func() { partLag.Set(float64(max(claim.HighWaterMarkOffset()-batch[0].Offset, 0))) }
+			if err := g.process(s.Context(), batch, stuck); err != nil {
 				// Only when the session ended while retrying: the batch is
 				// left unmarked and the next owner of the partition gets it.
 				return nil
@@ -323,9 +333,10 @@ func (g *Group) collect(first *sarama.ConsumerMessage, more <-chan *sarama.Consu
 	return batch
 }
 
-// process handles a batch until it succeeds, its failures dead-lettered.
-// It returns an error only if sessCtx ended first.
-func (g *Group) process(sessCtx context.Context, batch []*sarama.ConsumerMessage) error {
+// process handles a batch until it succeeds, its failures dead-lettered,
+// calling retrying after every failed attempt. It returns an error only if
+// sessCtx ended first.
+func (g *Group) process(sessCtx context.Context, batch []*sarama.ConsumerMessage, retrying func()) error {
 	first, last := batch[0], batch[len(batch)-1]
 	log := g.log.With("topic", first.Topic, "partition", first.Partition, "offset", first.Offset)
 	if len(batch) == 1 {
@@ -340,6 +351,7 @@ func (g *Group) process(sessCtx context.Context, batch []*sarama.ConsumerMessage
 		defer cancel()
 		failed, err := g.batch.HandleBatch(ctx, batch)
 		if err != nil {
+			retrying()
 			log.Warn("handler failed; will retry", "err", err)
 			retries.WithLabelValues(g.cfg.GroupID, first.Topic).Inc()
 			return struct{}{}, err
@@ -350,6 +362,7 @@ func (g *Group) process(sessCtx context.Context, batch []*sarama.ConsumerMessage
 			if dlErr := g.cfg.DeadLetter(ctx, f.Msg, f.Err); dlErr != nil {
 				// The whole batch is retried: what it applied is now a
 				// duplicate, skipped; the failure fails again.
+				retrying()
 				flog.Error("dead-letter failed; will retry", "err", dlErr)
 				retries.WithLabelValues(g.cfg.GroupID, f.Msg.Topic).Inc()
 				return struct{}{}, dlErr

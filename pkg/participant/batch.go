@@ -2,12 +2,14 @@ package participant
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/IBM/sarama"
 	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 	"go.opentelemetry.io/otel/trace"
@@ -23,6 +25,14 @@ import (
 // (PGPROC_MAX_CACHED_SUBXIDS) and past that every other session's
 // visibility checks slow down, so batches stay well below.
 const MaxBatch = 48
+
+// batchSplits counts batches that a lock conflict made apply one event per
+// transaction (see applyOrSplit); a steady rate means hot rows shared
+// across partitions, where smaller batches may serve better.
+var batchSplits = promauto.NewCounterVec(prometheus.CounterOpts{
+	Name: "choreo_consumer_batch_splits_total",
+	Help: "Batches aborted by a deadlock or serialization failure and applied again one event per transaction, by service.",
+}, []string{"service"})
 
 // batchSize shows how full batches are: near 1 on a quiet system, near
 // the cap when the consumer has a backlog.
@@ -105,7 +115,7 @@ func (b *batcher) HandleBatch(ctx context.Context, msgs []*sarama.ConsumerMessag
 		}
 	}
 	if len(todo) > 0 {
-		left, err := b.apply(ctx, todo)
+		left, err := b.applyOrSplit(ctx, todo)
 		if err != nil {
 			return nil, err
 		}
@@ -121,6 +131,39 @@ type delivery struct {
 	ctx    context.Context
 	span   trace.Span
 	failed error // permanent: left out of the batch, to be dead-lettered
+}
+
+// applyOrSplit applies ds in one transaction; if PostgreSQL aborted it for
+// a deadlock or a serialization failure, it applies them again one
+// transaction per event, in order. Each reaction locks its own rows in one
+// global order (e.g. stock rows by SKU), but a batch holds every event's
+// locks until it commits, so two batches on other partitions can take the
+// same rows in opposite orders; one event per transaction cannot, so the
+// retry makes progress instead of deadlocking again.
+func (b *batcher) applyOrSplit(ctx context.Context, ds []*delivery) ([]consumer.Failure, error) {
+	failed, err := b.apply(ctx, ds)
+	if err == nil || len(ds) == 1 || !lockConflict(err) {
+		return failed, err
+	}
+	batchSplits.WithLabelValues(b.spec.Name).Inc()
+	ds[0].Log.Warn("batch aborted by a lock conflict; applying its events one per transaction", "events", len(ds), "err", err)
+	failed = nil
+	for _, d := range ds {
+		d.Outcome, d.failed, d.Tx = "", nil, nil
+		left, err := b.apply(ctx, []*delivery{d})
+		if err != nil {
+			return nil, err
+		}
+		failed = append(failed, left...)
+	}
+	return failed, nil
+}
+
+// lockConflict reports whether err is PostgreSQL's deadlock (40P01) or
+// serialization failure (40001).
+func lockConflict(err error) bool {
+	var pqErr *pq.Error
+	return errors.As(err, &pqErr) && (pqErr.Code == "40P01" || pqErr.Code == "40001")
 }
 
 // apply runs the routed deliveries in one transaction (step 2 above) and

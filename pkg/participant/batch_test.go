@@ -2,6 +2,7 @@ package participant_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -20,14 +21,17 @@ import (
 
 // recorder is a service whose reaction to InventoryReserved records the
 // event in applied, in order, and then does what the event's country
-// asks: "XX" fails permanently after writing, "DL" fails as a deadlock
-// would (retried).
+// asks: "XX" fails permanently after writing, "DB" fails as a lost
+// connection would (retried), "D1" fails as a deadlock would, on its first
+// attempt only.
 func recorder(t *testing.T) (participant.Spec, *sqlx.DB) {
 	t.Helper()
 	db := testenv.DB(t)
 	if _, err := db.Exec(`CREATE TABLE applied (seq bigserial PRIMARY KEY, event_id uuid NOT NULL, order_id text NOT NULL)`); err != nil {
 		t.Fatal(err)
 	}
+	var mu sync.Mutex
+	attempts := map[string]int{}
 	spec := participant.Spec{
 		Name:     "recorder",
 		Produces: events.TopicShipping,
@@ -39,8 +43,16 @@ func recorder(t *testing.T) (participant.Spec, *sqlx.DB) {
 				switch p.ShippingAddress.Country {
 				case "XX":
 					return fmt.Errorf("refused: %w", events.ErrInvalid)
-				case "DL":
-					return &pq.Error{Code: "40P01", Message: "deadlock detected"}
+				case "DB":
+					return errors.New("driver: bad connection")
+				case "D1":
+					mu.Lock()
+					attempts[e.ID]++
+					first := attempts[e.ID] == 1
+					mu.Unlock()
+					if first {
+						return &pq.Error{Code: "40P01", Message: "deadlock detected"}
+					}
 				}
 				return tx.Emit(ctx, events.ShipmentScheduled{Country: p.ShippingAddress.Country})
 			}),
@@ -93,7 +105,8 @@ func TestBatchAppliesEachEventOnceInOrder(t *testing.T) {
 	a, b, c := reserved(t, order, "JP"), reserved(t, order, "US"), reserved(t, uuid.NewString(), "GB")
 	junk := &sarama.ConsumerMessage{Topic: events.TopicInventory, Key: []byte("k"), Value: []byte("{not json")}
 	poison := reserved(t, uuid.NewString(), "XX")
-	deadlock := reserved(t, uuid.NewString(), "DL")
+	dbDown := reserved(t, uuid.NewString(), "DB")
+	deadlockOnce := reserved(t, uuid.NewString(), "D1")
 	shipments := func(t *testing.T, db *sqlx.DB) int {
 		var n int
 		if err := db.Get(&n, `SELECT count(*) FROM outbox WHERE topic = $1`, events.TopicShipping); err != nil {
@@ -121,7 +134,11 @@ func TestBatchAppliesEachEventOnceInOrder(t *testing.T) {
 		{name: "PermanentReactionFailureRollsBackOnlyItsEvent",
 			batch: []*sarama.ConsumerMessage{a, poison, c}, wantFailed: []*sarama.ConsumerMessage{poison}, wantApplied: []*sarama.ConsumerMessage{a, c}, wantMarked: []*sarama.ConsumerMessage{a, c}},
 		{name: "TransientFailureRetriesTheWholeBatch",
-			batch: []*sarama.ConsumerMessage{a, deadlock, c}, retry: true},
+			batch: []*sarama.ConsumerMessage{a, dbDown, c}, retry: true},
+		// A deadlock between batches is broken by applying the batch again
+		// one event per transaction, in order.
+		{name: "LockConflictSplitsTheBatch",
+			batch: []*sarama.ConsumerMessage{a, deadlockOnce, c}, wantApplied: []*sarama.ConsumerMessage{a, deadlockOnce, c}, wantMarked: []*sarama.ConsumerMessage{a, deadlockOnce, c}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
