@@ -81,7 +81,20 @@ const (
 	StepOrder            = "order"
 	StepPaymentRefund    = "payment refund"
 	StepInventoryRelease = "inventory release"
+	// While a cancel is in progress the saga waits for each participant's
+	// acknowledgement that it undid its step.
+	StepPaymentCancel   = "payment cancel"
+	StepInventoryCancel = "inventory cancel"
+	StepShippingCancel  = "shipping cancel"
 )
+
+// cancelAcks are the acknowledgements a cancel waits for, with the step
+// each one ends.
+var cancelAcks = []struct{ ack, step string }{
+	{events.TypePaymentCancelled, StepPaymentCancel},
+	{events.TypeInventoryCancelled, StepInventoryCancel},
+	{events.TypeShipmentCancelled, StepShippingCancel},
+}
 
 // Next maps each event of the saga's paths to the step it hands over to:
 // forward (OrderCreated → payment charges), or compensating (ShipmentFailed
@@ -118,9 +131,17 @@ var (
 // running saga waits for the step its last known event hands over to;
 // events of types the tracker does not know (a newer producer's) appear in
 // the timeline but neither end a saga nor move its step.
+//
+// Once a cancel was requested (OrderCancelRequested) nothing is inferred:
+// the order service ignores the other paths' ends until every participant
+// acknowledged the cancel, so only its announcement ends the saga, and the
+// saga waits for the first acknowledgement missing.
 func Derive(evs []Event) Progress {
 	if p, ok := endedBy(evs, announced); ok {
 		return p
+	}
+	if cancelling(evs) {
+		return Progress{State: Running, WaitingFor: missingAck(evs)}
 	}
 	if p, ok := endedBy(evs, inferred); ok {
 		return p
@@ -132,6 +153,22 @@ func Derive(evs []Event) Progress {
 		}
 	}
 	return p
+}
+
+// cancelling reports whether evs hold a cancel request.
+func cancelling(evs []Event) bool {
+	return slices.ContainsFunc(evs, func(e Event) bool { return e.Type == events.TypeOrderCancelRequested })
+}
+
+// missingAck is the step of the first cancel acknowledgement evs lack, or
+// the order service's once all are in.
+func missingAck(evs []Event) string {
+	for _, a := range cancelAcks {
+		if !slices.ContainsFunc(evs, func(e Event) bool { return e.Type == a.ack }) {
+			return a.step
+		}
+	}
+	return StepOrder
 }
 
 // endedBy returns the progress of a saga ended by the first of evs whose
