@@ -110,6 +110,9 @@ func wantUndone(t *testing.T, f fixture, id, reason string, balanceBefore, stock
 	checkRecord(t, "inventory", "/reservations/"+id, &r, "RELEASED", func() string { return r.Status })
 	var sh shipment
 	checkRecord(t, "shipping", "/shipments/"+id, &sh, "CANCELLED", func() string { return sh.Status })
+	// Each resource answers the cancel's reason code, as its API documents.
+	assertEqual(t, "payment reason", p.Reason, reason)
+	assertEqual(t, "reservation reason", r.Reason, reason)
 	assertEqual(t, "shipment reason", sh.Reason, reason)
 }
 

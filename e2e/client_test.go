@@ -54,12 +54,14 @@ type paymentRecord struct {
 	CustomerID string `json:"customer_id"`
 	Amount     int64  `json:"amount"`
 	Status     string `json:"status"`
+	Reason     string `json:"reason"`
 }
 
 type reservation struct {
 	OrderID string `json:"order_id"`
 	Status  string `json:"status"`
 	Items   []item `json:"items"`
+	Reason  string `json:"reason"`
 }
 
 type shipment struct {

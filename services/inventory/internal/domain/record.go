@@ -7,20 +7,30 @@ import (
 	"github.com/choreo-saga/choreo/pkg/events"
 )
 
-// TombstoneNote precedes the release's reason in the detail of a release
-// that overtook its reserve (eventapi's ReleaseTombstone).
-const TombstoneNote = "release arrived before reserve: "
+// Notes that precede the saga's reason in a RELEASED reservation's detail,
+// telling people more than the reason code: a release or a cancel that
+// overtook its reserve (a tombstone), or a cancel that returned the units.
+const (
+	NoteReleaseBeforeReserve = "release arrived before reserve: "
+	NoteCancelBeforeReserve  = "cancelled before reserve: "
+	NoteCancelled            = "cancelled: "
+)
 
 // Reason returns the reason code of a reservation in status whose reaction
 // recorded detail: out_of_stock for REJECTED — DecideReserve rejects for
 // shortages only, and the detail lists them —, the saga's reason for
-// RELEASED (the detail, without TombstoneNote), "" for RESERVED.
+// RELEASED (the detail, without its note), "" for RESERVED.
 func Reason(status Status, detail string) string {
 	switch status {
 	case StatusRejected:
 		return events.ReasonOutOfStock
 	case StatusReleased:
-		return strings.TrimPrefix(detail, TombstoneNote)
+		for _, note := range []string{NoteReleaseBeforeReserve, NoteCancelBeforeReserve, NoteCancelled} {
+			if r, ok := strings.CutPrefix(detail, note); ok {
+				return r
+			}
+		}
+		return detail
 	}
 	return ""
 }

@@ -18,6 +18,8 @@ func TestReason(t *testing.T) {
 		{"RejectedWithoutDetail", domain.StatusRejected, "", "out_of_stock"},
 		{"ReleasedCarriesTheSagaReason", domain.StatusReleased, "shipping_unavailable", "shipping_unavailable"},
 		{"TombstoneWithoutItsNote", domain.StatusReleased, "release arrived before reserve: shipping_unavailable", "shipping_unavailable"},
+		{"CancelTombstoneWithoutItsNote", domain.StatusReleased, domain.NoteCancelBeforeReserve + "customer_cancelled", "customer_cancelled"},
+		{"CancelReturnWithoutItsNote", domain.StatusReleased, domain.NoteCancelled + "timeout", "timeout"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

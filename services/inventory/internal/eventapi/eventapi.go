@@ -87,7 +87,7 @@ func release(ctx context.Context, tx *participant.Tx, orderID, reason string) er
 	case domain.ReleaseTombstone:
 		// Nothing was reserved; the row makes a late reserve a no-op.
 		tomb := domain.Reservation{OrderID: orderID, Status: domain.StatusReleased}
-		if err := store.InsertReservation(ctx, tx, tomb, "release arrived before reserve: "+reason); err != nil {
+		if err := store.InsertReservation(ctx, tx, tomb, domain.NoteReleaseBeforeReserve+reason); err != nil {
 			return err
 		}
 		return tx.Emit(ctx, events.InventoryReleased{Reason: reason})
@@ -120,7 +120,7 @@ func cancel(ctx context.Context, tx *participant.Tx, orderID, reason string) err
 	case domain.CancelTombstone:
 		// Nothing was reserved; the row makes the late reserve a no-op.
 		tomb := domain.Reservation{OrderID: orderID, Status: domain.StatusReleased}
-		if err := store.InsertReservation(ctx, tx, tomb, "cancelled before reserve: "+reason); err != nil {
+		if err := store.InsertReservation(ctx, tx, tomb, domain.NoteCancelBeforeReserve+reason); err != nil {
 			return err
 		}
 		if err := store.MarkReservationCancelled(ctx, tx, orderID); err != nil {
@@ -137,7 +137,7 @@ func cancel(ctx context.Context, tx *participant.Tx, orderID, reason string) err
 		if err := store.Release(ctx, tx, domain.Quantities(existing.Items)); err != nil {
 			return err
 		}
-		if err := store.SetReservationStatus(ctx, tx, orderID, domain.StatusReleased, "cancelled: "+reason); err != nil {
+		if err := store.SetReservationStatus(ctx, tx, orderID, domain.StatusReleased, domain.NoteCancelled+reason); err != nil {
 			return err
 		}
 		if err := store.MarkReservationCancelled(ctx, tx, orderID); err != nil {

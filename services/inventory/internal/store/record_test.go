@@ -37,7 +37,7 @@ func TestReservationRecord(t *testing.T) {
 		{"Reserved", domain.Reservation{Status: domain.StatusReserved, Items: items}, "", "", "", ""},
 		{"RejectedOutOfStock", domain.Reservation{Status: domain.StatusRejected, Items: items}, shortage, "", "out_of_stock", shortage},
 		{"Released", domain.Reservation{Status: domain.StatusReserved, Items: items}, "", events.ReasonShippingUnavailable, "shipping_unavailable", "shipping_unavailable"},
-		{"Tombstone", domain.Reservation{Status: domain.StatusReleased, Items: []events.Item{}}, domain.TombstoneNote + events.ReasonShippingUnavailable, "",
+		{"Tombstone", domain.Reservation{Status: domain.StatusReleased, Items: []events.Item{}}, domain.NoteReleaseBeforeReserve + events.ReasonShippingUnavailable, "",
 			"shipping_unavailable", "release arrived before reserve: shipping_unavailable"},
 	}
 	for _, tt := range tests {

@@ -102,3 +102,21 @@ func TestCancelAndRefundNeverCreditTwice(t *testing.T) {
 		t.Errorf("refund after cancel = %v, want RefundSkip", got)
 	}
 }
+
+// TestReasonIsTheCodeAlone: GET /payments answers a reason code from the
+// API's enum, whatever note the reaction put before it in the detail.
+func TestReasonIsTheCodeAlone(t *testing.T) {
+	tests := []struct{ detail, want string }{
+		{"", ""},
+		{"insufficient_funds", "insufficient_funds"},
+		{"shipping_unavailable", "shipping_unavailable"},
+		{domain.NoteRefundBeforeCharge + "out_of_stock", "out_of_stock"},
+		{domain.NoteCancelBeforeCharge + "customer_cancelled", "customer_cancelled"},
+		{domain.NoteCancelled + "timeout", "timeout"},
+	}
+	for _, tt := range tests {
+		if got := domain.Reason(tt.detail); got != tt.want {
+			t.Errorf("Reason(%q) = %q, want %q", tt.detail, got, tt.want)
+		}
+	}
+}

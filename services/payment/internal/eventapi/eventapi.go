@@ -95,7 +95,7 @@ func refund(ctx context.Context, tx *participant.Tx, orderID, reason string) err
 	case domain.RefundTombstone:
 		// Nothing was charged; the row makes a late charge a no-op.
 		tomb := domain.Payment{OrderID: orderID, Currency: "", Status: domain.StatusRefunded}
-		if err := store.InsertPayment(ctx, tx, tomb, "refund arrived before charge: "+reason); err != nil {
+		if err := store.InsertPayment(ctx, tx, tomb, domain.NoteRefundBeforeCharge+reason); err != nil {
 			return err
 		}
 		return tx.Emit(ctx, events.PaymentRefunded{Amount: 0, Reason: reason})
@@ -141,7 +141,7 @@ func cancel(ctx context.Context, tx *participant.Tx, orderID, reason string) err
 	case domain.CancelTombstone:
 		// Nothing was charged; the row makes the late charge a no-op.
 		tomb := domain.Payment{OrderID: orderID, Currency: "", Status: domain.StatusRefunded}
-		if err := store.InsertPayment(ctx, tx, tomb, "cancelled before charge: "+reason); err != nil {
+		if err := store.InsertPayment(ctx, tx, tomb, domain.NoteCancelBeforeCharge+reason); err != nil {
 			return err
 		}
 		if err := store.MarkPaymentCancelled(ctx, tx, orderID); err != nil {
@@ -158,7 +158,7 @@ func cancel(ctx context.Context, tx *participant.Tx, orderID, reason string) err
 		if err := store.AddBalance(ctx, tx, existing.CustomerID, existing.Amount); err != nil {
 			return err
 		}
-		if err := store.SetPaymentStatus(ctx, tx, orderID, domain.StatusRefunded, "cancelled: "+reason); err != nil {
+		if err := store.SetPaymentStatus(ctx, tx, orderID, domain.StatusRefunded, domain.NoteCancelled+reason); err != nil {
 			return err
 		}
 		if err := store.MarkPaymentCancelled(ctx, tx, orderID); err != nil {
