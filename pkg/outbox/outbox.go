@@ -71,7 +71,7 @@ func Add(ctx context.Context, tx Execer, m Message) error {
 	}
 	if _, err := tx.ExecContext(ctx,
 		`INSERT INTO outbox (topic, key, value, headers) VALUES ($1, $2, $3, $4)`,
-		m.Topic, m.Key, m.Value, headers); err != nil {
+		m.Topic, m.Key, m.Value, string(headers)); err != nil { // text: jsonb takes no raw bytes as a binary parameter
 		return fmt.Errorf("outbox: insert into %s: %w", m.Topic, err)
 	}
 	// Delivered only if and when tx commits; several in one tx fold into one.

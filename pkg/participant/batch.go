@@ -19,11 +19,10 @@ import (
 	"github.com/choreo-saga/choreo/pkg/idem"
 )
 
-// MaxBatch caps the events applied in one transaction. Each event runs
-// under a savepoint, which is a subtransaction once it writes; PostgreSQL
-// keeps 64 of them per transaction in shared memory
-// (PGPROC_MAX_CACHED_SUBXIDS) and past that every other session's
-// visibility checks slow down, so batches stay well below.
+// MaxBatch caps the events applied in one transaction. A bigger batch
+// shares one commit among more events, but holds its row locks longer and,
+// when a reaction fails permanently, has more to apply again without it;
+// past a few dozen the commit is no longer what costs.
 const MaxBatch = 48
 
 // batchSplits counts batches that a lock conflict made apply one event per
@@ -51,11 +50,13 @@ var batchSize = promauto.NewHistogramVec(prometheus.HistogramOpts{
 //     service's event is acknowledged;
 //  2. one transaction marks the routed events processed with one
 //     statement (idem.MarkAll: the primary key still decides), skips the
-//     duplicates, and runs each first-seen event's reaction, in offset
-//     order, under a savepoint: a reaction that fails permanently is
-//     rolled back to its savepoint and unmarked — only that event is
-//     dead-lettered — while one that fails otherwise (a deadlock, the
-//     database away) rolls the whole batch back to be retried;
+//     duplicates, and runs each first-seen event's reaction in offset
+//     order. A reaction that fails permanently rolls the transaction
+//     back, and the batch is applied again without it — only that event
+//     is dead-lettered, and nothing of it, its mark included, remains;
+//     one that fails otherwise (the database away) rolls the whole batch
+//     back to be retried, and a deadlock between batches makes them apply
+//     one event per transaction (applyOrSplit);
 //  3. one commit, after which the consumer dead-letters the failures and
 //     marks the last offset.
 //
@@ -69,7 +70,7 @@ func (s Spec) BatchHandler(db *sqlx.DB, log *slog.Logger) consumer.BatchHandler 
 	}
 	routed := func(context.Context, *Delivery) error { return nil }
 	return &batcher{
-		spec: s, db: db, now: now,
+		spec: s, db: db, now: now, turn: make(chan struct{}, 1),
 		front: Chain(routed, Decode(log.With("consumer", s.Name)), Guard, Route(s.Reactions), DecodePayload),
 		react: Classify(React),
 	}
@@ -81,6 +82,15 @@ type batcher struct {
 	now   func() time.Time
 	front Handler // up to the transaction
 	react Handler // inside it
+	// turn lets one batch transaction of this instance run at a time. A
+	// batch holds every event's row locks until it commits, so batches of
+	// other partitions running at once would wait on each other's hot
+	// rows and deadlock whenever two take them in opposite orders (each
+	// deadlock costing PostgreSQL's deadlock_timeout, 1s). Taking turns,
+	// the batches queue instead, and grow while they wait, so the fsync
+	// of each commit is shared by more events. Instances of one service
+	// still run side by side; applyOrSplit resolves their rare conflicts.
+	turn chan struct{}
 }
 
 // HandleBatch implements consumer.BatchHandler.
@@ -133,30 +143,72 @@ type delivery struct {
 	failed error // permanent: left out of the batch, to be dead-lettered
 }
 
-// applyOrSplit applies ds in one transaction; if PostgreSQL aborted it for
-// a deadlock or a serialization failure, it applies them again one
-// transaction per event, in order. Each reaction locks its own rows in one
-// global order (e.g. stock rows by SKU), but a batch holds every event's
-// locks until it commits, so two batches on other partitions can take the
-// same rows in opposite orders; one event per transaction cannot, so the
-// retry makes progress instead of deadlocking again.
+// applyOrSplit applies ds in one transaction, and returns the deliveries
+// whose reaction failed permanently. Such a failure rolls the transaction
+// back; the batch is then applied again without that delivery (and without
+// its copies: they are duplicates of a dead-lettered event), so the common
+// case, where every reaction succeeds, costs no savepoints.
+//
+// If PostgreSQL aborted the transaction for a deadlock or a serialization
+// failure, the events are applied again one transaction per event, in
+// order. Each reaction locks its own rows in one global order (e.g. stock
+// rows by SKU), but a batch holds every event's locks until it commits, so
+// batches of two instances can take the same rows in opposite orders; one
+// event per transaction cannot.
 func (b *batcher) applyOrSplit(ctx context.Context, ds []*delivery) ([]consumer.Failure, error) {
-	failed, err := b.apply(ctx, ds)
-	if err == nil || len(ds) == 1 || !lockConflict(err) {
-		return failed, err
-	}
-	batchSplits.WithLabelValues(b.spec.Name).Inc()
-	ds[0].Log.Warn("batch aborted by a lock conflict; applying its events one per transaction", "events", len(ds), "err", err)
-	failed = nil
-	for _, d := range ds {
-		d.Outcome, d.failed, d.Tx = "", nil, nil
-		left, err := b.apply(ctx, []*delivery{d})
-		if err != nil {
+	var failed []consumer.Failure
+	for len(ds) > 0 {
+		err := b.apply(ctx, ds)
+		var lo *leftOut
+		switch {
+		case err == nil:
+			return failed, nil
+		case errors.As(err, &lo):
+			failed = append(failed, consumer.Failure{Msg: lo.d.Msg, Err: lo.err})
+			ds = without(ds, lo)
+		case len(ds) > 1 && lockConflict(err):
+			batchSplits.WithLabelValues(b.spec.Name).Inc()
+			ds[0].Log.Warn("batch aborted by a lock conflict; applying its events one per transaction", "events", len(ds), "err", err)
+			for _, d := range ds {
+				left, err := b.applyOrSplit(ctx, []*delivery{d})
+				if err != nil {
+					return nil, err
+				}
+				failed = append(failed, left...)
+			}
+			return failed, nil
+		default:
 			return nil, err
 		}
-		failed = append(failed, left...)
 	}
 	return failed, nil
+}
+
+// leftOut is the error apply returns when a reaction failed permanently:
+// the delivery to leave out of the batch, and why.
+type leftOut struct {
+	d   *delivery
+	err error
+}
+
+func (e *leftOut) Error() string { return e.err.Error() }
+
+// without returns ds without the delivery left out and its copies, which
+// are marked duplicates.
+func without(ds []*delivery, lo *leftOut) []*delivery {
+	lo.d.failed = lo.err
+	kept := ds[:0:0]
+	for _, d := range ds {
+		switch {
+		case d == lo.d:
+		case d.Event.ID == lo.d.Event.ID:
+			d.Log.Info("duplicate event skipped")
+			d.Outcome = "duplicate"
+		default:
+			kept = append(kept, d)
+		}
+	}
+	return kept
 }
 
 // lockConflict reports whether err is PostgreSQL's deadlock (40P01) or
@@ -166,14 +218,21 @@ func lockConflict(err error) bool {
 	return errors.As(err, &pqErr) && (pqErr.Code == "40P01" || pqErr.Code == "40001")
 }
 
-// apply runs the routed deliveries in one transaction (step 2 above) and
-// returns those whose reaction failed permanently.
-func (b *batcher) apply(ctx context.Context, ds []*delivery) ([]consumer.Failure, error) {
+// apply runs the routed deliveries in one transaction (step 2 above). A
+// reaction that fails permanently rolls it all back and is returned as a
+// *leftOut, for applyOrSplit to run the rest again.
+func (b *batcher) apply(ctx context.Context, ds []*delivery) error {
+	select {
+	case b.turn <- struct{}{}:
+		defer func() { <-b.turn }()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 	ctx, cancel := context.WithTimeout(ctx, TxTimeout)
 	defer cancel()
 	sqlTx, err := b.db.BeginTxx(ctx, nil)
 	if err != nil {
-		return nil, fmt.Errorf("begin: %w", err)
+		return fmt.Errorf("begin: %w", err)
 	}
 	defer sqlTx.Rollback() //nolint:errcheck // a no-op after Commit
 
@@ -183,51 +242,30 @@ func (b *batcher) apply(ctx context.Context, ds []*delivery) ([]consumer.Failure
 	}
 	first, err := idem.MarkAll(ctx, sqlTx, b.spec.Name, ids)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	var failed []consumer.Failure
 	at := b.now()
 	for _, d := range ds {
+		d.Outcome, d.Tx = "", nil // from an earlier attempt, rolled back
 		if !first[d.Event.ID] {
 			d.Log.Info("duplicate event skipped")
 			d.Outcome = "duplicate"
 			continue
 		}
 		delete(first, d.Event.ID) // a second copy in this batch is a duplicate
-		if _, err := sqlTx.ExecContext(ctx, `SAVEPOINT delivery`); err != nil {
-			return nil, fmt.Errorf("savepoint: %w", err)
-		}
 		d.Tx = &Tx{ExtContext: sqlTx, Log: d.Log, source: b.spec.Name, produces: b.spec.Produces, orderID: d.Event.OrderID, now: at}
 		// The transaction's deadline, the delivery's span: what the
 		// reaction emits carries its trace.
-		err := b.react(trace.ContextWithSpan(ctx, d.span), d.Delivery)
-		switch {
-		case err == nil:
-			_, err = sqlTx.ExecContext(ctx, `RELEASE SAVEPOINT delivery`)
-		case consumer.IsPermanent(err):
-			d.failed = err
-			failed = append(failed, consumer.Failure{Msg: d.Msg, Err: err})
-			err = b.leaveOut(ctx, sqlTx, d.Delivery)
-		}
-		if err != nil {
-			return nil, err
+		if err := b.react(trace.ContextWithSpan(ctx, d.span), d.Delivery); err != nil {
+			if consumer.IsPermanent(err) {
+				return &leftOut{d: d, err: err}
+			}
+			return err
 		}
 	}
 	if err := sqlTx.Commit(); err != nil {
-		return nil, fmt.Errorf("commit: %w", err)
+		return fmt.Errorf("commit: %w", err)
 	}
 	failpoint.Hit(failpoint.AfterCommit) // the chaos suite's crash before the offset mark
-	return failed, nil
-}
-
-// leaveOut undoes a permanently failed reaction's changes and its mark,
-// keeping the rest of the batch.
-func (b *batcher) leaveOut(ctx context.Context, tx *sqlx.Tx, d *Delivery) error {
-	for _, q := range []string{`ROLLBACK TO SAVEPOINT delivery`, `RELEASE SAVEPOINT delivery`} {
-		if _, err := tx.ExecContext(ctx, q); err != nil {
-			return fmt.Errorf("%s: %w", q, err)
-		}
-	}
-	d.Outcome = ""
-	return idem.Unmark(ctx, tx, b.spec.Name, d.Event.ID)
+	return nil
 }

@@ -194,11 +194,10 @@ func TestBatchAppliesEachEventOnceInOrder(t *testing.T) {
 }
 
 // TestConcurrentBatchesApplyOnce: the same batch handed to several
-// goroutines at once — two members briefly owning one partition during a
+// instances at once — members briefly owning one partition during a
 // rebalance — applies each event once.
 func TestConcurrentBatchesApplyOnce(t *testing.T) {
 	spec, db := recorder(t)
-	h := spec.BatchHandler(db, testenv.Logger(t))
 	var batch []*sarama.ConsumerMessage
 	for range 10 {
 		batch = append(batch, reserved(t, uuid.NewString(), "JP"))
@@ -208,6 +207,9 @@ func TestConcurrentBatchesApplyOnce(t *testing.T) {
 	errs := make(chan error, 8)
 	for range 8 {
 		wg.Add(1)
+		// A handler each: eight instances, whose batches only the
+		// database keeps apart.
+		h := spec.BatchHandler(db, testenv.Logger(t))
 		go func() {
 			defer wg.Done()
 			<-start

@@ -61,6 +61,10 @@ type Config struct {
 	// FailPoints arms crash points for the chaos suite (see package
 	// failpoint), e.g. "after-commit=0.01". Never set in production.
 	FailPoints string `envconfig:"CHOREO_FAILPOINTS"`
+	// PprofAddr, when set (e.g. "127.0.0.1:6060"), serves the Go runtime's
+	// profiles (net/http/pprof) there, apart from the API so they are
+	// never exposed with it. Empty: off.
+	PprofAddr string `envconfig:"PPROF_ADDR"`
 	// TopicSettings are the partitions, replication factor and
 	// min.insync.replicas of the topics the service creates
 	// (KAFKA_PARTITIONS, KAFKA_REPLICATION_FACTOR, KAFKA_MIN_INSYNC_REPLICAS).
@@ -271,6 +275,9 @@ func Run(ctx context.Context, cfg Config, spec Spec) error {
 	g.Go(func() error { return relay.Run(ctx) })
 	g.Go(func() error { return group.Run(ctx) })
 	g.Go(func() error { return web.Serve(ctx, cfg.HTTPAddr, api, log) })
+	if cfg.PprofAddr != "" {
+		g.Go(func() error { return web.Serve(ctx, cfg.PprofAddr, web.Pprof(), log.With("component", "pprof")) })
+	}
 	for _, job := range spec.Jobs {
 		g.Go(func() error { return job(ctx, db, log) })
 	}

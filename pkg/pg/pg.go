@@ -58,6 +58,9 @@ func WithSessionDefaults(rawURL string) (string, error) {
 		return "", fmt.Errorf("pg: database URL: %w", err)
 	}
 	q := u.Query()
+	if !q.Has("binary_parameters") {
+		q.Set("binary_parameters", "yes")
+	}
 	for k, v := range SessionDefaults {
 		if !q.Has(k) {
 			q.Set(k, v)

@@ -3,6 +3,7 @@ package web
 import (
 	"log/slog"
 	"net/http"
+	"net/http/pprof"
 	"strings"
 	"time"
 
@@ -90,4 +91,18 @@ func AccessLog(log *slog.Logger) func(http.Handler) http.Handler {
 				"request_id", middleware.GetReqID(r.Context()))
 		})
 	}
+}
+
+// Pprof returns the Go runtime's profiling endpoints under /debug/pprof/,
+// for a listener of their own (Config.PprofAddr), e.g.
+//
+//	go tool pprof http://127.0.0.1:6060/debug/pprof/profile?seconds=20
+func Pprof() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return mux
 }

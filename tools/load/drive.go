@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/choreo-saga/choreo/internal/workload"
@@ -57,29 +58,53 @@ func (l *Loader) Run(ctx context.Context, st Step) StepResult {
 
 	var wg sync.WaitGroup
 	if st.Open {
+		// Open loop: most sagas are looked at only once the load is
+		// sent (settle), so that polling does not load the system under
+		// test while it is measured; every sampleEvery-th is followed
+		// live, for the progress line.
+		var posting atomic.Int64
+		var mu sync.Mutex
+		var later []placedOrder
 		interval := time.Duration(float64(time.Second) / st.Rate)
 		for i := 0; ; i++ {
 			due := start.Add(time.Duration(i) * interval)
 			if !due.Before(stop) || !sleepUntil(ctx, due) {
 				break
 			}
-			if st.MaxInFlight > 0 && stats.inFlight() >= st.MaxInFlight {
-				stats.placed(0, fmt.Errorf("more than %d orders in flight", st.MaxInFlight))
+			if st.MaxInFlight > 0 && posting.Load() >= int64(st.MaxInFlight) {
+				stats.placed(0, fmt.Errorf("more than %d POSTs unanswered", st.MaxInFlight))
 				continue
 			}
 			wg.Add(1)
+			posting.Add(1)
 			go func() {
 				defer wg.Done()
-				l.one(ctx, watchCtx, l.next(), stats)
+				w := l.next()
+				o, ok := l.place(ctx, w, stats)
+				posting.Add(-1)
+				switch {
+				case !ok:
+				case i%sampleEvery == 0:
+					l.follow(watchCtx, placedOrder{o, w}, stats)
+				default:
+					mu.Lock()
+					later = append(later, placedOrder{o, w})
+					mu.Unlock()
+				}
 			}()
 		}
+		wg.Wait()
+		l.settle(watchCtx, later, stats)
 	} else {
 		for range st.Clients {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				for time.Now().Before(stop) && ctx.Err() == nil {
-					l.one(ctx, watchCtx, l.next(), stats)
+					w := l.next()
+					if o, ok := l.place(ctx, w, stats); ok {
+						l.follow(watchCtx, placedOrder{o, w}, stats)
+					}
 				}
 			}()
 		}
@@ -93,19 +118,53 @@ func (l *Loader) Run(ctx context.Context, st Step) StepResult {
 	return stats.result(mode, st.Rate, st.Clients, st.Duration)
 }
 
-// one places an order and follows it to its end.
-func (l *Loader) one(ctx, watchCtx context.Context, w workload.Order, stats *Stats) {
+// sampleEvery: in an open loop, one order in this many is followed live.
+const sampleEvery = 20
+
+// placedOrder is an order the system accepted, and what it was built to do.
+type placedOrder struct {
+	o order
+	w workload.Order
+}
+
+// place sends one order; false if it was refused.
+func (l *Loader) place(ctx context.Context, w workload.Order, stats *Stats) (order, bool) {
 	t0 := time.Now()
 	o, err := l.api.place(ctx, w)
 	stats.placed(time.Since(t0), err)
-	if err != nil {
-		return
-	}
-	if o, ok := l.watch(watchCtx, o); ok {
-		stats.ended(o, w.Kind.Outcome())
+	return o, err == nil
+}
+
+// follow polls an order until it ends (or ctx does) and records it.
+func (l *Loader) follow(ctx context.Context, p placedOrder, stats *Stats) {
+	if o, ok := l.watch(ctx, p.o); ok {
+		stats.ended(o, p.w.Kind.Outcome())
 		return
 	}
 	stats.gaveUp()
+}
+
+// settle follows the orders the open loop left for later, sixteen at a
+// time: one GET for a saga that has ended, which by then most have.
+func (l *Loader) settle(ctx context.Context, ps []placedOrder, stats *Stats) {
+	work := make(chan placedOrder)
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			for p := range work {
+				// Most have ended by now: look at once, then as follow does.
+				if o, err := l.api.get(ctx, p.o.ID); err == nil {
+					p.o = o
+				}
+				l.follow(ctx, p, stats)
+			}
+		})
+	}
+	for _, p := range ps {
+		work <- p
+	}
+	close(work)
+	wg.Wait()
 }
 
 // watch polls an order until it ends or ctx does. The latency is taken
@@ -144,7 +203,7 @@ func (l *Loader) report(s *Stats, start time.Time, done <-chan struct{}) {
 		}
 		s.mu.Lock()
 		ended := s.completed + s.cancelled
-		line := fmt.Sprintf("[load] %5.0fs sent %d, ended %d (%.0f/s), in flight %d, refused %d; saga p50 %.0fms p99 %.0fms\n",
+		line := fmt.Sprintf("[load] %5.0fs sent %d, seen ended %d (%.0f/s), not yet %d, refused %d; saga p50 %.0fms p99 %.0fms\n",
 			time.Since(start).Seconds(), s.sent, ended, float64(ended)/time.Since(start).Seconds(),
 			s.sent-s.refused-ended-s.unfinished, s.refused,
 			float64(s.saga.ValueAtQuantile(50))/1000, float64(s.saga.ValueAtQuantile(99))/1000)

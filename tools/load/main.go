@@ -145,12 +145,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			steps = append(steps, Step{Open: true, Rate: r})
 		}
 	}
+	behind := 0 // sweep steps in a row not sustained
 	for _, st := range steps {
 		st.Duration, st.Drain, st.MaxInFlight = o.duration, o.drain, o.maxInFlight
 		r := l.Run(ctx, st)
 		fmt.Fprintln(stdout, r.Line())
 		res.Steps = append(res.Steps, r)
 		if ctx.Err() != nil {
+			break
+		}
+		// Two steps in a row past the knee draw the curve; more only
+		// queue up work the system cannot do.
+		if behind = map[bool]int{true: 0, false: behind + 1}[sustained(r, float64(o.p99.Microseconds())/1000)]; rates != nil && behind == 2 {
+			fmt.Fprintln(stderr, "[load] two rates in a row not sustained; the sweep stops here")
 			break
 		}
 	}

@@ -186,7 +186,6 @@ func concurrent(t *testing.T, s Suite, c Case) {
 	if n == 0 {
 		n = 16
 	}
-	h := s.handler(db)
 	m := message(t, e)
 	dups := duplicates(t, s.Spec.Name, e.Type)
 	var wg sync.WaitGroup
@@ -194,6 +193,9 @@ func concurrent(t *testing.T, s Suite, c Case) {
 	start := make(chan struct{}) // all at once, not one after another
 	for range n {
 		wg.Add(1)
+		// A handler each, as each instance of the service has its own:
+		// the database, not the process, must decide.
+		h := s.handler(db)
 		go func() {
 			defer wg.Done()
 			<-start
