@@ -84,14 +84,3 @@ func MarkAll(ctx context.Context, tx sqlx.QueryerContext, consumer string, event
 	}
 	return first, nil
 }
-
-// Unmark forgets, within tx, that consumer processed eventID: for an event
-// marked with MarkAll whose effects were then left out (rolled back to a
-// savepoint), so that a later delivery of it is applied rather than
-// skipped as a duplicate — as if it had been handled alone and rolled back.
-func Unmark(ctx context.Context, tx Execer, consumer, eventID string) error {
-	if _, err := tx.ExecContext(ctx, `DELETE FROM processed_events WHERE consumer = $1 AND event_id = $2`, consumer, eventID); err != nil {
-		return fmt.Errorf("idem: unmark event %s for %s: %w", eventID, consumer, err)
-	}
-	return nil
-}
