@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jmoiron/sqlx"
 
+	"github.com/choreo-saga/choreo/internal/testenv"
 	"github.com/choreo-saga/choreo/pkg/events"
 )
 
@@ -111,6 +113,19 @@ func TestTrackerFollowsCompletedSaga(t *testing.T) {
 	}
 	if s.EndedAt == nil || s.WaitingFor != "" {
 		t.Fatalf("completed saga ended_at %v, waiting_for %q; want an end and no step", s.EndedAt, s.WaitingFor)
+	}
+
+	// The page, in a real browser, draws that same saga: its state, a lane
+	// per service, and every event with its id in its service's lane.
+	dom := testenv.DumpDOM(t, services["tracker"].baseURL+"/?order="+o.ID)
+	want := []string{`data-order-id="` + o.ID + `"`, `data-state="completed"`}
+	for _, e := range s.Events {
+		want = append(want, `data-event-id="`+e.EventID+`" data-type="`+e.Type+`" data-service="`+e.Service+`"`)
+	}
+	for _, w := range want {
+		if !strings.Contains(dom, w) {
+			t.Errorf("the tracker page does not show %s", w)
+		}
 	}
 }
 

@@ -199,3 +199,49 @@ func Header(m *sarama.ConsumerMessage, key string) string {
 	}
 	return ""
 }
+
+// StartAtEnd commits, for consumer group, the newest offset of every
+// partition of topics, so that a group the test is about to start reads
+// only what is produced from now on — not the history of a broker that
+// other tests and runs have filled (a new group reads from the oldest).
+func StartAtEnd(t testing.TB, group string, topics ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// On a fresh broker the topics may not exist yet; the services create
+	// them with the same defaults.
+	if err := broker.EnsureTopics(ctx, Brokers(t), "test", topics...); err != nil {
+		t.Fatalf("%v; %s", err, HowToStart)
+	}
+	client, err := sarama.NewClient(Brokers(t), broker.Config(group))
+	if err != nil {
+		t.Fatalf("%v; %s", err, HowToStart)
+	}
+	defer client.Close()
+	om, err := sarama.NewOffsetManagerFromClient(group, client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer om.Close()
+	for _, topic := range topics {
+		parts, err := client.Partitions(topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range parts {
+			newest, err := client.GetOffset(topic, p, sarama.OffsetNewest)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pom, err := om.ManagePartition(topic, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pom.MarkOffset(newest, "")
+			if err := pom.Close(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	om.Commit()
+}

@@ -7,8 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -73,6 +71,7 @@ func startTracker(t *testing.T) running {
 	cfg.DatabaseURL = testenv.OwnDatabase(t)
 	cfg.KafkaBrokers = testenv.Brokers(t)
 	cfg.GroupID = "tracker-test-" + uuid.NewString()[:8]
+	testenv.StartAtEnd(t, cfg.GroupID, events.TopicOrder, events.TopicPayment, events.TopicInventory, events.TopicShipping)
 	cfg.StuckEvery = 100 * time.Millisecond
 	cfg.Logger = testenv.Logger(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -213,7 +212,7 @@ func TestTrackerFollowsPublishedSagas(t *testing.T) {
 		})
 	})
 	t.Run("PageDrawsTheTimeline", func(t *testing.T) {
-		dom := dumpDOM(t, r.base+"/?order="+done)
+		dom := testenv.DumpDOM(t, r.base+"/?order="+done)
 		want := []string{`id="timeline" data-order-id="` + done + `"`, `data-state="completed"`}
 		for _, lane := range []string{"order", "payment", "inventory", "shipping"} {
 			want = append(want, `data-lane="`+lane+`"`)
@@ -241,7 +240,7 @@ func TestTrackerFollowsPublishedSagas(t *testing.T) {
 		}
 	})
 	t.Run("PageShowsWhatAStuckSagaWaitsFor", func(t *testing.T) {
-		dom := dumpDOM(t, r.base+"/?order="+stuck)
+		dom := testenv.DumpDOM(t, r.base+"/?order="+stuck)
 		for _, w := range []string{`data-order-id="` + stuck + `"`, `data-state="stuck"`, `<span id="waiting-for">payment</span>`} {
 			if !strings.Contains(dom, w) {
 				t.Errorf("the page does not show %s\nDOM:\n%s", w, dom)
@@ -273,28 +272,4 @@ func metricAtLeast(text, sample string, min float64) bool {
 		}
 	}
 	return false
-}
-
-// dumpDOM loads url in headless Chromium, lets its scripts run, and
-// returns the DOM they leave. Without Chromium the test fails and says how
-// to install it (scripts/test.sh does).
-func dumpDOM(t *testing.T, url string) string {
-	t.Helper()
-	bin, err := exec.LookPath("chromium")
-	if err != nil {
-		t.Fatalf("headless Chromium is needed to test the page: apt-get install -y chromium (scripts/test.sh installs it): %v", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-		"--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
-		"--user-data-dir="+t.TempDir(), "--dump-dom", "--virtual-time-budget=5000", url)
-	cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("chromium --dump-dom %s: %v\n%s", url, err, stderr.String())
-	}
-	return string(out)
 }
