@@ -218,11 +218,9 @@ func StartAtEnd(t testing.TB, group string, topics ...string) {
 		t.Fatalf("%v; %s", err, HowToStart)
 	}
 	defer client.Close()
-	om, err := sarama.NewOffsetManagerFromClient(group, client)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer om.Close()
+	// A commit outside any generation, as kafka-consumer-groups
+	// --reset-offsets makes: it creates the group with these offsets.
+	req := &sarama.OffsetCommitRequest{Version: 2, ConsumerGroup: group, ConsumerGroupGeneration: -1}
 	for _, topic := range topics {
 		parts, err := client.Partitions(topic)
 		if err != nil {
@@ -233,15 +231,22 @@ func StartAtEnd(t testing.TB, group string, topics ...string) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			pom, err := om.ManagePartition(topic, p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			pom.MarkOffset(newest, "")
-			if err := pom.Close(); err != nil {
-				t.Fatal(err)
+			req.AddBlock(topic, p, newest, 0, "")
+		}
+	}
+	coordinator, err := client.Coordinator(group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := coordinator.CommitOffset(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for topic, parts := range resp.Errors {
+		for p, kerr := range parts {
+			if kerr != sarama.ErrNoError {
+				t.Fatalf("commit %s/%d for %s: %v", topic, p, group, kerr)
 			}
 		}
 	}
-	om.Commit()
 }
