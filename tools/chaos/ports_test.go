@@ -92,7 +92,7 @@ func TestChoosePorts(t *testing.T) {
 func TestFreePortsSkipsABusyPort(t *testing.T) {
 	p, release, err := FreePorts(3)
 	if err != nil {
-		t.Skip(err) // a machine with every slot taken
+		t.Fatal(err)
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p.Kafka+3))
 	if err != nil {
@@ -103,7 +103,7 @@ func TestFreePortsSkipsABusyPort(t *testing.T) {
 	release()
 	q, release2, err := FreePorts(3)
 	if err != nil {
-		t.Skip(err)
+		t.Fatal(err)
 	}
 	defer release2()
 	if q == p {
