@@ -45,7 +45,7 @@ func countMarkers(t *testing.T, db *sqlx.DB, consumer, eventID string) int {
 // event and, the first time only, make the effect; fail rolls both back.
 func apply(ctx context.Context, db *sqlx.DB, scope, eventID string, fail error) (ran bool, err error) {
 	err = pg.InTx(ctx, db, func(tx *sqlx.Tx) error {
-		first, err := idem.Mark(ctx, tx, scope, eventID)
+		first, err := idem.Mark(ctx, tx, scope, eventID, idem.Origin{Topic: "t"})
 		if err != nil || !first {
 			return err
 		}

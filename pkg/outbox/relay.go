@@ -452,10 +452,25 @@ func (r *Relay) updateGauge(ctx context.Context) {
 }
 
 func (r *Relay) cleanup(ctx context.Context) error {
-	_, err := r.cfg.DB.ExecContext(ctx,
-		`DELETE FROM outbox WHERE sent_at < now() - make_interval(secs => $1)`, r.cfg.Retention.Seconds())
-	return err
+	// A few thousand rows at a time: a backlog of sent rows (after an
+	// outage, or a Retention just shortened) never becomes one long
+	// DELETE that holds back vacuum and every relay's xmin horizon.
+	for {
+		res, err := r.cfg.DB.ExecContext(ctx, `
+			DELETE FROM outbox WHERE id IN (
+				SELECT id FROM outbox WHERE sent_at < now() - make_interval(secs => $1) LIMIT $2)`,
+			r.cfg.Retention.Seconds(), cleanupBatch)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n < cleanupBatch {
+			return nil
+		}
+	}
 }
+
+// cleanupBatch bounds one DELETE of sent rows.
+const cleanupBatch = 5000
 
 // tick is the longest Run waits between rounds: the leader's heartbeat
 // (Lease/3 keeps its session well inside idle_session_timeout) and a

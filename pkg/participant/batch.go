@@ -237,10 +237,11 @@ func (b *batcher) apply(ctx context.Context, ds []*delivery) error {
 	defer sqlTx.Rollback() //nolint:errcheck // a no-op after Commit
 
 	ids := make([]string, len(ds))
+	origins := make([]idem.Origin, len(ds))
 	for i, d := range ds {
-		ids[i] = d.Event.ID
+		ids[i], origins[i] = d.Event.ID, origin(d.Msg)
 	}
-	first, err := idem.MarkAll(ctx, sqlTx, b.spec.Name, ids)
+	first, err := idem.MarkAll(ctx, sqlTx, b.spec.Name, ids, origins)
 	if err != nil {
 		return err
 	}

@@ -117,7 +117,7 @@ func DeadLetter(db *sqlx.DB, topic, group string) func(ctx context.Context, m *s
 			value = value[:MaxDeadLetterValue]
 		}
 		err := pg.InTx(ctx, db, func(tx *sqlx.Tx) error {
-			if first, err := idem.Mark(ctx, tx, group+".dlq", id); err != nil || !first {
+			if first, err := idem.Mark(ctx, tx, group+".dlq", id, idem.Origin{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset}); err != nil || !first {
 				return err
 			}
 			return outbox.Add(ctx, tx, outbox.Message{Topic: topic, Key: m.Key, Value: value, Headers: headers})

@@ -308,7 +308,7 @@ func Transaction(db *sqlx.DB, service, produces string, now func() time.Time) Mi
 func Dedupe(service string) Middleware {
 	return func(next Handler) Handler {
 		return func(ctx context.Context, d *Delivery) error {
-			first, err := idem.Mark(ctx, d.Tx, service, d.Event.ID)
+			first, err := idem.Mark(ctx, d.Tx, service, d.Event.ID, origin(d.Msg))
 			if err != nil {
 				return err
 			}
@@ -340,4 +340,9 @@ func React(ctx context.Context, d *Delivery) error {
 func isDataException(err error) bool {
 	var pqErr *pq.Error
 	return errors.As(err, &pqErr) && len(pqErr.Code) >= 2 && pqErr.Code.Class() == pqerror.ClassDataException
+}
+
+// origin is where m was read, as a processed_events mark keeps it.
+func origin(m *sarama.ConsumerMessage) idem.Origin {
+	return idem.Origin{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset}
 }

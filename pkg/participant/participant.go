@@ -61,6 +61,10 @@ type Config struct {
 	// FailPoints arms crash points for the chaos suite (see package
 	// failpoint), e.g. "after-commit=0.01". Never set in production.
 	FailPoints string `envconfig:"CHOREO_FAILPOINTS"`
+	// ProcessedRetention is the least time a processed_events mark is
+	// kept, even once Kafka can no longer deliver its event (see
+	// Pruner); the topic's retention.ms applies if longer. Default 168h.
+	ProcessedRetention time.Duration `envconfig:"PROCESSED_EVENTS_RETENTION"`
 	// PprofAddr, when set (e.g. "127.0.0.1:6060"), serves the Go runtime's
 	// profiles (net/http/pprof) there, apart from the API so they are
 	// never exposed with it. Empty: off.
@@ -76,7 +80,7 @@ type Config struct {
 // topic settings of a single local broker; there are none for the database
 // and the brokers.
 func DefaultConfig(httpAddr string) Config {
-	return Config{HTTPAddr: httpAddr, ConsumerBatch: 32, TopicSettings: broker.DefaultTopicSettings()}
+	return Config{HTTPAddr: httpAddr, ConsumerBatch: 32, ProcessedRetention: 168 * time.Hour, TopicSettings: broker.DefaultTopicSettings()}
 }
 
 // Validate reports the first bad setting, naming its environment variable.
@@ -89,6 +93,9 @@ func (c Config) Validate() error {
 	}
 	if c.HTTPAddr == "" {
 		return errors.New("HTTP_ADDR: empty")
+	}
+	if c.ProcessedRetention <= 0 {
+		return fmt.Errorf("PROCESSED_EVENTS_RETENTION: %s is not positive", c.ProcessedRetention)
 	}
 	if c.ConsumerBatch < 1 || c.ConsumerBatch > MaxBatch {
 		return fmt.Errorf("CONSUMER_BATCH: %d is not 1 to %d", c.ConsumerBatch, MaxBatch)
@@ -274,6 +281,9 @@ func Run(ctx context.Context, cfg Config, spec Spec) error {
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return relay.Run(ctx) })
 	g.Go(func() error { return group.Run(ctx) })
+	g.Go(func() error {
+		return Pruner{Group: spec.Name, Brokers: cfg.KafkaBrokers, DB: db, Window: cfg.ProcessedRetention, Log: log.With("component", "retention")}.Run(ctx)
+	})
 	g.Go(func() error { return web.Serve(ctx, cfg.HTTPAddr, api, log) })
 	if cfg.PprofAddr != "" {
 		g.Go(func() error { return web.Serve(ctx, cfg.PprofAddr, web.Pprof(), log.With("component", "pprof")) })

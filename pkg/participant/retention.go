@@ -1,0 +1,120 @@
+package participant
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/jmoiron/sqlx"
+
+	"github.com/choreo-saga/choreo/pkg/broker"
+	"github.com/choreo-saga/choreo/pkg/idem"
+)
+
+// pruneEvery is how often a service prunes its processed_events marks.
+const pruneEvery = time.Minute
+
+// pruneBatch bounds one DELETE, so pruning a large backlog never holds
+// long locks or a long transaction.
+const pruneBatch = 5000
+
+// Pruner keeps processed_events bounded without forgetting a mark Kafka
+// could still test: for each partition the service's group consumes, it
+// deletes the marks of events read below the group's committed offset and
+// processed longer ago than the topic's retention (retention.ms), or than
+// Window if that is longer (idem.Prune). A mark either condition keeps is
+// one a redelivery, a rebalance or an offset reset could still need.
+type Pruner struct {
+	Group   string // the consumer group, which is also the marks' consumer
+	Brokers []string
+	DB      *sqlx.DB
+	Window  time.Duration
+	Log     *slog.Logger
+}
+
+// Run prunes every pruneEvery until ctx ends; failures are logged and
+// tried again at the next round.
+func (p Pruner) Run(ctx context.Context) error {
+	t := time.NewTicker(pruneEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		if n, err := p.Once(ctx); err != nil {
+			p.Log.Warn("pruning processed_events failed; will try again", "err", err)
+		} else if n > 0 {
+			p.Log.Info("processed_events pruned", "marks", n)
+		}
+	}
+}
+
+// Once runs one round and returns how many marks it deleted.
+func (p Pruner) Once(ctx context.Context) (int64, error) {
+	admin, err := sarama.NewClusterAdmin(p.Brokers, broker.Config(p.Group+"-retention"))
+	if err != nil {
+		return 0, fmt.Errorf("retention: admin: %w", err)
+	}
+	defer admin.Close()
+	committed, err := admin.ListConsumerGroupOffsets(p.Group, nil)
+	if err != nil {
+		return 0, fmt.Errorf("retention: committed offsets of %s: %w", p.Group, err)
+	}
+	var total int64
+	for topic, parts := range committed.Blocks {
+		window, ok, err := p.window(admin, topic)
+		if err != nil {
+			return total, err
+		}
+		if !ok {
+			continue // infinite retention: any offset may come back
+		}
+		for partition, b := range parts {
+			if b.Err != sarama.ErrNoError || b.Offset < 0 {
+				continue // nothing committed: nothing known to be behind
+			}
+			// The dead-letter scope keeps marks by the same offsets.
+			for _, consumer := range []string{p.Group, p.Group + ".dlq"} {
+				for {
+					n, err := idem.Prune(ctx, p.DB, consumer, topic, partition, b.Offset, window, pruneBatch)
+					if err != nil {
+						return total, err
+					}
+					total += n
+					if n < pruneBatch {
+						break
+					}
+				}
+			}
+		}
+	}
+	return total, nil
+}
+
+// window is how old a mark of topic must be to go: the topic's retention,
+// or Window if longer; ok is false for a topic kept forever.
+func (p Pruner) window(admin sarama.ClusterAdmin, topic string) (time.Duration, bool, error) {
+	entries, err := admin.DescribeConfig(sarama.ConfigResource{Type: sarama.TopicResource, Name: topic, ConfigNames: []string{"retention.ms"}})
+	if err != nil {
+		return 0, false, fmt.Errorf("retention: describe %s: %w", topic, err)
+	}
+	for _, e := range entries {
+		if e.Name != "retention.ms" {
+			continue
+		}
+		ms, err := strconv.ParseInt(e.Value, 10, 64)
+		if err != nil {
+			return 0, false, fmt.Errorf("retention: %s retention.ms %q: %w", topic, e.Value, err)
+		}
+		if ms < 0 {
+			return 0, false, nil
+		}
+		return max(p.Window, time.Duration(ms)*time.Millisecond), true, nil
+	}
+	return p.Window, true, nil
+}

@@ -1,0 +1,76 @@
+package participant_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/google/uuid"
+
+	"github.com/choreo-saga/choreo/internal/testenv"
+	"github.com/choreo-saga/choreo/pkg/broker"
+	"github.com/choreo-saga/choreo/pkg/participant"
+)
+
+// TestPrunerFollowsTheCommittedOffsetAndTheTopicsRetention runs a round of
+// the Pruner against real Kafka: marks read below the group's committed
+// offset and older than the topic's retention (7 days by default, longer
+// than the configured window) go; the rest stay — recent ones, and ones
+// the group has not committed past.
+func TestPrunerFollowsTheCommittedOffsetAndTheTopicsRetention(t *testing.T) {
+	db := testenv.DB(t)
+	topic := testenv.Topic(t, "retention")
+	group := "retention-" + uuid.NewString()[:8]
+	p, err := broker.NewSyncProducer(testenv.Brokers(t), "retention-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var partition int32
+	for range 10 { // one key: one partition, offsets 0..9
+		if partition, _, err = p.SendMessage(&sarama.ProducerMessage{Topic: topic, Key: sarama.StringEncoder("k"), Value: sarama.StringEncoder("v")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.Close()
+	testenv.StartAtEnd(t, group, topic) // committed: 10 on the key's partition
+
+	mark := func(consumer string, offset int64, age time.Duration) string {
+		id := uuid.NewString()
+		if _, err := db.Exec(`INSERT INTO processed_events (consumer, event_id, topic, kafka_partition, kafka_offset, processed_at)
+			VALUES ($1, $2, $3, $4, $5, now() - make_interval(secs => $6))`, consumer, id, topic, partition, offset, age.Seconds()); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	week := 7 * 24 * time.Hour
+	gone := []string{mark(group, 2, week+time.Hour), mark(group+".dlq", 3, week+time.Hour)}
+	kept := []string{
+		mark(group, 4, week-time.Hour),  // inside the topic's retention, though past the window
+		mark(group, 10, week+time.Hour), // at the committed offset
+		mark(group, 11, week+time.Hour), // beyond it
+	}
+	n, err := participant.Pruner{Group: group, Brokers: testenv.Brokers(t), DB: db, Window: time.Hour, Log: testenv.Logger(t)}.Once(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != int64(len(gone)) {
+		t.Errorf("pruned %d marks, want %d", n, len(gone))
+	}
+	count := func(id string) (n int) {
+		if err := db.Get(&n, `SELECT count(*) FROM processed_events WHERE event_id = $1`, id); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	for _, id := range gone {
+		if count(id) != 0 {
+			t.Errorf("mark %s is past both bounds but was kept", id)
+		}
+	}
+	for _, id := range kept {
+		if count(id) != 1 {
+			t.Errorf("mark %s could still be tested by a delivery but was pruned", id)
+		}
+	}
+}
