@@ -85,17 +85,12 @@ func release(ctx context.Context, tx *participant.Tx, orderID, reason string) er
 	case domain.ReleaseSkip:
 		return nil
 	case domain.ReleaseTombstone:
-		// Nothing was reserved; the row makes a late reserve a no-op.
-		tomb := domain.Reservation{OrderID: orderID, Status: domain.StatusReleased}
-		if err := store.InsertReservation(ctx, tx, tomb, domain.NoteReleaseBeforeReserve+reason); err != nil {
+		if err := tombstone(ctx, tx, orderID, domain.NoteReleaseBeforeReserve+reason); err != nil {
 			return err
 		}
 		return tx.Emit(ctx, events.InventoryReleased{Reason: reason})
 	case domain.ReleaseReturn:
-		if err := store.Release(ctx, tx, domain.Quantities(existing.Items)); err != nil {
-			return err
-		}
-		if err := store.SetReservationStatus(ctx, tx, orderID, domain.StatusReleased, reason); err != nil {
+		if err := giveBack(ctx, tx, existing, reason); err != nil {
 			return err
 		}
 		return tx.Emit(ctx, events.InventoryReleased{Items: existing.Items, Reason: reason})
@@ -118,9 +113,7 @@ func cancel(ctx context.Context, tx *participant.Tx, orderID, reason string) err
 		tx.Log.Info("order cancel already handled")
 		return nil
 	case domain.CancelTombstone:
-		// Nothing was reserved; the row makes the late reserve a no-op.
-		tomb := domain.Reservation{OrderID: orderID, Status: domain.StatusReleased}
-		if err := store.InsertReservation(ctx, tx, tomb, domain.NoteCancelBeforeReserve+reason); err != nil {
+		if err := tombstone(ctx, tx, orderID, domain.NoteCancelBeforeReserve+reason); err != nil {
 			return err
 		}
 		if err := store.MarkReservationCancelled(ctx, tx, orderID); err != nil {
@@ -134,10 +127,7 @@ func cancel(ctx context.Context, tx *participant.Tx, orderID, reason string) err
 		}
 		return tx.Emit(ctx, events.InventoryCancelled{})
 	case domain.CancelReturn:
-		if err := store.Release(ctx, tx, domain.Quantities(existing.Items)); err != nil {
-			return err
-		}
-		if err := store.SetReservationStatus(ctx, tx, orderID, domain.StatusReleased, domain.NoteCancelled+reason); err != nil {
+		if err := giveBack(ctx, tx, existing, domain.NoteCancelled+reason); err != nil {
 			return err
 		}
 		if err := store.MarkReservationCancelled(ctx, tx, orderID); err != nil {
@@ -157,4 +147,19 @@ func shortageDetail(shortages []events.Shortage) string {
 		parts[i] = fmt.Sprintf("%s requested %d available %d", s.SKU, s.Requested, s.Available)
 	}
 	return "out of stock: " + strings.Join(parts, "; ")
+}
+
+// tombstone records that nothing was reserved and nothing ever will be:
+// the row, RELEASED with no items, makes a late reserve a no-op.
+func tombstone(ctx context.Context, tx *participant.Tx, orderID, detail string) error {
+	return store.InsertReservation(ctx, tx, domain.Reservation{OrderID: orderID, Status: domain.StatusReleased}, detail)
+}
+
+// giveBack returns a reservation's units to the stock and records it
+// RELEASED with detail.
+func giveBack(ctx context.Context, tx *participant.Tx, r *domain.Reservation, detail string) error {
+	if err := store.Release(ctx, tx, domain.Quantities(r.Items)); err != nil {
+		return err
+	}
+	return store.SetReservationStatus(ctx, tx, r.OrderID, domain.StatusReleased, detail)
 }

@@ -79,41 +79,25 @@ func charge(ctx context.Context, tx *participant.Tx, orderID string, o events.Or
 // (the order charge locks in), and credits the amount in the currency it
 // was charged in — never in another (domain.RefundRefuse).
 func refund(ctx context.Context, tx *participant.Tx, orderID, reason string) error {
-	existing, err := store.LockPayment(ctx, tx, orderID)
+	existing, account, err := lockPayment(ctx, tx, orderID)
 	if err != nil {
 		return err
-	}
-	var account *domain.Account
-	if existing != nil {
-		if account, err = store.LockAccount(ctx, tx, existing.CustomerID); err != nil {
-			return err
-		}
 	}
 	switch domain.DecideRefund(existing, account) {
 	case domain.RefundSkip:
 		return nil
 	case domain.RefundTombstone:
-		// Nothing was charged; the row makes a late charge a no-op.
-		tomb := domain.Payment{OrderID: orderID, Currency: "", Status: domain.StatusRefunded}
-		if err := store.InsertPayment(ctx, tx, tomb, domain.NoteRefundBeforeCharge+reason); err != nil {
+		if err := tombstone(ctx, tx, orderID, domain.NoteRefundBeforeCharge+reason); err != nil {
 			return err
 		}
 		return tx.Emit(ctx, events.PaymentRefunded{Amount: 0, Reason: reason})
 	case domain.RefundCredit:
-		if err := store.AddBalance(ctx, tx, existing.CustomerID, existing.Amount); err != nil {
-			return err
-		}
-		if err := store.SetPaymentStatus(ctx, tx, orderID, domain.StatusRefunded, reason); err != nil {
+		if err := creditBack(ctx, tx, existing, reason); err != nil {
 			return err
 		}
 		return tx.Emit(ctx, events.PaymentRefunded{CustomerID: existing.CustomerID, Amount: existing.Amount, Reason: reason})
 	case domain.RefundRefuse:
-		held := "no account"
-		if account != nil {
-			held = "an account in " + account.Currency
-		}
-		return consumer.Permanent(fmt.Errorf("refund %s: %d %s was charged to %s, who now has %s: not credited in another currency; settle it by hand",
-			orderID, existing.Amount, existing.Currency, existing.CustomerID, held))
+		return refused("refund", existing, account)
 	}
 	return fmt.Errorf("refund %s: unhandled decision", orderID)
 }
@@ -124,24 +108,16 @@ func refund(ctx context.Context, tx *participant.Tx, orderID, reason string) err
 // compensation's refund of one order run one after the other, and the
 // second finds REFUNDED: the money goes back once.
 func cancel(ctx context.Context, tx *participant.Tx, orderID, reason string) error {
-	existing, err := store.LockPayment(ctx, tx, orderID)
+	existing, account, err := lockPayment(ctx, tx, orderID)
 	if err != nil {
 		return err
-	}
-	var account *domain.Account
-	if existing != nil {
-		if account, err = store.LockAccount(ctx, tx, existing.CustomerID); err != nil {
-			return err
-		}
 	}
 	switch domain.DecideCancel(existing, account) {
 	case domain.CancelSkip:
 		tx.Log.Info("order cancel already handled")
 		return nil
 	case domain.CancelTombstone:
-		// Nothing was charged; the row makes the late charge a no-op.
-		tomb := domain.Payment{OrderID: orderID, Currency: "", Status: domain.StatusRefunded}
-		if err := store.InsertPayment(ctx, tx, tomb, domain.NoteCancelBeforeCharge+reason); err != nil {
+		if err := tombstone(ctx, tx, orderID, domain.NoteCancelBeforeCharge+reason); err != nil {
 			return err
 		}
 		if err := store.MarkPaymentCancelled(ctx, tx, orderID); err != nil {
@@ -155,10 +131,7 @@ func cancel(ctx context.Context, tx *participant.Tx, orderID, reason string) err
 		}
 		return tx.Emit(ctx, events.PaymentCancelled{CustomerID: existing.CustomerID, Amount: 0})
 	case domain.CancelCredit:
-		if err := store.AddBalance(ctx, tx, existing.CustomerID, existing.Amount); err != nil {
-			return err
-		}
-		if err := store.SetPaymentStatus(ctx, tx, orderID, domain.StatusRefunded, domain.NoteCancelled+reason); err != nil {
+		if err := creditBack(ctx, tx, existing, domain.NoteCancelled+reason); err != nil {
 			return err
 		}
 		if err := store.MarkPaymentCancelled(ctx, tx, orderID); err != nil {
@@ -166,12 +139,45 @@ func cancel(ctx context.Context, tx *participant.Tx, orderID, reason string) err
 		}
 		return tx.Emit(ctx, events.PaymentCancelled{CustomerID: existing.CustomerID, Amount: existing.Amount})
 	case domain.CancelRefuse:
-		held := "no account"
-		if account != nil {
-			held = "an account in " + account.Currency
-		}
-		return consumer.Permanent(fmt.Errorf("cancel %s: %d %s was charged to %s, who now has %s: not credited in another currency; settle it by hand",
-			orderID, existing.Amount, existing.Currency, existing.CustomerID, held))
+		return refused("cancel", existing, account)
 	}
 	return fmt.Errorf("cancel %s: unhandled decision", orderID)
+}
+
+// lockPayment locks the order's payment, then — if there is one — the
+// charged customer's account: the order the charge locks in, so that a
+// refund, a cancel and a charge of one order run one after the other.
+func lockPayment(ctx context.Context, tx *participant.Tx, orderID string) (*domain.Payment, *domain.Account, error) {
+	existing, err := store.LockPayment(ctx, tx, orderID)
+	if err != nil || existing == nil {
+		return existing, nil, err
+	}
+	account, err := store.LockAccount(ctx, tx, existing.CustomerID)
+	return existing, account, err
+}
+
+// tombstone records that nothing was charged and nothing ever will be: the
+// row, REFUNDED with no amount, makes a late charge a no-op.
+func tombstone(ctx context.Context, tx *participant.Tx, orderID, detail string) error {
+	return store.InsertPayment(ctx, tx, domain.Payment{OrderID: orderID, Currency: "", Status: domain.StatusRefunded}, detail)
+}
+
+// creditBack returns a charge to the customer's balance and records the
+// payment REFUNDED with detail.
+func creditBack(ctx context.Context, tx *participant.Tx, p *domain.Payment, detail string) error {
+	if err := store.AddBalance(ctx, tx, p.CustomerID, p.Amount); err != nil {
+		return err
+	}
+	return store.SetPaymentStatus(ctx, tx, p.OrderID, domain.StatusRefunded, detail)
+}
+
+// refused is the permanent error of a refund or cancel that would credit
+// another currency than the one charged: a human settles it.
+func refused(op string, p *domain.Payment, account *domain.Account) error {
+	held := "no account"
+	if account != nil {
+		held = "an account in " + account.Currency
+	}
+	return consumer.Permanent(fmt.Errorf("%s %s: %d %s was charged to %s, who now has %s: not credited in another currency; settle it by hand",
+		op, p.OrderID, p.Amount, p.Currency, p.CustomerID, held))
 }
