@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -145,9 +146,11 @@ type delivery struct {
 
 // applyOrSplit applies ds in one transaction, and returns the deliveries
 // whose reaction failed permanently. Such a failure rolls the transaction
-// back; the batch is then applied again without that delivery (and without
-// its copies: they are duplicates of a dead-lettered event), so the common
-// case, where every reaction succeeds, costs no savepoints.
+// back; the deliveries before the failed one, which had succeeded, are
+// then applied and committed at once, and the rest of the batch goes on
+// without it — so the common case, where every reaction succeeds, costs no
+// savepoints, and no reaction runs more than twice. Copies of a failed
+// event in the batch are duplicates of a dead-lettered event.
 //
 // If PostgreSQL aborted the transaction for a deadlock or a serialization
 // failure, the events are applied again one transaction per event, in
@@ -157,29 +160,44 @@ type delivery struct {
 // event per transaction cannot.
 func (b *batcher) applyOrSplit(ctx context.Context, ds []*delivery) ([]consumer.Failure, error) {
 	var failed []consumer.Failure
-	for len(ds) > 0 {
-		err := b.apply(ctx, ds)
-		var lo *leftOut
-		switch {
-		case err == nil:
-			return failed, nil
-		case errors.As(err, &lo):
-			failed = append(failed, consumer.Failure{Msg: lo.d.Msg, Err: lo.err})
-			ds = without(ds, lo)
-		case len(ds) > 1 && lockConflict(err):
-			batchSplits.WithLabelValues(b.spec.Name).Inc()
-			ds[0].Log.Warn("batch aborted by a lock conflict; applying its events one per transaction", "events", len(ds), "err", err)
-			for _, d := range ds {
-				left, err := b.applyOrSplit(ctx, []*delivery{d})
-				if err != nil {
-					return nil, err
-				}
-				failed = append(failed, left...)
+	gone := map[string]bool{} // ids of events left out: their copies are duplicates
+	var run func(ds []*delivery) error
+	run = func(ds []*delivery) error {
+		for {
+			ds = skipGone(ds, gone)
+			if len(ds) == 0 {
+				return nil
 			}
-			return failed, nil
-		default:
-			return nil, err
+			err := b.apply(ctx, ds)
+			var lo *leftOut
+			switch {
+			case err == nil:
+				return nil
+			case errors.As(err, &lo):
+				lo.d.failed = lo.err
+				failed = append(failed, consumer.Failure{Msg: lo.d.Msg, Err: lo.err})
+				gone[lo.d.Event.ID] = true
+				k := slices.Index(ds, lo.d)
+				if err := run(ds[:k]); err != nil {
+					return err
+				}
+				ds = ds[k+1:]
+			case len(ds) > 1 && lockConflict(err):
+				batchSplits.WithLabelValues(b.spec.Name).Inc()
+				ds[0].Log.Warn("batch aborted by a lock conflict; applying its events one per transaction", "events", len(ds), "err", err)
+				for _, d := range ds {
+					if err := run([]*delivery{d}); err != nil {
+						return err
+					}
+				}
+				return nil
+			default:
+				return err
+			}
 		}
+	}
+	if err := run(ds); err != nil {
+		return nil, err
 	}
 	return failed, nil
 }
@@ -193,20 +211,17 @@ type leftOut struct {
 
 func (e *leftOut) Error() string { return e.err.Error() }
 
-// without returns ds without the delivery left out and its copies, which
-// are marked duplicates.
-func without(ds []*delivery, lo *leftOut) []*delivery {
-	lo.d.failed = lo.err
-	kept := ds[:0:0]
+// skipGone returns ds without the copies of events already left out,
+// which it marks duplicates.
+func skipGone(ds []*delivery, gone map[string]bool) []*delivery {
+	kept := make([]*delivery, 0, len(ds))
 	for _, d := range ds {
-		switch {
-		case d == lo.d:
-		case d.Event.ID == lo.d.Event.ID:
+		if gone[d.Event.ID] && d.failed == nil {
 			d.Log.Info("duplicate event skipped")
 			d.Outcome = "duplicate"
-		default:
-			kept = append(kept, d)
+			continue
 		}
+		kept = append(kept, d)
 	}
 	return kept
 }

@@ -234,3 +234,71 @@ func TestConcurrentBatchesApplyOnce(t *testing.T) {
 		t.Fatalf("%d applications of %d events by 8 concurrent batches, want one each", len(got), len(batch))
 	}
 }
+
+// TestPermanentFailuresDoNotReapplyTheBatchOverAndOver: each permanent
+// failure rolls the batch back; what came before it is committed at once
+// and the rest goes on, so no reaction runs more than twice however many
+// fail — and a copy of a failed event, even after a deadlock split the
+// batch, is a duplicate, not a second dead letter.
+func TestPermanentFailuresDoNotReapplyTheBatchOverAndOver(t *testing.T) {
+	db := testenv.DB(t)
+	var mu sync.Mutex
+	runs := map[string]int{}
+	deadlocked := false
+	spec := participant.Spec{
+		Name:     "counter",
+		Produces: events.TopicShipping,
+		Reactions: []participant.Reaction{
+			participant.On(func(ctx context.Context, tx *participant.Tx, e events.Envelope, p events.InventoryReserved) error {
+				mu.Lock()
+				runs[e.ID]++
+				first := !deadlocked
+				mu.Unlock()
+				switch p.ShippingAddress.Country {
+				case "XX":
+					return fmt.Errorf("refused: %w", events.ErrInvalid)
+				case "D1":
+					if first {
+						mu.Lock()
+						deadlocked = true
+						mu.Unlock()
+						return &pq.Error{Code: "40P01", Message: "deadlock detected"}
+					}
+				}
+				return nil
+			}),
+		},
+	}
+	h := spec.BatchHandler(db, testenv.Logger(t))
+
+	var batch []*sarama.ConsumerMessage
+	for i := range 12 {
+		country := "JP"
+		if i%2 == 1 {
+			country = "XX" // every other one fails
+		}
+		batch = append(batch, reserved(t, uuid.NewString(), country))
+	}
+	failed, err := h.HandleBatch(context.Background(), batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(failed) != 6 {
+		t.Fatalf("%d failures, want the 6 poisoned", len(failed))
+	}
+	for id, n := range runs {
+		if n > 2 {
+			t.Errorf("event %s reacted to %d times, want at most 2", id, n)
+		}
+	}
+
+	// A deadlock splits the batch; the poison's copy stays a duplicate.
+	poison := reserved(t, uuid.NewString(), "XX")
+	failed, err = h.HandleBatch(context.Background(), []*sarama.ConsumerMessage{reserved(t, uuid.NewString(), "D1"), poison, poison})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(failed) != 1 {
+		t.Fatalf("%d failures after a split, want 1 (the poison, its copy a duplicate)", len(failed))
+	}
+}

@@ -2,6 +2,7 @@ package participant
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -22,11 +23,15 @@ const pruneEvery = time.Minute
 const pruneBatch = 5000
 
 // Pruner keeps processed_events bounded without forgetting a mark Kafka
-// could still test: for each partition the service's group consumes, it
-// deletes the marks of events read below the group's committed offset and
-// processed longer ago than the topic's retention (retention.ms), or than
-// Window if that is longer (idem.Prune). A mark either condition keeps is
-// one a redelivery, a rebalance or an offset reset could still need.
+// could still test. For each partition the service's group consumes, it
+// deletes the marks of events read below both the group's committed offset
+// (the group will not read them again) and the partition's earliest offset
+// (Kafka no longer holds them: no reset of the group's offsets can bring
+// them back — Kafka drops whole segments, so a record can outlive
+// retention.ms by a segment's span), and processed longer ago than the
+// topic's retention.ms or Window, whichever is longer (a copy of an event
+// re-produced at a new offset is still recognised while the original
+// could be). A mark any of these keeps is one a delivery could still need.
 type Pruner struct {
 	Group   string // the consumer group, which is also the marks' consumer
 	Brokers []string
@@ -65,11 +70,18 @@ func (p Pruner) Once(ctx context.Context) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("retention: committed offsets of %s: %w", p.Group, err)
 	}
+	client, err := sarama.NewClient(p.Brokers, broker.Config(p.Group+"-retention"))
+	if err != nil {
+		return 0, fmt.Errorf("retention: client: %w", err)
+	}
+	defer client.Close()
 	var total int64
+	var errs error
 	for topic, parts := range committed.Blocks {
 		window, ok, err := p.window(admin, topic)
 		if err != nil {
-			return total, err
+			errs = errors.Join(errs, err) // the other topics are still pruned
+			continue
 		}
 		if !ok {
 			continue // infinite retention: any offset may come back
@@ -78,10 +90,16 @@ func (p Pruner) Once(ctx context.Context) (int64, error) {
 			if b.Err != sarama.ErrNoError || b.Offset < 0 {
 				continue // nothing committed: nothing known to be behind
 			}
+			earliest, err := client.GetOffset(topic, partition, sarama.OffsetOldest)
+			if err != nil {
+				errs = errors.Join(errs, fmt.Errorf("retention: earliest offset of %s/%d: %w", topic, partition, err))
+				continue
+			}
+			below := min(b.Offset, earliest)
 			// The dead-letter scope keeps marks by the same offsets.
 			for _, consumer := range []string{p.Group, p.Group + ".dlq"} {
 				for {
-					n, err := idem.Prune(ctx, p.DB, consumer, topic, partition, b.Offset, window, pruneBatch)
+					n, err := idem.Prune(ctx, p.DB, consumer, topic, partition, below, window, pruneBatch)
 					if err != nil {
 						return total, err
 					}
@@ -93,7 +111,7 @@ func (p Pruner) Once(ctx context.Context) (int64, error) {
 			}
 		}
 	}
-	return total, nil
+	return total, errs
 }
 
 // window is how old a mark of topic must be to go: the topic's retention,

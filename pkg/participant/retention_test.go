@@ -14,10 +14,12 @@ import (
 )
 
 // TestPrunerFollowsTheCommittedOffsetAndTheTopicsRetention runs a round of
-// the Pruner against real Kafka: marks read below the group's committed
-// offset and older than the topic's retention (7 days by default, longer
-// than the configured window) go; the rest stay — recent ones, and ones
-// the group has not committed past.
+// the Pruner against real Kafka: marks read below both the group's
+// committed offset and the partition's earliest offset, and older than
+// the topic's retention (7 days by default, longer than the configured
+// window), go; the rest stay — recent ones, ones of records Kafka still
+// holds (a reset of the group's offsets would deliver them again), and
+// ones the group has not committed past.
 func TestPrunerFollowsTheCommittedOffsetAndTheTopicsRetention(t *testing.T) {
 	db := testenv.DB(t)
 	topic := testenv.Topic(t, "retention")
@@ -34,6 +36,15 @@ func TestPrunerFollowsTheCommittedOffsetAndTheTopicsRetention(t *testing.T) {
 	}
 	p.Close()
 	testenv.StartAtEnd(t, group, topic) // committed: 10 on the key's partition
+	// Kafka has dropped offsets 0-4, as retention drops old segments.
+	admin, err := sarama.NewClusterAdmin(testenv.Brokers(t), broker.Config("retention-test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.DeleteRecords(topic, map[int32]int64{partition: 5}); err != nil {
+		t.Fatal(err)
+	}
+	admin.Close()
 
 	mark := func(consumer string, offset int64, age time.Duration) string {
 		id := uuid.NewString()
@@ -47,6 +58,7 @@ func TestPrunerFollowsTheCommittedOffsetAndTheTopicsRetention(t *testing.T) {
 	gone := []string{mark(group, 2, week+time.Hour), mark(group+".dlq", 3, week+time.Hour)}
 	kept := []string{
 		mark(group, 4, week-time.Hour),  // inside the topic's retention, though past the window
+		mark(group, 6, week+time.Hour),  // old, but Kafka still holds offset 6
 		mark(group, 10, week+time.Hour), // at the committed offset
 		mark(group, 11, week+time.Hour), // beyond it
 	}

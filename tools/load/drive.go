@@ -65,6 +65,9 @@ func (l *Loader) Run(ctx context.Context, st Step) StepResult {
 		var posting atomic.Int64
 		var mu sync.Mutex
 		var later []placedOrder
+		// The POSTs, apart from the live follows: settling starts once
+		// every order is placed, not after the slowest sampled saga.
+		var posts sync.WaitGroup
 		interval := time.Duration(float64(time.Second) / st.Rate)
 		for i := 0; ; i++ {
 			due := start.Add(time.Duration(i) * interval)
@@ -75,17 +78,21 @@ func (l *Loader) Run(ctx context.Context, st Step) StepResult {
 				stats.placed(0, fmt.Errorf("more than %d POSTs unanswered", st.MaxInFlight))
 				continue
 			}
-			wg.Add(1)
+			posts.Add(1)
 			posting.Add(1)
 			go func() {
-				defer wg.Done()
+				defer posts.Done()
 				w := l.next()
 				o, ok := l.place(ctx, w, stats)
 				posting.Add(-1)
 				switch {
 				case !ok:
 				case i%sampleEvery == 0:
-					l.follow(watchCtx, placedOrder{o, w}, stats)
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						l.follow(watchCtx, placedOrder{o, w}, stats)
+					}()
 				default:
 					mu.Lock()
 					later = append(later, placedOrder{o, w})
@@ -93,7 +100,7 @@ func (l *Loader) Run(ctx context.Context, st Step) StepResult {
 				}
 			}()
 		}
-		wg.Wait()
+		posts.Wait()
 		l.settle(watchCtx, later, stats)
 	} else {
 		for range st.Clients {

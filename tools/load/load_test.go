@@ -98,6 +98,7 @@ func TestChartIsWellFormedSVG(t *testing.T) {
 type fakeOrders struct {
 	world workload.World
 	wrong string // the Idempotency-Key of an order to end wrongly
+	never string // the Idempotency-Key of an order that never ends
 
 	mu     sync.Mutex
 	orders map[string]*fakeOrder
@@ -148,6 +149,9 @@ func (f *fakeOrders) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		if r.Header.Get("Idempotency-Key") == f.wrong {
 			o.end.Status, o.end.CancelReason = "CANCELLED", "out_of_stock"
+		}
+		if r.Header.Get("Idempotency-Key") == f.never {
+			o.end = o.order
 		}
 		f.orders[o.ID] = o
 		w.WriteHeader(http.StatusCreated)
@@ -209,5 +213,22 @@ func TestLoaderCountsEverySagaAndChecksItsOutcome(t *testing.T) {
 				t.Errorf("saga p50 = %vms, want the fake's 40ms from the order's timestamps, not the polling", r.Saga.P50)
 			}
 		})
+	}
+}
+
+// TestAStuckSampledSagaDoesNotFailTheOthers: the open loop follows one
+// saga in twenty live; one that never ends must count as the one
+// unfinished saga, not delay the settling of every other until the drain
+// has run out.
+func TestAStuckSampledSagaDoesNotFailTheOthers(t *testing.T) {
+	world := workload.NewWorld("s", 10, 10)
+	planned := workload.Plan(1, "s", 1, world, workload.Mix{})
+	f := &fakeOrders{world: world, orders: map[string]*fakeOrder{}, never: planned[0].Key} // the first: followed live
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	l := &Loader{api: newAPI(srv.URL, srv.URL, srv.URL), planner: workload.NewPlanner(1, "s", world, workload.Mix{}), log: io.Discard, polls: make(chan struct{}, 8)}
+	r := l.Run(context.Background(), Step{Open: true, Rate: 200, Duration: 500 * time.Millisecond, Drain: 2 * time.Second})
+	if r.Unfinished != 1 || r.Completed != r.Sent-1 {
+		t.Fatalf("sent %d, completed %d, unfinished %d; want all but the stuck one completed", r.Sent, r.Completed, r.Unfinished)
 	}
 }
