@@ -30,6 +30,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/jmoiron/sqlx"
 
+	"github.com/choreo-saga/choreo/internal/testenv"
 	"github.com/choreo-saga/choreo/pkg/web"
 )
 
@@ -413,5 +414,17 @@ func CheckETag(t testing.TB, h http.Handler, path string, version int64) {
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
 	if etag := rec.Header().Get("ETag"); etag != web.ETag(version) {
 		t.Fatalf("GET %s ETag = %q, want %q", path, etag, web.ETag(version))
+	}
+}
+
+// CheckStored reads a resource back after a write through the store's
+// get (testenv.WantStored) and, if it is there, checks that path serves it
+// with the ETag of version.
+func CheckStored[T comparable](t testing.TB, h http.Handler, get func(context.Context, string) (T, error), id, path string, want T, version int64) {
+	t.Helper()
+	testenv.WantStored(t, get, id, want)
+	var zero T
+	if want != zero {
+		CheckETag(t, h, path, version)
 	}
 }

@@ -3,7 +3,6 @@ package httpapi_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -18,7 +17,6 @@ import (
 	"github.com/choreo-saga/choreo/internal/apitest"
 	"github.com/choreo-saga/choreo/internal/testenv"
 	"github.com/choreo-saga/choreo/pkg/events"
-	"github.com/choreo-saga/choreo/pkg/fault"
 	"github.com/choreo-saga/choreo/pkg/pg"
 	"github.com/choreo-saga/choreo/pkg/web"
 	"github.com/choreo-saga/choreo/services/inventory"
@@ -113,7 +111,6 @@ func TestReads(t *testing.T) {
 // restock adds to them, and a release between an operator's read and write
 // is never erased.
 func TestWrites(t *testing.T) {
-	ctx := context.Background()
 	db := testenv.DB(t, inventory.Schema)
 	st := store.New(db)
 	h := httpapi.Routes(testenv.Logger(t), db, nil)
@@ -160,17 +157,7 @@ func TestWrites(t *testing.T) {
 			apitest.CheckWrite(t, h, specYAML, s.method, s.path, s.ifMatch, s.ifNoneMatch, s.body, s.want)
 
 			id := strings.TrimSuffix(strings.TrimPrefix(s.path, "/stock/"), "/restock")
-			got, err := st.Stock(ctx, id)
-			if s.wantStock == (domain.Stock{}) {
-				if !errors.Is(err, fault.NotFound) {
-					t.Fatalf("stock %s = %+v, %v; want none", id, got, err)
-				}
-				return
-			}
-			if err != nil || got != s.wantStock {
-				t.Fatalf("stock afterwards = %+v, %v; want %+v", got, err, s.wantStock)
-			}
-			apitest.CheckETag(t, h, "/stock/"+id, s.wantStock.Version)
+			apitest.CheckStored(t, h, st.Stock, id, "/stock/"+id, s.wantStock, s.wantStock.Version)
 		})
 	}
 }

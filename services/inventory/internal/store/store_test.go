@@ -90,23 +90,8 @@ func TestPutStock(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := st.PutStock(ctx, tt.sku, tt.available, tt.ifVersion, tt.createOnly)
-			if tt.wantErr != nil {
-				if !errors.Is(err, tt.wantErr) {
-					t.Fatalf("err = %v, want %v", err, tt.wantErr)
-				}
-			} else if err != nil || got != tt.want {
-				t.Fatalf("PutStock = %+v, %v; want %+v", got, err, tt.want)
-			}
-			now, err := st.Stock(ctx, tt.sku)
-			if tt.want == (domain.Stock{}) {
-				if !errors.Is(err, fault.NotFound) {
-					t.Fatalf("stock %s = %+v, %v; want none", tt.sku, now, err)
-				}
-				return
-			}
-			if err != nil || now != tt.want {
-				t.Fatalf("stock afterwards = %+v, %v; want %+v", now, err, tt.want)
-			}
+			testenv.WantResult(t, "PutStock", got, err, tt.want, tt.wantErr)
+			testenv.WantStored(t, st.Stock, tt.sku, tt.want)
 		})
 	}
 }

@@ -61,17 +61,7 @@ func TestReactionsDecideHowTheOrderEnds(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			db, h := handler(t)
-			id := ordertest.Pending(t, db)
-			for _, p := range tt.events {
-				if err := h.Handle(context.Background(), testenv.Message(t, testenv.Event(t, id, p))); err != nil {
-					t.Fatalf("Handle %s: %v", p.EventType(), err)
-				}
-			}
-			got, err := store.New(db).Order(context.Background(), id)
-			if err != nil {
-				t.Fatal(err)
-			}
+			db, id, got := deliverAll(t, ordertest.Pending, tt.events)
 			if got.Status != tt.wantStatus || got.CancelReason != tt.wantReason {
 				t.Fatalf("order = %s %q, want %s %q", got.Status, got.CancelReason, tt.wantStatus, tt.wantReason)
 			}
@@ -135,17 +125,7 @@ func TestCancelEndsWhenEveryParticipantAcknowledged(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			db, h := handler(t)
-			id := ordertest.Cancelling(t, db)
-			for _, p := range tt.events {
-				if err := h.Handle(context.Background(), testenv.Message(t, testenv.Event(t, id, p))); err != nil {
-					t.Fatalf("Handle %s: %v", p.EventType(), err)
-				}
-			}
-			got, err := store.New(db).Order(context.Background(), id)
-			if err != nil {
-				t.Fatal(err)
-			}
+			db, id, got := deliverAll(t, ordertest.Cancelling, tt.events)
 			if got.Status != tt.wantStatus || got.CancelReason != events.ReasonCustomerCancelled {
 				t.Fatalf("order = %s %q, want %s %q", got.Status, got.CancelReason, tt.wantStatus, events.ReasonCustomerCancelled)
 			}
@@ -198,4 +178,23 @@ func checkQueued(t *testing.T, db *sqlx.DB, id string, want []string, reason str
 			t.Errorf("OrderCancelled reason = %q, want %q", c.Reason, reason)
 		}
 	}
+}
+
+// deliverAll creates an order with setup, hands the order service's
+// handler each of evs about it, in order, and returns the database, the
+// order's id and the order as it then is.
+func deliverAll(t *testing.T, setup func(testing.TB, *sqlx.DB) string, evs []events.Payload) (*sqlx.DB, string, domain.Order) {
+	t.Helper()
+	db, h := handler(t)
+	id := setup(t, db)
+	for _, p := range evs {
+		if err := h.Handle(context.Background(), testenv.Message(t, testenv.Event(t, id, p))); err != nil {
+			t.Fatalf("Handle %s: %v", p.EventType(), err)
+		}
+	}
+	got, err := store.New(db).Order(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db, id, got
 }

@@ -3,7 +3,6 @@ package httpapi_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http/httptest"
 	"os"
@@ -16,7 +15,6 @@ import (
 	"github.com/choreo-saga/choreo/internal/apitest"
 	"github.com/choreo-saga/choreo/internal/testenv"
 	"github.com/choreo-saga/choreo/pkg/events"
-	"github.com/choreo-saga/choreo/pkg/fault"
 	"github.com/choreo-saga/choreo/pkg/pg"
 	"github.com/choreo-saga/choreo/services/payment"
 	"github.com/choreo-saga/choreo/services/payment/internal/domain"
@@ -31,7 +29,6 @@ import (
 // the currency never changes, a deposit adds, and a refund between an
 // operator's read and write is never erased.
 func TestWrites(t *testing.T) {
-	ctx := context.Background()
 	db := testenv.DB(t, payment.Schema)
 	st := store.New(db)
 	h := httpapi.Routes(testenv.Logger(t), db, nil)
@@ -76,17 +73,7 @@ func TestWrites(t *testing.T) {
 			apitest.CheckWrite(t, h, specYAML, s.method, s.path, s.ifMatch, s.ifNoneMatch, s.body, s.want)
 
 			id := strings.TrimSuffix(strings.TrimPrefix(s.path, "/accounts/"), "/deposits")
-			got, err := st.Account(ctx, id)
-			if s.wantAccount == (domain.Account{}) {
-				if !errors.Is(err, fault.NotFound) {
-					t.Fatalf("account %s = %+v, %v; want none", id, got, err)
-				}
-				return
-			}
-			if err != nil || got != s.wantAccount {
-				t.Fatalf("account afterwards = %+v, %v; want %+v", got, err, s.wantAccount)
-			}
-			apitest.CheckETag(t, h, "/accounts/"+id, s.wantAccount.Version)
+			apitest.CheckStored(t, h, st.Account, id, "/accounts/"+id, s.wantAccount, s.wantAccount.Version)
 		})
 	}
 }

@@ -104,23 +104,8 @@ func TestPutAccount(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := st.PutAccount(ctx, tt.id, tt.balance, tt.currency, tt.ifVersion, tt.createOnly)
-			if tt.wantErr != nil {
-				if !errors.Is(err, tt.wantErr) {
-					t.Fatalf("err = %v, want %v", err, tt.wantErr)
-				}
-			} else if err != nil || got != tt.want {
-				t.Fatalf("PutAccount = %+v, %v; want %+v", got, err, tt.want)
-			}
-			now, err := st.Account(ctx, tt.id)
-			if tt.want == (domain.Account{}) {
-				if !errors.Is(err, fault.NotFound) {
-					t.Fatalf("account %s = %+v, %v; want none", tt.id, now, err)
-				}
-				return
-			}
-			if err != nil || now != tt.want {
-				t.Fatalf("account afterwards = %+v, %v; want %+v", now, err, tt.want)
-			}
+			testenv.WantResult(t, "PutAccount", got, err, tt.want, tt.wantErr)
+			testenv.WantStored(t, st.Account, tt.id, tt.want)
 		})
 	}
 	if !updatedAt().After(before) {
