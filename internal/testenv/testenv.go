@@ -206,16 +206,23 @@ func Header(m *sarama.ConsumerMessage, key string) string {
 // other tests and runs have filled (a new group reads from the oldest).
 func StartAtEnd(t testing.TB, group string, topics ...string) {
 	t.Helper()
+	if err := SkipToEnd(Brokers(t), group, topics...); err != nil {
+		t.Fatalf("%v; %s", err, HowToStart)
+	}
+}
+
+// SkipToEnd is StartAtEnd for callers without a testing.TB (TestMain).
+func SkipToEnd(brokers []string, group string, topics ...string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	// On a fresh broker the topics may not exist yet; the services create
 	// them with the same defaults.
-	if err := broker.EnsureTopics(ctx, Brokers(t), "test", topics...); err != nil {
-		t.Fatalf("%v; %s", err, HowToStart)
+	if err := broker.EnsureTopics(ctx, brokers, "test", topics...); err != nil {
+		return err
 	}
-	client, err := sarama.NewClient(Brokers(t), broker.Config(group))
+	client, err := sarama.NewClient(brokers, broker.Config(group))
 	if err != nil {
-		t.Fatalf("%v; %s", err, HowToStart)
+		return err
 	}
 	defer client.Close()
 	// A commit outside any generation, as kafka-consumer-groups
@@ -224,29 +231,30 @@ func StartAtEnd(t testing.TB, group string, topics ...string) {
 	for _, topic := range topics {
 		parts, err := client.Partitions(topic)
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
 		for _, p := range parts {
 			newest, err := client.GetOffset(topic, p, sarama.OffsetNewest)
 			if err != nil {
-				t.Fatal(err)
+				return err
 			}
 			req.AddBlock(topic, p, newest, 0, "")
 		}
 	}
 	coordinator, err := client.Coordinator(group)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	resp, err := coordinator.CommitOffset(req)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	for topic, parts := range resp.Errors {
 		for p, kerr := range parts {
 			if kerr != sarama.ErrNoError {
-				t.Fatalf("commit %s/%d for %s: %v", topic, p, group, kerr)
+				return fmt.Errorf("commit %s/%d for %s: %w", topic, p, group, kerr)
 			}
 		}
 	}
+	return nil
 }
