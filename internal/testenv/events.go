@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -33,8 +34,13 @@ func Message(t testing.TB, e events.Envelope) *sarama.ConsumerMessage {
 	if !ok {
 		t.Fatalf("no topic for event type %q", e.Type)
 	}
-	return &sarama.ConsumerMessage{Topic: topic, Key: []byte(e.OrderID), Value: value}
+	return &sarama.ConsumerMessage{Topic: topic, Key: []byte(e.OrderID), Value: value, Offset: offsets.Add(1)}
 }
+
+// offsets gives every test message an offset of its own, as a partition
+// would: what keeps a message by its origin (a dead letter, a parked
+// event) tells two messages apart by it.
+var offsets atomic.Int64
 
 // Emitted returns the events queued in the outbox q sees for orderID,
 // oldest first, failing the test unless each is on topic and from source.

@@ -24,6 +24,7 @@ import (
 	"github.com/choreo-saga/choreo/pkg/broker"
 	"github.com/choreo-saga/choreo/pkg/idem"
 	"github.com/choreo-saga/choreo/pkg/outbox"
+	"github.com/choreo-saga/choreo/pkg/park"
 	"github.com/choreo-saga/choreo/pkg/pg"
 )
 
@@ -117,7 +118,7 @@ func DB(t testing.TB, schemas ...pg.Schema) *sqlx.DB {
 			admin.Close()
 		}
 	})
-	all := append([]pg.Schema{idem.Schema, outbox.Schema}, schemas...)
+	all := append([]pg.Schema{idem.Schema, outbox.Schema, park.Schema}, schemas...)
 	if err := pg.Migrate(ctx, db, Logger(t), all...); err != nil {
 		t.Fatalf("migrate: %v", err)
 	}

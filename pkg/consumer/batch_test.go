@@ -16,16 +16,17 @@ import (
 	"github.com/choreo-saga/choreo/pkg/consumer"
 )
 
-type batchFunc func(ctx context.Context, msgs []*sarama.ConsumerMessage) ([]consumer.Failure, error)
+type batchFunc func(ctx context.Context, msgs []*sarama.ConsumerMessage) (*consumer.Failure, error)
 
-func (f batchFunc) HandleBatch(ctx context.Context, msgs []*sarama.ConsumerMessage) ([]consumer.Failure, error) {
+func (f batchFunc) HandleBatch(ctx context.Context, msgs []*sarama.ConsumerMessage) (*consumer.Failure, error) {
 	return f(ctx, msgs)
 }
 
 // TestBatchesKeepOrderRetryWholeAndDeadLetterFailures: a backlog is
 // handed over in batches no larger than MaxBatch, in offset order; a batch
-// that fails is retried whole; a batch's failures are dead-lettered; and
-// the group's committed offset ends after the last message.
+// that fails is retried whole; a failure ends its batch, is dead-lettered,
+// and the messages after it come again as the next batch; and the group's
+// committed offset ends after the last message.
 func TestBatchesKeepOrderRetryWholeAndDeadLetterFailures(t *testing.T) {
 	topic := testenv.Topic(t, "consumer-batch")
 	var values []string
@@ -38,15 +39,21 @@ func TestBatchesKeepOrderRetryWholeAndDeadLetterFailures(t *testing.T) {
 	var mu sync.Mutex
 	var handled []string
 	var sizes []int
+	var after []string // the first message of the batch after the failure
+	failedLast := false
 	var partition int32 // the key's
 	failedOnce := false
 	done := make(chan struct{})
-	h := batchFunc(func(ctx context.Context, msgs []*sarama.ConsumerMessage) ([]consumer.Failure, error) {
+	h := batchFunc(func(ctx context.Context, msgs []*sarama.ConsumerMessage) (*consumer.Failure, error) {
 		mu.Lock()
 		defer mu.Unlock()
-		var failed []consumer.Failure
+		var failed *consumer.Failure
 		var ok []string
 		partition = msgs[0].Partition
+		if failedLast {
+			after = append(after, string(msgs[0].Value))
+		}
+	loop:
 		for _, m := range msgs {
 			switch v := string(m.Value); v {
 			case "m10":
@@ -56,10 +63,15 @@ func TestBatchesKeepOrderRetryWholeAndDeadLetterFailures(t *testing.T) {
 				}
 				ok = append(ok, v)
 			case "m20":
-				failed = append(failed, consumer.Failure{Msg: m, Err: consumer.Permanent(errors.New("poison"))})
+				failed = &consumer.Failure{Msg: m, Err: consumer.Permanent(errors.New("poison"))}
+				failedLast = true
+				break loop
 			default:
 				ok = append(ok, v)
 			}
+		}
+		if failed == nil {
+			failedLast = false
 		}
 		handled = append(handled, ok...)
 		sizes = append(sizes, len(msgs))
@@ -98,6 +110,9 @@ func TestBatchesKeepOrderRetryWholeAndDeadLetterFailures(t *testing.T) {
 	}
 	if rec.dead["m20"] != "poison" || len(rec.dead) != 1 {
 		t.Fatalf("dead letters %v, want m20 alone", rec.dead)
+	}
+	if !slices.Equal(after, []string{"m21"}) {
+		t.Errorf("after the failure the next batch began at %v, want m21: the rest of the failed batch, handed over again", after)
 	}
 	if slices.Max(sizes) > 8 || slices.Max(sizes) < 2 {
 		t.Errorf("batch sizes %v, want batches of more than one and at most MaxBatch (8)", sizes)

@@ -17,8 +17,12 @@
 //   - with a BatchHandler, the messages a partition has ready (up to
 //     MaxBatch) are handled together — in the runtime, in one database
 //     transaction — under the same rules: the batch is retried whole
-//     until it succeeds, its permanent failures are dead-lettered one by
-//     one, and only then is the last offset marked.
+//     until it succeeds, and only then is its last offset marked. A
+//     permanent failure ends a batch: the messages before it are done,
+//     it is dead-lettered and its offset marked, and the messages after it
+//     are handed over again as the next batch — so whatever the dead
+//     letter changes (the runtime parks the failed message's key) is
+//     seen by every message behind it.
 package consumer
 
 import (
@@ -26,6 +30,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -71,15 +76,17 @@ type HandlerFunc func(ctx context.Context, m *sarama.ConsumerMessage) error
 func (f HandlerFunc) Handle(ctx context.Context, m *sarama.ConsumerMessage) error { return f(ctx, m) }
 
 // BatchHandler processes several messages of one partition together, in
-// offset order. It returns nil once every message's effects are durable,
-// except for the ones it returns as Failures — messages that can never be
-// processed, whose effects it left out — and any error to have the whole
-// batch retried.
+// offset order. It returns (nil, nil) once every message's effects are
+// durable, and any error to have the whole batch retried. A message that
+// can never be processed ends the batch: HandleBatch returns it as a
+// Failure once the effects of the messages before it are durable, leaves
+// it and every message after it unapplied, and the consumer dead-letters
+// it and hands the rest over again.
 type BatchHandler interface {
-	HandleBatch(ctx context.Context, msgs []*sarama.ConsumerMessage) ([]Failure, error)
+	HandleBatch(ctx context.Context, msgs []*sarama.ConsumerMessage) (*Failure, error)
 }
 
-// Failure is a message of a batch that can never be processed, and why.
+// Failure is the message of a batch that can never be processed, and why.
 type Failure struct {
 	Msg *sarama.ConsumerMessage
 	Err error
@@ -88,13 +95,13 @@ type Failure struct {
 // one adapts a Handler to a batch of one message.
 type one struct{ h Handler }
 
-func (o one) HandleBatch(ctx context.Context, msgs []*sarama.ConsumerMessage) ([]Failure, error) {
+func (o one) HandleBatch(ctx context.Context, msgs []*sarama.ConsumerMessage) (*Failure, error) {
 	if len(msgs) != 1 {
 		return nil, fmt.Errorf("consumer: a Handler takes one message at a time, got %d", len(msgs))
 	}
 	err := o.h.Handle(ctx, msgs[0])
 	if IsPermanent(err) {
-		return []Failure{{Msg: msgs[0], Err: err}}, nil
+		return &Failure{Msg: msgs[0], Err: err}, nil
 	}
 	return nil, err
 }
@@ -298,19 +305,29 @@ func (g *Group) ConsumeClaim(s sarama.ConsumerGroupSession, claim sarama.Consume
 			if s.Context().Err() != nil {
 				return nil
 			}
-			batch := g.collect(m, claim.Messages())
-			// While a batch is retried, the lag keeps up with the
-			// partition's high-water mark, so a partition stuck on a
-			// message shows a growing lag rather than its last value.
-			stuck := func() { partLag.Set(float64(max(claim.HighWaterMarkOffset()-batch[0].Offset, 0))) }
-			if err := g.process(s.Context(), batch, stuck); err != nil {
-				// Only when the session ended while retrying: the batch is
-				// left unmarked and the next owner of the partition gets it.
-				return nil
+			for batch := g.collect(m, claim.Messages()); len(batch) > 0; {
+				// While a batch is retried, the lag keeps up with the
+				// partition's high-water mark, so a partition stuck on a
+				// message shows a growing lag rather than its last value.
+				stuck := func() { partLag.Set(float64(max(claim.HighWaterMarkOffset()-batch[0].Offset, 0))) }
+				rest, err := g.process(s.Context(), batch, stuck)
+				if err != nil {
+					// The session ended while retrying (or the handler broke
+					// its contract): the batch is left unmarked and the next
+					// owner of the partition gets it.
+					if s.Context().Err() == nil {
+						g.log.Error("batch abandoned", "err", err)
+					}
+					return nil
+				}
+				done := batch[len(batch)-len(rest)-1]
+				s.MarkMessage(done, "")
+				partLag.Set(float64(max(claim.HighWaterMarkOffset()-(done.Offset+1), 0)))
+				if len(rest) > 0 && s.Context().Err() != nil {
+					return nil // as above: the rest is the next owner's
+				}
+				batch = rest
 			}
-			last := batch[len(batch)-1]
-			s.MarkMessage(last, "")
-			partLag.Set(float64(max(claim.HighWaterMarkOffset()-(last.Offset+1), 0)))
 		}
 	}
 }
@@ -333,10 +350,11 @@ func (g *Group) collect(first *sarama.ConsumerMessage, more <-chan *sarama.Consu
 	return batch
 }
 
-// process handles a batch until it succeeds, its failures dead-lettered,
-// calling retrying after every failed attempt. It returns an error only if
+// process handles a batch until it succeeds or ends at a failure, which it
+// dead-letters, calling retrying after every failed attempt. It returns the
+// messages after the failure, not yet handled, and an error only if
 // sessCtx ended first.
-func (g *Group) process(sessCtx context.Context, batch []*sarama.ConsumerMessage, retrying func()) error {
+func (g *Group) process(sessCtx context.Context, batch []*sarama.ConsumerMessage, retrying func()) (rest []*sarama.ConsumerMessage, err error) {
 	first, last := batch[0], batch[len(batch)-1]
 	log := g.log.With("topic", first.Topic, "partition", first.Partition, "offset", first.Offset)
 	if len(batch) == 1 {
@@ -349,33 +367,40 @@ func (g *Group) process(sessCtx context.Context, batch []*sarama.ConsumerMessage
 		// begins, so in-flight work completes and its offset is committed.
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(sessCtx), g.cfg.HandleTimeout)
 		defer cancel()
-		failed, err := g.batch.HandleBatch(ctx, batch)
+		f, err := g.batch.HandleBatch(ctx, batch)
 		if err != nil {
 			retrying()
 			log.Warn("handler failed; will retry", "err", err)
 			retries.WithLabelValues(g.cfg.GroupID, first.Topic).Inc()
 			return struct{}{}, err
 		}
-		for _, f := range failed {
-			flog := g.log.With("topic", f.Msg.Topic, "partition", f.Msg.Partition, "offset", f.Msg.Offset, "order_id", string(f.Msg.Key))
-			flog.Error("message cannot be processed; dead-lettering", "reason", f.Err)
-			if dlErr := g.cfg.DeadLetter(ctx, f.Msg, f.Err); dlErr != nil {
-				// The whole batch is retried: what it applied is now a
-				// duplicate, skipped; the failure fails again.
-				retrying()
-				flog.Error("dead-letter failed; will retry", "err", dlErr)
-				retries.WithLabelValues(g.cfg.GroupID, f.Msg.Topic).Inc()
-				return struct{}{}, dlErr
-			}
-			deadLetters.WithLabelValues(g.cfg.GroupID, f.Msg.Topic).Inc()
+		rest = nil
+		if f == nil {
+			return struct{}{}, nil
 		}
+		i := slices.Index(batch, f.Msg)
+		if i < 0 {
+			return struct{}{}, backoff.Permanent(fmt.Errorf("consumer: the batch handler failed a message not in its batch (%s/%d/%d)", f.Msg.Topic, f.Msg.Partition, f.Msg.Offset))
+		}
+		flog := g.log.With("topic", f.Msg.Topic, "partition", f.Msg.Partition, "offset", f.Msg.Offset, "order_id", string(f.Msg.Key))
+		flog.Error("message cannot be processed; dead-lettering", "reason", f.Err)
+		if dlErr := g.cfg.DeadLetter(ctx, f.Msg, f.Err); dlErr != nil {
+			// The whole batch is retried: what it applied is now a
+			// duplicate, skipped; the failure fails again.
+			retrying()
+			flog.Error("dead-letter failed; will retry", "err", dlErr)
+			retries.WithLabelValues(g.cfg.GroupID, f.Msg.Topic).Inc()
+			return struct{}{}, dlErr
+		}
+		deadLetters.WithLabelValues(g.cfg.GroupID, f.Msg.Topic).Inc()
+		rest = batch[i+1:]
 		return struct{}{}, nil
 	}
 	eb := backoff.NewExponentialBackOff()
 	eb.InitialInterval = 100 * time.Millisecond
 	eb.MaxInterval = g.cfg.MaxBackoff
-	_, err := backoff.Retry(sessCtx, attempt, backoff.WithBackOff(eb), backoff.WithMaxElapsedTime(0))
-	return err
+	_, err = backoff.Retry(sessCtx, attempt, backoff.WithBackOff(eb), backoff.WithMaxElapsedTime(0))
+	return rest, err
 }
 
 func sleep(ctx context.Context, d time.Duration) {

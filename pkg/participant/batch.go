@@ -47,19 +47,23 @@ var batchSize = promauto.NewHistogramVec(prometheus.HistogramOpts{
 // chain as Handler, split at the transaction:
 //
 //  1. each message goes through Decode, Guard, Route and DecodePayload
-//     alone; a message they refuse is a failure to dead-letter, another
-//     service's event is acknowledged;
-//  2. one transaction marks the routed events processed with one
-//     statement (idem.MarkAll: the primary key still decides), skips the
-//     duplicates, and runs each first-seen event's reaction in offset
-//     order. A reaction that fails permanently rolls the transaction
-//     back, and the batch is applied again without it — only that event
-//     is dead-lettered, and nothing of it, its mark included, remains;
-//     one that fails otherwise (the database away) rolls the whole batch
-//     back to be retried, and a deadlock between batches makes them apply
-//     one event per transaction (applyOrSplit);
-//  3. one commit, after which the consumer dead-letters the failures and
-//     marks the last offset.
+//     alone; another service's event is acknowledged;
+//  2. one transaction holds back the events of parked orders (Hold),
+//     marks the rest processed with one statement (idem.MarkAll: the
+//     primary key still decides), skips the duplicates, and runs each
+//     first-seen event's reaction in offset order;
+//  3. one commit, after which the consumer marks the last offset.
+//
+// A message that fails permanently — refused in step 1, or its reaction
+// failing — ends the batch: what came before it is applied and committed,
+// it is returned to be dead-lettered (which parks its order), and the
+// consumer hands the messages after it over again, so they find its order
+// parked. A reaction's failure rolls the transaction back and the events
+// before it are applied again without it: the common case, where every
+// reaction succeeds, costs no savepoints, and no reaction runs more than
+// twice. One that fails otherwise (the database away) rolls the whole
+// batch back to be retried, and a deadlock between batches makes them
+// apply one event per transaction (applyOrSplit).
 //
 // Per-order ordering holds: a batch is one partition's messages in order,
 // and two events of one order in a batch apply one after the other, the
@@ -95,16 +99,21 @@ type batcher struct {
 }
 
 // HandleBatch implements consumer.BatchHandler.
-func (b *batcher) HandleBatch(ctx context.Context, msgs []*sarama.ConsumerMessage) (failed []consumer.Failure, err error) {
+func (b *batcher) HandleBatch(ctx context.Context, msgs []*sarama.ConsumerMessage) (failed *consumer.Failure, err error) {
 	start := time.Now()
 	all := make([]*delivery, 0, len(msgs))
 	// Every delivery is timed and traced as when handled alone: its span
 	// is the child of its message's context, its reaction runs in it.
+	// Deliveries after a failure are not handled in this batch.
 	defer func() {
 		for _, d := range all {
 			derr := err
 			if d.failed != nil {
 				derr = d.failed
+			}
+			if derr == nil && d.Outcome == "" {
+				d.span.End() // handed over again: counted then
+				continue
 			}
 			record(b.spec.Name, d.Delivery, derr, time.Since(start))
 			endSpan(d.span, d.Delivery, derr)
@@ -115,22 +124,35 @@ func (b *batcher) HandleBatch(ctx context.Context, msgs []*sarama.ConsumerMessag
 		d := &delivery{Delivery: &Delivery{Msg: m}}
 		d.ctx, d.span = startSpan(ctx, b.spec.Name, m)
 		all = append(all, d)
-		switch err := b.front(d.ctx, d.Delivery); {
-		case consumer.IsPermanent(err):
+		err := b.front(d.ctx, d.Delivery)
+		if consumer.IsPermanent(err) {
 			d.failed = err
-			failed = append(failed, consumer.Failure{Msg: m, Err: err})
-		case err != nil:
+			failed = &consumer.Failure{Msg: m, Err: err}
+			break
+		}
+		if err != nil {
 			return nil, err
-		case d.Outcome == "": // routed: not acknowledged yet
+		}
+		if d.Outcome == "" { // routed: not acknowledged yet
 			todo = append(todo, d)
 		}
 	}
 	if len(todo) > 0 {
-		left, err := b.applyOrSplit(ctx, todo)
+		f, err := b.applyOrSplit(ctx, todo)
 		if err != nil {
 			return nil, err
 		}
-		failed = append(failed, left...)
+		if f != nil {
+			failed = f // before front's failure, if any: todo ends there
+		}
+	}
+	if failed != nil {
+		// The batch ends at the failure: what follows it is handed over
+		// again, and counted then.
+		i := slices.IndexFunc(all, func(d *delivery) bool { return d.Msg == failed.Msg })
+		for _, d := range all[i+1:] {
+			d.Outcome, d.failed = "", nil
+		}
 	}
 	batchSize.WithLabelValues(b.spec.Name).Observe(float64(len(msgs)))
 	return failed, nil
@@ -144,13 +166,10 @@ type delivery struct {
 	failed error // permanent: left out of the batch, to be dead-lettered
 }
 
-// applyOrSplit applies ds in one transaction, and returns the deliveries
-// whose reaction failed permanently. Such a failure rolls the transaction
-// back; the deliveries before the failed one, which had succeeded, are
-// then applied and committed at once, and the rest of the batch goes on
-// without it — so the common case, where every reaction succeeds, costs no
-// savepoints, and no reaction runs more than twice. Copies of a failed
-// event in the batch are duplicates of a dead-lettered event.
+// applyOrSplit applies ds in one transaction. If a reaction fails
+// permanently, the transaction is rolled back, the deliveries before the
+// failed one are applied and committed without it, and the failure is
+// returned: the batch ends there.
 //
 // If PostgreSQL aborted the transaction for a deadlock or a serialization
 // failure, the events are applied again one transaction per event, in
@@ -158,73 +177,42 @@ type delivery struct {
 // rows by SKU), but a batch holds every event's locks until it commits, so
 // batches of two instances can take the same rows in opposite orders; one
 // event per transaction cannot.
-func (b *batcher) applyOrSplit(ctx context.Context, ds []*delivery) ([]consumer.Failure, error) {
-	var failed []consumer.Failure
-	gone := map[string]bool{} // ids of events left out: their copies are duplicates
-	var run func(ds []*delivery) error
-	run = func(ds []*delivery) error {
-		for {
-			ds = skipGone(ds, gone)
-			if len(ds) == 0 {
-				return nil
-			}
-			err := b.apply(ctx, ds)
-			var lo *leftOut
-			switch {
-			case err == nil:
-				return nil
-			case errors.As(err, &lo):
-				lo.d.failed = lo.err
-				failed = append(failed, consumer.Failure{Msg: lo.d.Msg, Err: lo.err})
-				gone[lo.d.Event.ID] = true
-				k := slices.Index(ds, lo.d)
-				if err := run(ds[:k]); err != nil {
-					return err
-				}
-				ds = ds[k+1:]
-			case len(ds) > 1 && lockConflict(err):
-				batchSplits.WithLabelValues(b.spec.Name).Inc()
-				ds[0].Log.Warn("batch aborted by a lock conflict; applying its events one per transaction", "events", len(ds), "err", err)
-				for _, d := range ds {
-					if err := run([]*delivery{d}); err != nil {
-						return err
-					}
-				}
-				return nil
-			default:
-				return err
+func (b *batcher) applyOrSplit(ctx context.Context, ds []*delivery) (*consumer.Failure, error) {
+	err := b.apply(ctx, ds)
+	var lo *leftOut
+	switch {
+	case err == nil:
+		return nil, nil
+	case errors.As(err, &lo):
+		lo.d.failed = lo.err
+		if k := slices.Index(ds, lo.d); k > 0 {
+			if f, err := b.applyOrSplit(ctx, ds[:k]); err != nil || f != nil {
+				return f, err // an earlier event fails now: the batch ends there
 			}
 		}
-	}
-	if err := run(ds); err != nil {
+		return &consumer.Failure{Msg: lo.d.Msg, Err: lo.err}, nil
+	case len(ds) > 1 && lockConflict(err):
+		batchSplits.WithLabelValues(b.spec.Name).Inc()
+		ds[0].Log.Warn("batch aborted by a lock conflict; applying its events one per transaction", "events", len(ds), "err", err)
+		for _, d := range ds {
+			if f, err := b.applyOrSplit(ctx, []*delivery{d}); err != nil || f != nil {
+				return f, err
+			}
+		}
+		return nil, nil
+	default:
 		return nil, err
 	}
-	return failed, nil
 }
 
 // leftOut is the error apply returns when a reaction failed permanently:
-// the delivery to leave out of the batch, and why.
+// the delivery that failed, and why.
 type leftOut struct {
 	d   *delivery
 	err error
 }
 
 func (e *leftOut) Error() string { return e.err.Error() }
-
-// skipGone returns ds without the copies of events already left out,
-// which it marks duplicates.
-func skipGone(ds []*delivery, gone map[string]bool) []*delivery {
-	kept := make([]*delivery, 0, len(ds))
-	for _, d := range ds {
-		if gone[d.Event.ID] && d.failed == nil {
-			d.Log.Info("duplicate event skipped")
-			d.Outcome = "duplicate"
-			continue
-		}
-		kept = append(kept, d)
-	}
-	return kept
-}
 
 // lockConflict reports whether err is PostgreSQL's deadlock (40P01) or
 // serialization failure (40001).
@@ -235,7 +223,7 @@ func lockConflict(err error) bool {
 
 // apply runs the routed deliveries in one transaction (step 2 above). A
 // reaction that fails permanently rolls it all back and is returned as a
-// *leftOut, for applyOrSplit to run the rest again.
+// *leftOut, for applyOrSplit to apply those before it again.
 func (b *batcher) apply(ctx context.Context, ds []*delivery) error {
 	select {
 	case b.turn <- struct{}{}:
@@ -251,6 +239,13 @@ func (b *batcher) apply(ctx context.Context, ds []*delivery) error {
 	}
 	defer sqlTx.Rollback() //nolint:errcheck // a no-op after Commit
 
+	for _, d := range ds {
+		d.Outcome, d.Tx = "", nil // from an earlier attempt, rolled back
+	}
+	ds, err = hold(ctx, sqlTx, b.spec.Name, ds)
+	if err != nil {
+		return err
+	}
 	ids := make([]string, len(ds))
 	origins := make([]idem.Origin, len(ds))
 	for i, d := range ds {
@@ -262,7 +257,6 @@ func (b *batcher) apply(ctx context.Context, ds []*delivery) error {
 	}
 	at := b.now()
 	for _, d := range ds {
-		d.Outcome, d.Tx = "", nil // from an earlier attempt, rolled back
 		if !first[d.Event.ID] {
 			d.Log.Info("duplicate event skipped")
 			d.Outcome = "duplicate"

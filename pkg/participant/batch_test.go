@@ -100,9 +100,54 @@ func markedIDs(t *testing.T, db *sqlx.DB) []string {
 
 func sorted(ids ...string) []string { return slices.Sorted(slices.Values(ids)) }
 
+// consume hands msgs to h as the consumer does: a failure ends its batch
+// and is dead-lettered, and the messages after it are handed over again.
+// It returns the failures, in order.
+func consume(t *testing.T, spec participant.Spec, db *sqlx.DB, h consumer.BatchHandler, msgs []*sarama.ConsumerMessage) ([]*sarama.ConsumerMessage, error) {
+	t.Helper()
+	var failed []*sarama.ConsumerMessage
+	for len(msgs) > 0 {
+		f, err := h.HandleBatch(context.Background(), msgs)
+		if err != nil {
+			return failed, err
+		}
+		if f == nil {
+			return failed, nil
+		}
+		if !consumer.IsPermanent(f.Err) {
+			t.Errorf("failure %v is not permanent", f.Err)
+		}
+		if err := spec.DeadLetterTo(db)(context.Background(), f.Msg, f.Err); err != nil {
+			t.Fatal(err)
+		}
+		failed = append(failed, f.Msg)
+		msgs = msgs[slices.Index(msgs, f.Msg)+1:]
+	}
+	return failed, nil
+}
+
+// parkedRows lists the messages parked for an order: failed ones with
+// their reason, held ones without, in the order they were parked.
+func parkedRows(t *testing.T, db *sqlx.DB, order string) (offsets []int64, failed []bool) {
+	t.Helper()
+	var rows []struct {
+		Offset int64 `db:"offset"`
+		Failed bool  `db:"failed"`
+	}
+	if err := db.Select(&rows, `SELECT "offset", reason IS NOT NULL AS failed FROM parked_events WHERE park_key = $1 AND resolved_at IS NULL ORDER BY seq`, order); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rows {
+		offsets, failed = append(offsets, r.Offset), append(failed, r.Failed)
+	}
+	return offsets, failed
+}
+
 func TestBatchAppliesEachEventOnceInOrder(t *testing.T) {
 	order := uuid.NewString()
 	a, b, c := reserved(t, order, "JP"), reserved(t, order, "US"), reserved(t, uuid.NewString(), "GB")
+	poisoned := uuid.NewString() // an order whose first event fails
+	p1, p2 := reserved(t, poisoned, "XX"), reserved(t, poisoned, "JP")
 	junk := &sarama.ConsumerMessage{Topic: events.TopicInventory, Key: []byte("k"), Value: []byte("{not json")}
 	poison := reserved(t, uuid.NewString(), "XX")
 	dbDown := reserved(t, uuid.NewString(), "DB")
@@ -122,6 +167,7 @@ func TestBatchAppliesEachEventOnceInOrder(t *testing.T) {
 		wantFailed  []*sarama.ConsumerMessage // to dead-letter
 		wantApplied []*sarama.ConsumerMessage // by this batch, in order
 		wantMarked  []*sarama.ConsumerMessage // in the end
+		wantHeld    []*sarama.ConsumerMessage // parked behind a failure of their order
 	}{
 		{name: "InOffsetOrderOneOrderAfterAnother",
 			batch: []*sarama.ConsumerMessage{a, b, c}, wantApplied: []*sarama.ConsumerMessage{a, b, c}, wantMarked: []*sarama.ConsumerMessage{a, b, c}},
@@ -133,6 +179,12 @@ func TestBatchAppliesEachEventOnceInOrder(t *testing.T) {
 			batch: []*sarama.ConsumerMessage{a, junk, c}, wantFailed: []*sarama.ConsumerMessage{junk}, wantApplied: []*sarama.ConsumerMessage{a, c}, wantMarked: []*sarama.ConsumerMessage{a, c}},
 		{name: "PermanentReactionFailureRollsBackOnlyItsEvent",
 			batch: []*sarama.ConsumerMessage{a, poison, c}, wantFailed: []*sarama.ConsumerMessage{poison}, wantApplied: []*sarama.ConsumerMessage{a, c}, wantMarked: []*sarama.ConsumerMessage{a, c}},
+		// The failure parks its order: the order's later events, in this
+		// batch or the next, are held, not applied; other orders flow.
+		{name: "FailureParksItsOrderOthersFlow",
+			batch: []*sarama.ConsumerMessage{p1, a, p2, c}, wantFailed: []*sarama.ConsumerMessage{p1}, wantApplied: []*sarama.ConsumerMessage{a, c}, wantMarked: []*sarama.ConsumerMessage{a, c}, wantHeld: []*sarama.ConsumerMessage{p2}},
+		{name: "ParkedOrderHeldInALaterBatch", before: []*sarama.ConsumerMessage{p1},
+			batch: []*sarama.ConsumerMessage{a, p2}, wantFailed: []*sarama.ConsumerMessage{p1}, wantApplied: []*sarama.ConsumerMessage{a}, wantMarked: []*sarama.ConsumerMessage{a}, wantHeld: []*sarama.ConsumerMessage{p2}},
 		{name: "TransientFailureRetriesTheWholeBatch",
 			batch: []*sarama.ConsumerMessage{a, dbDown, c}, retry: true},
 		// A deadlock between batches is broken by applying the batch again
@@ -144,13 +196,16 @@ func TestBatchAppliesEachEventOnceInOrder(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			spec, db := recorder(t)
 			h := spec.BatchHandler(db, testenv.Logger(t))
+			var gotFailed []*sarama.ConsumerMessage
 			if tt.before != nil {
-				if _, err := h.HandleBatch(context.Background(), tt.before); err != nil {
+				f, err := consume(t, spec, db, h, tt.before)
+				if err != nil {
 					t.Fatal(err)
 				}
+				gotFailed = f
 			}
 			skip := len(appliedIDs(t, db))
-			failed, err := h.HandleBatch(context.Background(), tt.batch)
+			failed, err := consume(t, spec, db, h, tt.batch)
 			if tt.retry {
 				if err == nil || consumer.IsPermanent(err) {
 					t.Fatalf("err = %v, want a retryable error", err)
@@ -163,13 +218,7 @@ func TestBatchAppliesEachEventOnceInOrder(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var gotFailed []*sarama.ConsumerMessage
-			for _, f := range failed {
-				if !consumer.IsPermanent(f.Err) {
-					t.Errorf("failure %v is not permanent", f.Err)
-				}
-				gotFailed = append(gotFailed, f.Msg)
-			}
+			gotFailed = append(gotFailed, failed...)
 			if !slices.Equal(gotFailed, tt.wantFailed) {
 				t.Errorf("failed %d messages, want %d", len(gotFailed), len(tt.wantFailed))
 			}
@@ -188,6 +237,18 @@ func TestBatchAppliesEachEventOnceInOrder(t *testing.T) {
 			}
 			if got := shipments(t, db); got != len(tt.wantMarked) {
 				t.Errorf("%d ShipmentScheduled queued, want one per applied event (%d)", got, len(tt.wantMarked))
+			}
+			for _, f := range tt.wantFailed {
+				offsets, failed := parkedRows(t, db, string(f.Key))
+				want, wantFailed := []int64{f.Offset}, []bool{true}
+				for _, h := range tt.wantHeld {
+					if string(h.Key) == string(f.Key) {
+						want, wantFailed = append(want, h.Offset), append(wantFailed, false)
+					}
+				}
+				if !slices.Equal(offsets, want) || !slices.Equal(failed, wantFailed) {
+					t.Errorf("order %s parked offsets %v (failed %v), want %v (failed %v): the failure, then what it holds, in order", f.Key, offsets, failed, want, wantFailed)
+				}
 			}
 		})
 	}
@@ -237,9 +298,9 @@ func TestConcurrentBatchesApplyOnce(t *testing.T) {
 
 // TestPermanentFailuresDoNotReapplyTheBatchOverAndOver: each permanent
 // failure rolls the batch back; what came before it is committed at once
-// and the rest goes on, so no reaction runs more than twice however many
-// fail — and a copy of a failed event, even after a deadlock split the
-// batch, is a duplicate, not a second dead letter.
+// and the rest is handed over again, so no reaction runs more than twice
+// however many fail — and a copy of a failed event, even after a deadlock
+// split the batch, is held behind it, not a second dead letter.
 func TestPermanentFailuresDoNotReapplyTheBatchOverAndOver(t *testing.T) {
 	db := testenv.DB(t)
 	var mu sync.Mutex
@@ -279,7 +340,7 @@ func TestPermanentFailuresDoNotReapplyTheBatchOverAndOver(t *testing.T) {
 		}
 		batch = append(batch, reserved(t, uuid.NewString(), country))
 	}
-	failed, err := h.HandleBatch(context.Background(), batch)
+	failed, err := consume(t, spec, db, h, batch)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,11 +355,11 @@ func TestPermanentFailuresDoNotReapplyTheBatchOverAndOver(t *testing.T) {
 
 	// A deadlock splits the batch; the poison's copy stays a duplicate.
 	poison := reserved(t, uuid.NewString(), "XX")
-	failed, err = h.HandleBatch(context.Background(), []*sarama.ConsumerMessage{reserved(t, uuid.NewString(), "D1"), poison, poison})
+	failed, err = consume(t, spec, db, h, []*sarama.ConsumerMessage{reserved(t, uuid.NewString(), "D1"), poison, poison})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(failed) != 1 {
-		t.Fatalf("%d failures after a split, want 1 (the poison, its copy a duplicate)", len(failed))
+		t.Fatalf("%d failures after a split, want 1 (the poison, its copy held behind it)", len(failed))
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/choreo-saga/choreo/pkg/idem"
 	"github.com/choreo-saga/choreo/pkg/outbox"
+	"github.com/choreo-saga/choreo/pkg/park"
 	"github.com/choreo-saga/choreo/pkg/pg"
 )
 
@@ -51,9 +52,13 @@ const (
 // a poison message redelivered after a crash is dead-lettered once.
 var dlqNamespace = uuid.MustParse("6f1c1a52-9b4e-4a4e-8f0e-5e2d3c7a9d10")
 
-// DeadLetter returns a function that parks a message its consumer group can
-// never process on topic (e.g. "payment.dlq"): the original key and value,
-// the original headers, and the reason and origin as extra headers. It goes
+// DeadLetter returns a function that dead-letters a message its consumer
+// group can never process: it parks the message's order (its key; see
+// Hold) with the message and the reason in parked_events, for an operator
+// to replay or release, and publishes it on topic (e.g. "payment.dlq"),
+// where alerts and tools watch: the original key and value, the original
+// headers, and the reason and origin as extra headers. Both happen in one
+// transaction. The publish goes
 // through the outbox like every other publish, so a dead letter is never
 // lost between a failed handler and the DLQ topic, and it is recorded once
 // per origin offset even if the message is delivered again. Its signature
@@ -71,19 +76,7 @@ func DeadLetter(db *sqlx.DB, topic, group string) func(ctx context.Context, m *s
 		// topic that was deleted and recreated.
 		id := uuid.NewSHA1(dlqNamespace, fmt.Appendf(nil, "%s@%d", origin, m.Timestamp.UnixNano())).String()
 
-		headers := make(map[string]string, len(m.Headers)+8)
-		for _, h := range m.Headers {
-			if h == nil {
-				continue
-			}
-			key, keyAltered := outbox.StorableText(string(h.Key))
-			value, valueAltered := outbox.StorableText(string(h.Value))
-			if keyAltered || valueAltered {
-				headers[key+Base64Suffix] = base64.StdEncoding.EncodeToString(h.Value)
-				continue
-			}
-			headers[key] = value
-		}
+		headers := storableHeaders(m.Headers)
 
 		why := "unknown"
 		if reason != nil {
@@ -117,6 +110,11 @@ func DeadLetter(db *sqlx.DB, topic, group string) func(ctx context.Context, m *s
 			value = value[:MaxDeadLetterValue]
 		}
 		err := pg.InTx(ctx, db, func(tx *sqlx.Tx) error {
+			// The message's order is parked from now on (see Hold); the
+			// row keeps the message whole, the reason untruncated.
+			if err := park.Add(ctx, tx, group, entry(m, text)); err != nil {
+				return err
+			}
 			if first, err := idem.Mark(ctx, tx, group+".dlq", id, idem.Origin{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset}); err != nil || !first {
 				return err
 			}

@@ -9,7 +9,8 @@
 //  3. start the outbox relay, which alone publishes to Kafka;
 //  4. start the consumer group, handing each message down one chain of
 //     Middleware — Trace, Metrics, Decode, Guard, Route, DecodePayload,
-//     Classify, Transaction, Dedupe — to the service's typed Reaction (see On), inside the one
+//     Classify, Transaction, Hold, Dedupe — to the service's typed
+//     Reaction (see On), inside the one
 //     transaction that also marks the event processed and queues what the
 //     reaction emits (Tx.Emit);
 //  5. serve its HTTP API with health and readiness endpoints, a span and
@@ -39,6 +40,7 @@ import (
 	"github.com/choreo-saga/choreo/pkg/failpoint"
 	"github.com/choreo-saga/choreo/pkg/idem"
 	"github.com/choreo-saga/choreo/pkg/outbox"
+	"github.com/choreo-saga/choreo/pkg/park"
 	"github.com/choreo-saga/choreo/pkg/pg"
 	"github.com/choreo-saga/choreo/pkg/web"
 )
@@ -176,6 +178,7 @@ func (s Spec) Handler(db *sqlx.DB, log *slog.Logger) consumer.Handler {
 		DecodePayload,
 		Classify,
 		Transaction(db, s.Name, s.Produces, now),
+		Hold(s.Name),
 		Dedupe(s.Name),
 	)
 	return consumer.HandlerFunc(func(ctx context.Context, m *sarama.ConsumerMessage) error {
@@ -229,7 +232,7 @@ func Run(ctx context.Context, cfg Config, spec Spec) error {
 		return err
 	}
 	defer db.Close()
-	if err := pg.Migrate(ctx, db, log, idem.Schema, outbox.Schema, spec.Schema); err != nil {
+	if err := pg.Migrate(ctx, db, log, idem.Schema, outbox.Schema, park.Schema, spec.Schema); err != nil {
 		return err
 	}
 

@@ -20,6 +20,7 @@ import (
 	"github.com/choreo-saga/choreo/pkg/events"
 	"github.com/choreo-saga/choreo/pkg/idem"
 	"github.com/choreo-saga/choreo/pkg/outbox"
+	"github.com/choreo-saga/choreo/pkg/park"
 	"github.com/choreo-saga/choreo/pkg/pg"
 	"github.com/choreo-saga/choreo/services/payment"
 )
@@ -215,7 +216,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (Report, error) {
 		return rep, fmt.Errorf("naive schema: %w", err)
 	}
 	// The payment service's own schema, as participant.Run applies it.
-	if err := pg.Migrate(ctx, choreoDB.DB, log, idem.Schema, outbox.Schema, payment.Schema); err != nil {
+	if err := pg.Migrate(ctx, choreoDB.DB, log, idem.Schema, outbox.Schema, park.Schema, payment.Schema); err != nil {
 		return rep, err
 	}
 	for _, db := range []*sqlx.DB{naiveDB.DB, choreoDB.DB} {

@@ -89,8 +89,8 @@ func (s Suite) handler(db *sqlx.DB) consumer.Handler {
 		if err != nil {
 			return err
 		}
-		if len(failed) > 0 {
-			return failed[0].Err
+		if failed != nil {
+			return failed.Err
 		}
 		return nil
 	})
@@ -137,7 +137,7 @@ func redeliveryInBatch(t *testing.T, s Suite, c Case) {
 	dups := duplicates(t, s.Spec.Name, e.Type)
 	m := message(t, e)
 	failed, err := s.Spec.BatchHandler(db, discard).HandleBatch(context.Background(), []*sarama.ConsumerMessage{m, m, m})
-	if err != nil || len(failed) > 0 {
+	if err != nil || failed != nil {
 		t.Fatalf("batch of three copies: failed %v, err %v", failed, err)
 	}
 	if got := c.State(t, db, e); !reflect.DeepEqual(got, want) {
