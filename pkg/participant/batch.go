@@ -73,12 +73,16 @@ func (s Spec) BatchHandler(db *sqlx.DB, log *slog.Logger) consumer.BatchHandler 
 	if now == nil {
 		now = time.Now
 	}
+	front, react := s.stages(log)
+	return &batcher{spec: s, db: db, now: now, turn: make(chan struct{}, 1), front: front, react: react}
+}
+
+// stages splits the chain of Handler at the transaction: front decodes,
+// guards, routes and decodes the payload of one message; react runs its
+// reaction inside a transaction someone else owns.
+func (s Spec) stages(log *slog.Logger) (front, react Handler) {
 	routed := func(context.Context, *Delivery) error { return nil }
-	return &batcher{
-		spec: s, db: db, now: now, turn: make(chan struct{}, 1),
-		front: Chain(routed, Decode(log.With("consumer", s.Name)), Guard, Route(s.Reactions), DecodePayload),
-		react: Classify(React),
-	}
+	return Chain(routed, Decode(log.With("consumer", s.Name)), Guard, Route(s.Reactions), DecodePayload), Classify(React)
 }
 
 type batcher struct {

@@ -21,13 +21,15 @@ import (
 
 // recorder is a service whose reaction to InventoryReserved records the
 // event in applied, in order, and then does what the event's country
-// asks: "XX" fails permanently after writing, "DB" fails as a lost
+// asks: "XX" fails permanently after writing, until the cause is fixed (a
+// row in the table fixed), "DB" fails as a lost
 // connection would (retried), "D1" fails as a deadlock would, on its first
 // attempt only.
 func recorder(t *testing.T) (participant.Spec, *sqlx.DB) {
 	t.Helper()
 	db := testenv.DB(t)
-	if _, err := db.Exec(`CREATE TABLE applied (seq bigserial PRIMARY KEY, event_id uuid NOT NULL, order_id text NOT NULL)`); err != nil {
+	if _, err := db.Exec(`CREATE TABLE applied (seq bigserial PRIMARY KEY, event_id uuid NOT NULL, order_id text NOT NULL);
+		CREATE TABLE fixed (ok bool)`); err != nil {
 		t.Fatal(err)
 	}
 	var mu sync.Mutex
@@ -42,7 +44,10 @@ func recorder(t *testing.T) (participant.Spec, *sqlx.DB) {
 				}
 				switch p.ShippingAddress.Country {
 				case "XX":
-					return fmt.Errorf("refused: %w", events.ErrInvalid)
+					var fixed bool
+					if err := sqlx.GetContext(ctx, tx, &fixed, `SELECT EXISTS (SELECT FROM fixed)`); err != nil || !fixed {
+						return fmt.Errorf("refused: %w", errors.Join(events.ErrInvalid, err))
+					}
 				case "DB":
 					return errors.New("driver: bad connection")
 				case "D1":

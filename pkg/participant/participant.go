@@ -14,11 +14,14 @@
 //     transaction that also marks the event processed and queues what the
 //     reaction emits (Tx.Emit);
 //  5. serve its HTTP API with health and readiness endpoints, a span and
-//     metrics per request (web.Instrument);
+//     metrics per request (web.Instrument), and the operator's API under
+//     /admin/ (Admin: replay or release parked orders);
 //
 // and stop them together when the context ends, finishing the message in
 // hand and committing its offset. Messages that can never be processed go
-// to the service's dead-letter topic (DeadLetter).
+// to the service's dead-letter topic (DeadLetter) and park their order:
+// its later events are held, not applied, until an operator replays or
+// releases them (Hold, Operator).
 package participant
 
 import (
@@ -31,6 +34,7 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/go-chi/chi/v5"
 	"github.com/jmoiron/sqlx"
 	"golang.org/x/sync/errgroup"
 
@@ -71,6 +75,11 @@ type Config struct {
 	// profiles (net/http/pprof) there, apart from the API so they are
 	// never exposed with it. Empty: off.
 	PprofAddr string `envconfig:"PPROF_ADDR"`
+	// AdminToken, when set, is the bearer token the operator API under
+	// /admin/ (Spec.Admin: replay and release parked orders) requires.
+	// Empty: the admin API is open to whoever reaches HTTP_ADDR, as in the
+	// local modes; set it wherever that is more than you.
+	AdminToken string `envconfig:"ADMIN_TOKEN"`
 	// TopicSettings are the partitions, replication factor and
 	// min.insync.replicas of the topics the service creates
 	// (KAFKA_PARTITIONS, KAFKA_REPLICATION_FACTOR, KAFKA_MIN_INSYNC_REPLICAS).
@@ -118,8 +127,9 @@ type Spec struct {
 	// Reactions are what it does with the events it consumes; the topics
 	// it consumes follow from their types.
 	Reactions []Reaction
-	// API builds its HTTP handler; checks are the readiness probes to
-	// serve on /readyz.
+	// API builds its HTTP handler, the router of web.NewRouter with the
+	// service's routes; checks are the readiness probes to serve on
+	// /readyz. Run mounts the operator's API (Admin) on it at /admin.
 	API func(log *slog.Logger, db *sqlx.DB, checks map[string]web.Check) http.Handler
 	// Now is the clock reactions read through Tx.Now; nil means time.Now.
 	Now func() time.Time
@@ -275,10 +285,16 @@ func Run(ctx context.Context, cfg Config, spec Spec) error {
 	if err != nil {
 		return err
 	}
-	api := web.Instrument(spec.Name, spec.API(log, db, map[string]web.Check{
+	routes := spec.API(log, db, map[string]web.Check{
 		"database": db.PingContext,
 		"kafka":    broker.NewProbe(cfg.KafkaBrokers, time.Second).Check,
-	}))
+	})
+	router, ok := routes.(chi.Router)
+	if !ok {
+		return fmt.Errorf("participant: %s's API is a %T, not the chi router of web.NewRouter that /admin mounts on", spec.Name, routes)
+	}
+	router.Mount("/admin", spec.Admin(db, log, cfg.AdminToken))
+	api := web.Instrument(spec.Name, router)
 	setBuildInfo(spec.Name)
 
 	g, ctx := errgroup.WithContext(ctx)
@@ -291,6 +307,7 @@ func Run(ctx context.Context, cfg Config, spec Spec) error {
 	if cfg.PprofAddr != "" {
 		g.Go(func() error { return web.Serve(ctx, cfg.PprofAddr, web.Pprof(), log.With("component", "pprof")) })
 	}
+	g.Go(func() error { return watchParked(ctx, db, spec.Name, log) })
 	for _, job := range spec.Jobs {
 		g.Go(func() error { return job(ctx, db, log) })
 	}

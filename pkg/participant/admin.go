@@ -1,0 +1,136 @@
+package participant
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/jmoiron/sqlx"
+
+	"github.com/choreo-saga/choreo/pkg/outbox"
+	"github.com/choreo-saga/choreo/pkg/park"
+	"github.com/choreo-saga/choreo/pkg/web"
+)
+
+// Admin returns the service's operator API, which Run mounts at /admin on
+// the service's router, and choreoctl calls:
+//
+//	GET  /admin/parked[?order=ID]             the rows parked now, in order
+//	POST /admin/parked/replay?order=ID        replay an order's rows (or ?event=ID, ?row=N)
+//	POST /admin/parked/release?order=ID       release them unapplied (or ?event=ID, ?row=N)
+//	GET  /admin/outbox/parked                 the outbox rows Kafka refused
+//	POST /admin/outbox/parked/{id}/release    publish one again
+//
+// Every answer is JSON; every failure application/problem+json. With a
+// token, each request must carry "Authorization: Bearer <token>".
+func (s Spec) Admin(db *sqlx.DB, log *slog.Logger, token string) http.Handler {
+	op := s.Operator(db, log)
+	r := chi.NewRouter() // mounted: the service's router logs, recovers and names requests
+	r.Use(requireToken(log, token))
+	r.NotFound(web.NotFound(log))
+	r.MethodNotAllowed(web.MethodNotAllowed(log))
+	r.Method(http.MethodGet, "/parked", listParked(op, log))
+	r.Method(http.MethodPost, "/parked/replay", resolveParked(op.Replay, log))
+	r.Method(http.MethodPost, "/parked/release", resolveParked(op.Release, log))
+	r.Method(http.MethodGet, "/outbox/parked", listOutboxParked(db, log))
+	r.Method(http.MethodPost, "/outbox/parked/{id}/release", releaseOutboxRow(db, log))
+	return r
+}
+
+// requireToken refuses a request without the bearer token, if there is one.
+func requireToken(log *slog.Logger, token string) func(http.Handler) http.Handler {
+	want := []byte("Bearer " + token)
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if token != "" && subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="choreo admin"`)
+				web.Respond(w, r, log, web.Errorf(http.StatusUnauthorized, "the admin API needs the token ADMIN_TOKEN sets: Authorization: Bearer <token>"))
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+// parkedList is the answer of GET /admin/parked.
+type parkedList struct {
+	Service string     `json:"service"`
+	Orders  int        `json:"orders"` // distinct keys among Rows
+	Rows    []park.Row `json:"rows"`
+}
+
+func listParked(op *Operator, log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rows, err := op.List(r.Context(), r.URL.Query().Get("order"))
+		if err != nil {
+			web.Respond(w, r, log, err)
+			return
+		}
+		keys := map[string]bool{}
+		for _, row := range rows {
+			if row.Key != nil {
+				keys[*row.Key] = true
+			}
+		}
+		web.Encode(w, http.StatusOK, parkedList{Service: op.spec.Name, Orders: len(keys), Rows: append([]park.Row{}, rows...)})
+	})
+}
+
+func resolveParked(resolve func(ctx context.Context, sel Selector) (Result, error), log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		sel := Selector{Key: q.Get("order"), EventID: q.Get("event")}
+		if v := q.Get("row"); v != "" {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n <= 0 {
+				web.Respond(w, r, log, web.Errorf(http.StatusBadRequest, "row %q is not a row number", v))
+				return
+			}
+			sel.Seq = n
+		}
+		res, err := resolve(r.Context(), sel)
+		var failing *StillFailing
+		if errors.As(err, &failing) {
+			err = &web.Error{Status: http.StatusConflict, Detail: failing.Error(), Err: err}
+		}
+		if err != nil {
+			web.Respond(w, r, log, err)
+			return
+		}
+		if res.Resolved == nil {
+			res.Resolved = []Resolved{}
+		}
+		web.Encode(w, http.StatusOK, res)
+	})
+}
+
+func listOutboxParked(db *sqlx.DB, log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rows, err := outbox.ListParked(r.Context(), db)
+		if err != nil {
+			web.Respond(w, r, log, err)
+			return
+		}
+		web.Encode(w, http.StatusOK, map[string]any{"rows": append([]outbox.ParkedRow{}, rows...)})
+	})
+}
+
+func releaseOutboxRow(db *sqlx.DB, log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id, err := strconv.ParseInt(chi.URLParam(r, "id"), 10, 64)
+		if err != nil || id <= 0 {
+			web.Respond(w, r, log, web.Errorf(http.StatusBadRequest, "%q is not an outbox row id", chi.URLParam(r, "id")))
+			return
+		}
+		released, err := outbox.Release(r.Context(), db, id)
+		if err != nil {
+			web.Respond(w, r, log, err)
+			return
+		}
+		web.Encode(w, http.StatusOK, map[string]any{"id": id, "released": released})
+	})
+}

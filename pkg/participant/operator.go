@@ -1,0 +1,323 @@
+package participant
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/jmoiron/sqlx"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/choreo-saga/choreo/pkg/consumer"
+	"github.com/choreo-saga/choreo/pkg/fault"
+	"github.com/choreo-saga/choreo/pkg/idem"
+	"github.com/choreo-saga/choreo/pkg/park"
+	"github.com/choreo-saga/choreo/pkg/pg"
+)
+
+// Operator is what an operator does with a service's parked orders (see
+// Hold) once the cause is fixed: list them, replay their rows through the
+// service's reactions, in order, or release them unapplied. Replaying or
+// releasing what is already resolved changes nothing and says so, so
+// either can be run again. The admin API (Admin) and choreoctl serve it.
+type Operator struct {
+	spec  Spec
+	db    *sqlx.DB
+	log   *slog.Logger
+	now   func() time.Time
+	front Handler // as the consumer: decode, guard, route, payload
+	react Handler
+}
+
+// Operator returns the service's Operator on its database.
+func (s Spec) Operator(db *sqlx.DB, log *slog.Logger) *Operator {
+	front, react := s.stages(log)
+	now := s.Now
+	if now == nil {
+		now = time.Now
+	}
+	return &Operator{spec: s, db: db, log: log.With("component", "operator"), now: now, front: front, react: react}
+}
+
+// Selector picks parked rows: all of one order's (Key), or one row, by
+// its event's id (EventID) or its number (Seq). Set one.
+type Selector struct {
+	Key     string
+	EventID string
+	Seq     int64
+}
+
+func (s Selector) filter() park.Filter {
+	return park.Filter{Key: s.Key, EventID: s.EventID, Seq: s.Seq}
+}
+
+func (s Selector) String() string {
+	switch {
+	case s.Key != "":
+		return "order " + s.Key
+	case s.EventID != "":
+		return "event " + s.EventID
+	default:
+		return fmt.Sprintf("row %d", s.Seq)
+	}
+}
+
+// Resolved is a row an Operator resolved, and how it ended: applied,
+// duplicate (it had been applied already), not_routed (not this service's
+// event) or released.
+type Resolved struct {
+	park.Row
+	Outcome string `json:"outcome"`
+}
+
+// Result is what a replay or a release did.
+type Result struct {
+	Service string `json:"service"`
+	// Resolved are the rows resolved now, in order.
+	Resolved []Resolved `json:"resolved"`
+	// Already lists the selected rows resolved before: asked again,
+	// nothing changes.
+	Already []park.Row `json:"already,omitempty"`
+}
+
+// StillFailing is the error of a replay whose row fails again: nothing of
+// the replay is kept, and the row, with the new reason, stays parked.
+type StillFailing struct {
+	Row park.Row
+	Err error
+}
+
+func (e *StillFailing) Error() string {
+	return fmt.Sprintf("row %d (%s at %s/%d/%d) still fails, so its order stays parked: %v",
+		e.Row.Seq, deref(e.Row.EventType), e.Row.Topic, e.Row.Partition, e.Row.Offset, e.Err)
+}
+
+// List returns the rows parked now (an order's, or every one), in the
+// order they were parked.
+func (o *Operator) List(ctx context.Context, key string) ([]park.Row, error) {
+	return park.Rows(ctx, o.db, o.spec.Name, park.Filter{Key: key})
+}
+
+// Replay applies the selected rows through the service's reactions, in
+// the order they were parked, in one transaction, and resolves them: each
+// event is marked processed, so one applied before (or a copy) is a
+// duplicate. An order's rows replay from its first: a single row replays
+// only if no row of its order is parked before it. If a row fails again,
+// nothing is applied and a *StillFailing says why.
+func (o *Operator) Replay(ctx context.Context, sel Selector) (Result, error) {
+	return o.resolve(ctx, sel, park.Replayed)
+}
+
+// Release resolves the selected rows without applying them, and marks
+// their events processed, so that a redelivery of one is a duplicate: the
+// operator has settled them by other means. An order whose rows are all
+// resolved flows again.
+func (o *Operator) Release(ctx context.Context, sel Selector) (Result, error) {
+	return o.resolve(ctx, sel, park.Released)
+}
+
+func (o *Operator) resolve(ctx context.Context, sel Selector, how string) (Result, error) {
+	res := Result{Service: o.spec.Name}
+	if n := btoi(sel.Key != "") + btoi(sel.EventID != "") + btoi(sel.Seq > 0); n != 1 {
+		return res, fault.Errorf(fault.Invalid, "select the rows by one of order, event and row")
+	}
+	f := sel.filter()
+	f.Resolved = true
+	seen, err := park.Rows(ctx, o.db, o.spec.Name, f)
+	if err != nil {
+		return res, err
+	}
+	var key *string
+	for _, r := range seen {
+		if r.ResolvedAt != nil {
+			res.Already = append(res.Already, r)
+		} else if key == nil {
+			key = r.Key
+			if key == nil {
+				key = new(string) // a dead letter with no key: it holds nothing up
+			}
+		}
+	}
+	if len(seen) == 0 {
+		return res, fault.Errorf(fault.NotFound, "nothing of %s was ever parked by %s", sel, o.spec.Name)
+	}
+	if key == nil {
+		return res, nil // all resolved before: nothing to do
+	}
+	var failing *StillFailing
+	// A deadlock with the consumer's batches is retried a few times.
+	for attempt := 1; ; attempt++ {
+		res.Resolved, failing = nil, nil
+		err = pg.InTx(ctx, o.db, func(tx *sqlx.Tx) error {
+			r, f, err := o.resolveLocked(ctx, tx, sel, *key, how)
+			res.Resolved, failing = r, f
+			if f != nil {
+				return f // roll back what the replay applied
+			}
+			return err
+		})
+		if err == nil || !lockConflict(err) || attempt == 3 {
+			break
+		}
+	}
+	if failing != nil {
+		res.Resolved = nil
+		if ferr := park.Fail(ctx, o.db, failing.Row.Seq, failing.Err.Error()); ferr != nil {
+			return res, errors.Join(failing, ferr)
+		}
+		o.log.Warn("replay failed again; the order stays parked", "selected", sel.String(), "seq", failing.Row.Seq, "err", failing.Err)
+		return res, failing
+	}
+	if err != nil {
+		return res, fmt.Errorf("%s %s: %w", how, sel, err)
+	}
+	for _, r := range res.Resolved {
+		o.log.Info("parked row resolved", "resolution", how, "outcome", r.Outcome, "seq", r.Seq,
+			"order_id", deref(r.Key), "event_id", deref(r.EventID), "event_type", deref(r.EventType))
+	}
+	return res, nil
+}
+
+// resolveLocked resolves, within tx and holding the order's lock, the
+// selected rows of order key (empty: a row with no key).
+func (o *Operator) resolveLocked(ctx context.Context, tx *sqlx.Tx, sel Selector, key, how string) ([]Resolved, *StillFailing, error) {
+	f := park.Filter{Key: key, ForUpdate: true}
+	if key == "" {
+		f = sel.filter()
+		f.ForUpdate = true
+	} else if err := park.Lock(ctx, tx, o.spec.Name, key); err != nil {
+		return nil, nil, err
+	}
+	open, err := park.Rows(ctx, tx, o.spec.Name, f) // read again under the lock
+	if err != nil {
+		return nil, nil, err
+	}
+	targets := open
+	if sel.Key == "" { // one row
+		targets = nil
+		for i, r := range open {
+			if (sel.EventID != "" && deref(r.EventID) == sel.EventID) || (sel.Seq != 0 && r.Seq == sel.Seq) {
+				if how == park.Replayed && i > 0 {
+					return nil, nil, fault.Errorf(fault.Conflict, "%s of order %s is behind row %d, parked before it: replay the order, or that row first", sel, key, open[0].Seq)
+				}
+				targets = []park.Row{r}
+				break
+			}
+		}
+	}
+	var done []Resolved
+	seqs := make([]int64, 0, len(targets))
+	for _, r := range targets {
+		outcome, failing, err := o.apply(ctx, tx, r, how)
+		if failing != nil || err != nil {
+			return nil, failing, err
+		}
+		done = append(done, Resolved{Row: r, Outcome: outcome})
+		seqs = append(seqs, r.Seq)
+	}
+	return done, nil, park.Resolve(ctx, tx, seqs, how)
+}
+
+// apply replays row r within tx, as the consumer would have applied it, or
+// releases it.
+func (o *Operator) apply(ctx context.Context, tx *sqlx.Tx, r park.Row, how string) (string, *StillFailing, error) {
+	headers, err := r.Headers()
+	if err != nil {
+		return "", nil, err
+	}
+	m := &sarama.ConsumerMessage{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Value: r.Value, Headers: recordHeaders(headers)}
+	if r.Key != nil {
+		m.Key = []byte(*r.Key)
+	}
+	if how == park.Released {
+		if r.EventID != nil {
+			if _, err := idem.Mark(ctx, tx, o.spec.Name, *r.EventID, origin(m)); err != nil {
+				return "", nil, err
+			}
+		}
+		return park.Released, nil, nil
+	}
+
+	d := &Delivery{Msg: m}
+	dctx, span := startSpan(ctx, o.spec.Name, m) // the replay joins the saga's trace
+	start := time.Now()
+	err = o.replay(dctx, tx, d)
+	record(o.spec.Name, d, err, time.Since(start))
+	endSpan(span, d, err)
+	switch {
+	case consumer.IsPermanent(err):
+		return "", &StillFailing{Row: r, Err: err}, nil
+	case err != nil:
+		return "", nil, err
+	}
+	return d.Outcome, nil, nil
+}
+
+// replay runs d through the consumer's stages within tx, without the
+// parking check: the rows are being resolved.
+func (o *Operator) replay(ctx context.Context, tx *sqlx.Tx, d *Delivery) error {
+	if err := o.front(ctx, d); err != nil || d.Outcome != "" {
+		return err // refused, or not this service's event
+	}
+	first, err := idem.Mark(ctx, tx, o.spec.Name, d.Event.ID, origin(d.Msg))
+	if err != nil {
+		return err
+	}
+	if !first {
+		d.Outcome = "duplicate"
+		return nil
+	}
+	d.Tx = &Tx{ExtContext: tx, Log: d.Log, source: o.spec.Name, produces: o.spec.Produces, orderID: d.Event.OrderID, now: o.now()}
+	return o.react(ctx, d)
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// The parked gauges, counted from the database like the outbox's parked
+// rows, so that they survive restarts and agree between instances.
+var (
+	parkedOrders = promauto.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "choreo_parked_orders",
+		Help: "Orders (Kafka keys) parked by a permanent failure and waiting for an operator, by service.",
+	}, []string{"service"})
+	parkedEvents = promauto.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "choreo_parked_events",
+		Help: "Messages kept in parked_events, failed or held behind a failure, unresolved, by service.",
+	}, []string{"service"})
+)
+
+// watchParked keeps the parked gauges current until ctx ends.
+func watchParked(ctx context.Context, db *sqlx.DB, service string, log *slog.Logger) error {
+	t := time.NewTicker(15 * time.Second)
+	defer t.Stop()
+	for {
+		rows, keys, err := park.Count(ctx, db, service)
+		if err == nil {
+			parkedEvents.WithLabelValues(service).Set(float64(rows))
+			parkedOrders.WithLabelValues(service).Set(float64(keys))
+		} else if ctx.Err() == nil {
+			log.Debug("parked gauges not updated", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
