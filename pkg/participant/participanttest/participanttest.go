@@ -15,6 +15,11 @@
 //   - InvalidPayloadIsDeadLettered: a payload that does not decode is a
 //     permanent error, changes nothing, and is dead-lettered once to the
 //     service's dead-letter topic;
+//   - PoisonParksItsOrderUntilReplayed: after an undecodable event of the
+//     order is dead-lettered, the order's event is held, not applied; a
+//     replay fails while the poison is there, and once it is released,
+//     applies the held event once, as one delivery does; a second replay
+//     and a redelivery change nothing;
 //   - OtherServicesEventsAreAcknowledged: every event type the service has
 //     no reaction to is acknowledged without a mark, an outbox row or a
 //     change;
@@ -33,6 +38,7 @@ package participanttest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -115,6 +121,7 @@ func Run(t *testing.T, s Suite) {
 					t.Run("ConcurrentDeliveriesApplyOnce", func(t *testing.T) { concurrent(t, s, c) })
 					t.Run("ForwardCompatibleEventIsApplied", func(t *testing.T) { forwardCompatible(t, s, c) })
 					t.Run("InvalidPayloadIsDeadLettered", func(t *testing.T) { invalid(t, s, c) })
+					t.Run("PoisonParksItsOrderUntilReplayed", func(t *testing.T) { parks(t, s, c) })
 					t.Run("OtherServicesEventsAreAcknowledged", func(t *testing.T) { others(t, s, c) })
 					t.Run("ChangeMarkAndOutboxCommitTogether", func(t *testing.T) { atomic(t, s, c) })
 				})
@@ -325,6 +332,62 @@ func invalid(t *testing.T, s Suite, c Case) {
 		t.Errorf("dead letters on %s with reasons %q, want one saying %q",
 			events.DeadLetterTopic(s.Spec.Name), reasons, events.ErrInvalid)
 	}
+}
+
+func parks(t *testing.T, s Suite, c Case) {
+	ctx := context.Background()
+	db := s.DB(t)
+	e := c.Setup(t, db)
+	before := c.State(t, db, e)
+	poison := e
+	poison.ID = uuid.NewString()
+	poison.Payload = json.RawMessage(`["not", "an", "object"]`)
+	pm := message(t, poison)
+	err := s.handler(db).Handle(ctx, pm)
+	if !consumer.IsPermanent(err) {
+		t.Fatalf("handling an undecodable payload: err = %v, want a permanent error", err)
+	}
+	if err := s.Spec.DeadLetterTo(db)(ctx, pm, err); err != nil {
+		t.Fatalf("dead-letter: %v", err)
+	}
+	since := lastOutboxID(t, db)
+
+	deliver(t, s, db, e) // held behind the poison
+	if got := c.State(t, db, e); !reflect.DeepEqual(got, before) {
+		t.Errorf("state changed by an event of a parked order: %+v, was %+v", got, before)
+	}
+	wantMarks(t, db, e, 0)
+	wantEmitted(t, s, db, e, since, nil)
+
+	op := s.Spec.Operator(db, discard)
+	var failing *participant.StillFailing
+	if _, err := op.Replay(ctx, participant.Selector{Key: e.OrderID}); !errors.As(err, &failing) {
+		t.Fatalf("replay with the poison at the head: err = %v, want StillFailing", err)
+	}
+	wantMarks(t, db, e, 0)
+	if _, err := op.Release(ctx, participant.Selector{EventID: poison.ID}); err != nil {
+		t.Fatalf("release the poison: %v", err)
+	}
+	res, err := op.Replay(ctx, participant.Selector{Key: e.OrderID})
+	if err != nil || len(res.Resolved) != 1 || res.Resolved[0].Outcome != "applied" {
+		t.Fatalf("replay: %+v, err %v; want the held event applied", res, err)
+	}
+	after := c.State(t, db, e)
+	if reflect.DeepEqual(after, before) {
+		t.Errorf("the replay left the state as it was: %+v", after)
+	}
+	wantMarks(t, db, e, 1)
+	wantEmitted(t, s, db, e, since, c.Emits)
+
+	if res, err := op.Replay(ctx, participant.Selector{Key: e.OrderID}); err != nil || len(res.Resolved) != 0 {
+		t.Fatalf("second replay: %+v, err %v; want nothing resolved", res, err)
+	}
+	deliver(t, s, db, e) // a redelivery: the order flows again, the event is a duplicate
+	if got := c.State(t, db, e); !reflect.DeepEqual(got, after) {
+		t.Errorf("state after a second replay and a redelivery %+v, after the replay %+v", got, after)
+	}
+	wantMarks(t, db, e, 1)
+	wantEmitted(t, s, db, e, since, c.Emits)
 }
 
 func others(t *testing.T, s Suite, c Case) {

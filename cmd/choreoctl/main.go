@@ -1,0 +1,345 @@
+// Command choreoctl is the operator's tool for what the services set
+// aside: the orders a permanent failure parked (the failed message, with
+// its reason, and the events held behind it) and the outbox rows Kafka
+// refused. It talks to each service's admin API (participant.Admin):
+//
+//	choreoctl parked                              every parked order and row, per service
+//	choreoctl dead-letters                        only the failures, with their reasons
+//	choreoctl replay  -order ID [-service S]      apply an order's rows, in order, once the cause is fixed
+//	choreoctl replay  -event ID [-service S]      … or the one row at the head of its order
+//	choreoctl replay  -row N -service S           … by row number
+//	choreoctl release -order ID [-service S]      let them go unapplied (marked processed)
+//	choreoctl outbox                              outbox rows Kafka refused
+//	choreoctl release-outbox -service S -id N     publish one again
+//
+// Replay and release are idempotent: run again, they report what was
+// already resolved and change nothing. Without -service, -order and -event
+// act on every service that has them parked.
+//
+// The services' addresses default to the local ones (make run, go run
+// ./deploy/local); -services or $CHOREO_SERVICES overrides them, e.g.
+// "payment=http://10.0.0.5:8081,order=http://10.0.0.4:8080". With
+// ADMIN_TOKEN set on the services, pass it by -token or $ADMIN_TOKEN.
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/choreo-saga/choreo/internal/cli"
+	"github.com/choreo-saga/choreo/pkg/outbox"
+	"github.com/choreo-saga/choreo/pkg/park"
+	"github.com/choreo-saga/choreo/pkg/participant"
+)
+
+// defaultServices are where make run and deploy/local serve each service.
+const defaultServices = "order=http://127.0.0.1:8080,payment=http://127.0.0.1:8081,inventory=http://127.0.0.1:8082,shipping=http://127.0.0.1:8083"
+
+func main() {
+	cli.Main("choreoctl", func(ctx context.Context) error { return run(ctx, os.Args[1:], os.Getenv, os.Stdout) })
+}
+
+func run(ctx context.Context, args []string, getenv func(string) string, out io.Writer) error {
+	fs := flag.NewFlagSet("choreoctl", flag.ContinueOnError)
+	servicesFlag := fs.String("services", or(getenv("CHOREO_SERVICES"), defaultServices), "the services' base URLs, name=url,… (default $CHOREO_SERVICES or the local ones)")
+	token := fs.String("token", getenv("ADMIN_TOKEN"), "the admin API's bearer token (default $ADMIN_TOKEN)")
+	asJSON := fs.Bool("json", false, "print the services' JSON answers instead of tables")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: choreoctl [-services …] [-token …] [-json] parked|dead-letters|replay|release|outbox|release-outbox [flags]")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	services, err := parseServices(*servicesFlag)
+	if err != nil {
+		return err
+	}
+	if fs.NArg() == 0 {
+		fs.Usage()
+		return errors.New("no command")
+	}
+	c := &client{http: &http.Client{Timeout: time.Minute}, token: *token, services: services, out: out, json: *asJSON}
+	cmd, rest := fs.Arg(0), fs.Args()[1:]
+
+	sub := flag.NewFlagSet("choreoctl "+cmd, flag.ContinueOnError)
+	service := sub.String("service", "", "the service (default: every one, where the command allows)")
+	order := sub.String("order", "", "the order (the parked key)")
+	event := sub.String("event", "", "the event id")
+	row := sub.Int64("row", 0, "the parked row's number (with -service)")
+	id := sub.Int64("id", 0, "the outbox row's id (release-outbox, with -service)")
+	if err := sub.Parse(rest); err != nil {
+		return err
+	}
+	targets, err := c.pick(*service)
+	if err != nil {
+		return err
+	}
+	switch cmd {
+	case "parked", "dead-letters":
+		return c.list(ctx, targets, *order, cmd == "dead-letters")
+	case "replay", "release":
+		q := url.Values{}
+		switch {
+		case *order != "" && *event == "" && *row == 0:
+			q.Set("order", *order)
+		case *event != "" && *order == "" && *row == 0:
+			q.Set("event", *event)
+		case *row > 0 && *order == "" && *event == "" && *service != "":
+			q.Set("row", fmt.Sprint(*row))
+		default:
+			return fmt.Errorf("%s: select by one of -order, -event and -row (-row needs -service)", cmd)
+		}
+		return c.resolve(ctx, targets, cmd, q, *service != "")
+	case "outbox":
+		return c.outbox(ctx, targets)
+	case "release-outbox":
+		if *service == "" || *id <= 0 {
+			return errors.New("release-outbox: needs -service and -id")
+		}
+		var res map[string]any
+		if err := c.do(ctx, targets[0], http.MethodPost, fmt.Sprintf("/admin/outbox/parked/%d/release", *id), &res); err != nil {
+			return err
+		}
+		if *asJSON {
+			return json.NewEncoder(out).Encode(res)
+		}
+		if res["released"] == true {
+			fmt.Fprintf(out, "%s: outbox row %d released; the relay publishes it now\n", targets[0].name, *id)
+		} else {
+			fmt.Fprintf(out, "%s: outbox row %d was not parked; nothing to do\n", targets[0].name, *id)
+		}
+		return nil
+	default:
+		fs.Usage()
+		return fmt.Errorf("unknown command %q", cmd)
+	}
+}
+
+func or(s, def string) string {
+	if s != "" {
+		return s
+	}
+	return def
+}
+
+type service struct{ name, url string }
+
+func parseServices(s string) ([]service, error) {
+	var out []service
+	for _, part := range strings.Split(s, ",") {
+		name, u, ok := strings.Cut(strings.TrimSpace(part), "=")
+		if !ok || name == "" || u == "" {
+			return nil, fmt.Errorf("-services: %q is not name=url", part)
+		}
+		if _, err := url.ParseRequestURI(u); err != nil {
+			return nil, fmt.Errorf("-services: %s: %w", name, err)
+		}
+		out = append(out, service{name: name, url: strings.TrimRight(u, "/")})
+	}
+	return out, nil
+}
+
+type client struct {
+	http     *http.Client
+	token    string
+	services []service
+	out      io.Writer
+	json     bool
+}
+
+// pick returns the named service, or every one.
+func (c *client) pick(name string) ([]service, error) {
+	if name == "" {
+		return c.services, nil
+	}
+	i := slices.IndexFunc(c.services, func(s service) bool { return s.name == name })
+	if i < 0 {
+		return nil, fmt.Errorf("no service %q (have %v)", name, c.services)
+	}
+	return c.services[i : i+1], nil
+}
+
+// apiError is a problem+json answer.
+type apiError struct {
+	Status int
+	Detail string
+}
+
+func (e *apiError) Error() string { return fmt.Sprintf("%d %s", e.Status, e.Detail) }
+
+// do calls the admin API of s and decodes the JSON answer into v.
+func (c *client) do(ctx context.Context, s service, method, path string, v any) error {
+	req, err := http.NewRequestWithContext(ctx, method, s.url+path, nil)
+	if err != nil {
+		return err
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		var p struct {
+			Detail string `json:"detail"`
+		}
+		_ = json.Unmarshal(body, &p)
+		if p.Detail == "" {
+			p.Detail = string(bytes.TrimSpace(body))
+		}
+		return &apiError{Status: resp.StatusCode, Detail: p.Detail}
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		return fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	return nil
+}
+
+func (c *client) list(ctx context.Context, targets []service, order string, failuresOnly bool) error {
+	path := "/admin/parked"
+	if order != "" {
+		path += "?order=" + url.QueryEscape(order)
+	}
+	w := tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
+	if !c.json {
+		fmt.Fprintln(w, "SERVICE\tORDER\tROW\tEVENT\tTYPE\tORIGIN\tPARKED AT\tREASON")
+	}
+	var errs []error
+	for _, s := range targets {
+		var res struct {
+			Rows []park.Row `json:"rows"`
+		}
+		if err := c.do(ctx, s, http.MethodGet, path, &res); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", s.name, err))
+			continue
+		}
+		for _, r := range res.Rows {
+			if failuresOnly && r.Reason == nil {
+				continue
+			}
+			if c.json {
+				if err := json.NewEncoder(c.out).Encode(r); err != nil {
+					return err
+				}
+				continue
+			}
+			reason := "held behind the failure above"
+			if r.Reason != nil {
+				reason = *r.Reason
+			}
+			fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s/%d/%d\t%s\t%s\n", s.name, deref(r.Key, "-"), r.Seq, deref(r.EventID, "-"), deref(r.EventType, "-"),
+				r.Topic, r.Partition, r.Offset, r.ParkedAt.Format(time.RFC3339), oneLine(reason))
+		}
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	return errors.Join(errs...)
+}
+
+// resolve replays or releases the selected rows on every target that has
+// them; with one service named, its answer is the answer.
+func (c *client) resolve(ctx context.Context, targets []service, cmd string, q url.Values, named bool) error {
+	found := false
+	var errs []error
+	for _, s := range targets {
+		var res participant.Result
+		err := c.do(ctx, s, http.MethodPost, "/admin/parked/"+cmd+"?"+q.Encode(), &res)
+		var ae *apiError
+		if errors.As(err, &ae) && ae.Status == http.StatusNotFound && !named {
+			continue // never parked there
+		}
+		found = true
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", s.name, err))
+			continue
+		}
+		if c.json {
+			if err := json.NewEncoder(c.out).Encode(res); err != nil {
+				return err
+			}
+			continue
+		}
+		for _, r := range res.Resolved {
+			fmt.Fprintf(c.out, "%s: row %d %s %s of order %s: %s\n", s.name, r.Seq, deref(r.EventType, "message"), deref(r.EventID, ""), deref(r.Key, "-"), r.Outcome)
+		}
+		for _, r := range res.Already {
+			fmt.Fprintf(c.out, "%s: row %d %s %s of order %s: already %s at %s\n", s.name, r.Seq, deref(r.EventType, "message"), deref(r.EventID, ""), deref(r.Key, "-"),
+				deref(r.Resolution, "resolved"), r.ResolvedAt.Format(time.RFC3339))
+		}
+		if len(res.Resolved) == 0 && len(res.Already) == 0 {
+			fmt.Fprintf(c.out, "%s: nothing to %s\n", s.name, cmd)
+		}
+	}
+	if !found {
+		return fmt.Errorf("%s: nothing matching %s was ever parked by %s", cmd, q.Encode(), names(targets))
+	}
+	return errors.Join(errs...)
+}
+
+func (c *client) outbox(ctx context.Context, targets []service) error {
+	w := tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
+	if !c.json {
+		fmt.Fprintln(w, "SERVICE\tID\tTOPIC\tKEY\tBYTES\tPARKED AT\tLAST ERROR")
+	}
+	var errs []error
+	for _, s := range targets {
+		var res struct {
+			Rows []outbox.ParkedRow `json:"rows"`
+		}
+		if err := c.do(ctx, s, http.MethodGet, "/admin/outbox/parked", &res); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", s.name, err))
+			continue
+		}
+		for _, r := range res.Rows {
+			if c.json {
+				if err := json.NewEncoder(c.out).Encode(r); err != nil {
+					return err
+				}
+				continue
+			}
+			fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%d\t%s\t%s\n", s.name, r.ID, r.Topic, r.Key, r.Bytes, r.ParkedAt.Format(time.RFC3339), oneLine(r.LastError))
+		}
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	return errors.Join(errs...)
+}
+
+func names(ss []service) string {
+	var n []string
+	for _, s := range ss {
+		n = append(n, s.name)
+	}
+	return strings.Join(n, ", ")
+}
+
+func deref(s *string, def string) string {
+	if s == nil {
+		return def
+	}
+	return *s
+}
+
+// oneLine keeps a table row on one line.
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
