@@ -1,0 +1,94 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+// fakeAdmin answers like a service's admin API: order o-1 parked on it,
+// or nothing.
+func fakeAdmin(t *testing.T, parked bool) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer tok" {
+			w.Header().Set("Content-Type", "application/problem+json")
+			w.WriteHeader(http.StatusUnauthorized)
+			w.Write([]byte(`{"status":401,"detail":"the admin API needs the token"}`))
+			return
+		}
+		switch {
+		case r.Method == http.MethodGet && r.URL.Path == "/admin/parked" && parked:
+			w.Write([]byte(`{"service":"payment","orders":1,"rows":[
+				{"seq":7,"service":"payment","key":"o-1","event_id":"e-1","event_type":"OrderCancelRequested","topic":"order.events","partition":2,"offset":40,"reason":"refund refused:\nsettle it by hand","parked_at":"2026-12-01T10:00:00Z"},
+				{"seq":8,"service":"payment","key":"o-1","event_id":"e-2","event_type":"OrderCancelRequested","topic":"order.events","partition":2,"offset":41,"parked_at":"2026-12-01T10:00:01Z"}]}`))
+		case r.Method == http.MethodGet && r.URL.Path == "/admin/parked":
+			w.Write([]byte(`{"service":"order","orders":0,"rows":[]}`))
+		case r.Method == http.MethodPost && r.URL.Path == "/admin/parked/replay" && parked:
+			if r.URL.Query().Get("order") != "o-1" {
+				t.Errorf("replay query %q, want order=o-1", r.URL.RawQuery)
+			}
+			w.Write([]byte(`{"service":"payment","resolved":[{"seq":7,"key":"o-1","event_id":"e-1","event_type":"OrderCancelRequested","outcome":"applied"},{"seq":8,"key":"o-1","event_id":"e-2","event_type":"OrderCancelRequested","outcome":"duplicate"}]}`))
+		case r.Method == http.MethodPost && r.URL.Path == "/admin/parked/replay":
+			w.Header().Set("Content-Type", "application/problem+json")
+			w.WriteHeader(http.StatusNotFound)
+			w.Write([]byte(`{"status":404,"detail":"nothing of order o-1 was ever parked by order"}`))
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func TestChoreoctl(t *testing.T) {
+	payment, order := fakeAdmin(t, true), fakeAdmin(t, false)
+	services := "-services=order=" + order.URL + ",payment=" + payment.URL
+	tests := []struct {
+		name    string
+		args    []string
+		want    []string // in the output
+		wantErr string
+	}{
+		{"ListsRowsOnOneLineEach", []string{services, "-token", "tok", "parked"},
+			[]string{"payment  o-1    7", "refund refused: settle it by hand", "held behind the failure above"}, ""},
+		{"DeadLettersAreTheFailuresOnly", []string{services, "-token", "tok", "dead-letters"},
+			[]string{"e-1"}, ""},
+		{"ReplayActsWhereTheOrderIsParked", []string{services, "-token", "tok", "replay", "-order", "o-1"},
+			[]string{"payment: row 7 OrderCancelRequested e-1 of order o-1: applied", "payment: row 8 OrderCancelRequested e-2 of order o-1: duplicate"}, ""},
+		{"ANamedServiceAnswersNotFound", []string{services, "-token", "tok", "replay", "-service", "order", "-order", "o-1"},
+			nil, "404 nothing of order o-1 was ever parked"},
+		{"TokenMissing", []string{services, "parked"}, nil, "401"},
+		{"OneSelector", []string{services, "replay", "-order", "o-1", "-event", "e-1"}, nil, "select by one of"},
+		{"RowNeedsService", []string{services, "release", "-row", "3"}, nil, "-row needs -service"},
+		{"BadServices", []string{"-services", "payment", "parked"}, nil, "not name=url"},
+		{"UnknownService", []string{services, "parked", "-service", "billing"}, nil, `no service "billing"`},
+		{"UnknownCommand", []string{services, "frobnicate"}, nil, "unknown command"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out bytes.Buffer
+			err := run(context.Background(), tt.args, func(string) string { return "" }, &out)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want %q\n%s", err, tt.wantErr, out.String())
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("%v\n%s", err, out.String())
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(out.String(), w) {
+					t.Errorf("output does not hold %q:\n%s", w, out.String())
+				}
+			}
+			if tt.name == "DeadLettersAreTheFailuresOnly" && strings.Contains(out.String(), "e-2") {
+				t.Errorf("dead-letters lists the held row:\n%s", out.String())
+			}
+		})
+	}
+}

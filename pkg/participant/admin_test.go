@@ -1,0 +1,88 @@
+package participant_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/choreo-saga/choreo/internal/testenv"
+)
+
+// TestAdminAPI: the operator API answers JSON, every failure as
+// problem+json with the status its kind maps to, and refuses a request
+// without the token when there is one.
+func TestAdminAPI(t *testing.T) {
+	spec, db, order, msgs := poisoned(t)
+	srv := httptest.NewServer(spec.Admin(db, testenv.Logger(t), "s3cret"))
+	defer srv.Close()
+
+	call := func(method, path, token string) (int, string, map[string]any) {
+		t.Helper()
+		req, err := http.NewRequest(method, srv.URL+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var body map[string]any
+		if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		return resp.StatusCode, resp.Header.Get("Content-Type"), body
+	}
+	tests := []struct {
+		name, method, path, token string
+		want                      int
+		problem                   bool
+		detail                    string // in a problem's detail
+	}{
+		{"NoToken", "GET", "/parked", "", http.StatusUnauthorized, true, "ADMIN_TOKEN"},
+		{"WrongToken", "GET", "/parked", "guess", http.StatusUnauthorized, true, "ADMIN_TOKEN"},
+		{"List", "GET", "/parked?order=" + order, "s3cret", http.StatusOK, false, ""},
+		{"ReplayBeforeTheFix", "POST", "/parked/replay?order=" + order, "s3cret", http.StatusConflict, true, "still fails"},
+		{"ReplayBehindTheHead", "POST", "/parked/replay?event=" + eventID(t, msgs[1]), "s3cret", http.StatusConflict, true, "is behind row"},
+		{"NeverParked", "POST", "/parked/replay?order=nope", "s3cret", http.StatusNotFound, true, "was ever parked"},
+		{"TwoSelectors", "POST", "/parked/release?order=" + order + "&row=1", "s3cret", http.StatusUnprocessableEntity, true, "one of order, event and row"},
+		{"BadRow", "POST", "/parked/release?row=x", "s3cret", http.StatusBadRequest, true, "not a row number"},
+		{"OutboxList", "GET", "/outbox/parked", "s3cret", http.StatusOK, false, ""},
+		{"OutboxBadID", "POST", "/outbox/parked/x/release", "s3cret", http.StatusBadRequest, true, "not an outbox row id"},
+		{"OutboxReleaseNothing", "POST", "/outbox/parked/12345/release", "s3cret", http.StatusOK, false, ""},
+		{"UnknownRoute", "GET", "/nope", "s3cret", http.StatusNotFound, true, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			status, ctype, body := call(tt.method, tt.path, tt.token)
+			if status != tt.want {
+				t.Fatalf("%s %s = %d %v, want %d", tt.method, tt.path, status, body, tt.want)
+			}
+			if got := ctype == "application/problem+json"; got != tt.problem {
+				t.Fatalf("content type %q, want problem+json: %v", ctype, tt.problem)
+			}
+			if d, _ := body["detail"].(string); !strings.Contains(d, tt.detail) {
+				t.Errorf("detail %q does not say %q", d, tt.detail)
+			}
+		})
+	}
+
+	_, _, list := call("GET", "/parked?order="+order, "s3cret")
+	if rows, _ := list["rows"].([]any); len(rows) != 3 || list["orders"] != float64(1) {
+		t.Fatalf("GET /parked = %v, want the order's three rows", list)
+	}
+	fix(t, db)
+	status, _, res := call("POST", "/parked/replay?order="+order, "s3cret")
+	if resolved, _ := res["resolved"].([]any); status != http.StatusOK || len(resolved) != 3 {
+		t.Fatalf("replay after the fix = %d %v, want three rows resolved", status, res)
+	}
+	status, _, res = call("POST", "/parked/replay?order="+order, "s3cret")
+	if already, _ := res["already"].([]any); status != http.StatusOK || len(already) != 3 {
+		t.Fatalf("replay again = %d %v, want 200 and three already resolved", status, res)
+	}
+}
