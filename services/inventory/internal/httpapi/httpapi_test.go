@@ -17,7 +17,6 @@ import (
 	"github.com/choreo-saga/choreo/internal/apitest"
 	"github.com/choreo-saga/choreo/internal/testenv"
 	"github.com/choreo-saga/choreo/pkg/events"
-	"github.com/choreo-saga/choreo/pkg/pg"
 	"github.com/choreo-saga/choreo/pkg/web"
 	"github.com/choreo-saga/choreo/services/inventory"
 	"github.com/choreo-saga/choreo/services/inventory/internal/domain"
@@ -40,14 +39,12 @@ func TestReads(t *testing.T) {
 		t.Fatal(err)
 	}
 	items := []events.Item{{SKU: sku, Quantity: 2, UnitPrice: 150}}
-	if err := pg.InTx(ctx, db, func(tx *sqlx.Tx) error {
+	testenv.InTx(t, db, func(ctx context.Context, tx *sqlx.Tx) error {
 		if err := store.InsertReservation(ctx, tx, domain.Reservation{OrderID: rejectedID, Status: domain.StatusRejected, Items: items}, "out of stock: "+sku+" requested 2 available 1"); err != nil {
 			return err
 		}
 		return store.InsertReservation(ctx, tx, domain.Reservation{OrderID: orderID, Status: domain.StatusReserved, Items: items}, "")
-	}); err != nil {
-		t.Fatal(err)
-	}
+	})
 	ghostSKU, ghostOrder := "ghost-"+uuid.NewString()[:13], uuid.NewString()
 
 	tests := []struct {
@@ -165,9 +162,7 @@ func TestWrites(t *testing.T) {
 // move reserves or releases n units of sku as a saga's reaction does.
 func move(t *testing.T, db *sqlx.DB, fn func(context.Context, sqlx.ExtContext, map[string]int64) error, sku string, n int64) {
 	t.Helper()
-	if err := pg.InTx(context.Background(), db, func(tx *sqlx.Tx) error { return fn(context.Background(), tx, map[string]int64{sku: n}) }); err != nil {
-		t.Fatal(err)
-	}
+	testenv.InTx(t, db, func(ctx context.Context, tx *sqlx.Tx) error { return fn(ctx, tx, map[string]int64{sku: n}) })
 }
 
 func mustRead(t *testing.T, path string) []byte {

@@ -15,7 +15,6 @@ import (
 	"github.com/choreo-saga/choreo/internal/apitest"
 	"github.com/choreo-saga/choreo/internal/testenv"
 	"github.com/choreo-saga/choreo/pkg/events"
-	"github.com/choreo-saga/choreo/pkg/pg"
 	"github.com/choreo-saga/choreo/services/payment"
 	"github.com/choreo-saga/choreo/services/payment/internal/domain"
 	"github.com/choreo-saga/choreo/services/payment/internal/httpapi"
@@ -81,18 +80,13 @@ func TestWrites(t *testing.T) {
 // addBalance debits or refunds as a saga's reaction does.
 func addBalance(t *testing.T, db *sqlx.DB, customerID string, delta int64) {
 	t.Helper()
-	if err := pg.InTx(context.Background(), db, func(tx *sqlx.Tx) error {
-		return store.AddBalance(context.Background(), tx, customerID, delta)
-	}); err != nil {
-		t.Fatal(err)
-	}
+	testenv.InTx(t, db, func(ctx context.Context, tx *sqlx.Tx) error { return store.AddBalance(ctx, tx, customerID, delta) })
 }
 
 // TestReadPayment serves GET /payments/{order_id} from a real store, each
 // answer checked against the OpenAPI document: every kind of payment with
 // its reason and times.
 func TestReadPayment(t *testing.T) {
-	ctx := context.Background()
 	db := testenv.DB(t, payment.Schema)
 	h := httpapi.Routes(testenv.Logger(t), db, nil)
 	specYAML, err := os.ReadFile("openapi.yaml")
@@ -114,7 +108,7 @@ func TestReadPayment(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.p.OrderID = uuid.NewString()
-			err := pg.InTx(ctx, db, func(tx *sqlx.Tx) error {
+			testenv.InTx(t, db, func(ctx context.Context, tx *sqlx.Tx) error {
 				if err := store.InsertPayment(ctx, tx, tt.p, tt.detail); err != nil {
 					return err
 				}
@@ -123,9 +117,6 @@ func TestReadPayment(t *testing.T) {
 				}
 				return store.SetPaymentStatus(ctx, tx, tt.p.OrderID, domain.StatusRefunded, tt.refund)
 			})
-			if err != nil {
-				t.Fatal(err)
-			}
 			path := "/payments/" + tt.p.OrderID
 			apitest.CheckResponse(t, h, specYAML, httptest.NewRequest("GET", path, nil), 200)
 			rec := httptest.NewRecorder()
