@@ -90,10 +90,13 @@ type Write[T comparable] struct {
 // store, each answer checked against openapi.yaml in the test's directory
 // (CheckWrite), and after each reads the resource the step's path names
 // back through get: it must be what the step stored, served at
-// collection+id with the ETag of its version (CheckStored). collection is
+// collection+id with the ETag of its version (CheckStored, web.Versioned). collection is
 // the resource's path without its id ("/stock/"); an action's path goes
 // on after the id ("/stock/{sku}/restock").
-func CheckWrites[T comparable](t *testing.T, h http.Handler, collection string, get func(context.Context, string) (T, error), version func(T) int64, steps []Write[T]) {
+func CheckWrites[T interface {
+	comparable
+	web.Versioned
+}](t *testing.T, h http.Handler, collection string, get func(context.Context, string) (T, error), steps []Write[T]) {
 	t.Helper()
 	spec := ReadSpec(t)
 	for _, s := range steps {
@@ -104,7 +107,7 @@ func CheckWrites[T comparable](t *testing.T, h http.Handler, collection string, 
 			CheckWrite(t, h, spec, s.Method, s.Path, s.IfMatch, s.IfNoneMatch, s.Body, s.Want)
 
 			id, _, _ := strings.Cut(strings.TrimPrefix(s.Path, collection), "/")
-			CheckStored(t, h, get, id, collection+id, s.Stored, version(s.Stored))
+			CheckStored(t, h, get, id, collection+id, s.Stored, s.Stored.CurrentVersion())
 		})
 	}
 }

@@ -109,7 +109,7 @@ func TestWrites(t *testing.T) {
 	sku, ghost := "sku-"+uuid.NewString()[:13], "ghost-"+uuid.NewString()[:13]
 	const maxAmount = int64(events.MaxAmount)
 
-	apitest.CheckWrites(t, h, "/stock/", st.Stock, func(v domain.Stock) int64 { return v.Version }, []apitest.Write[domain.Stock]{
+	apitest.CheckWrites(t, h, "/stock/", st.Stock, []apitest.Write[domain.Stock]{
 		{Name: "RestockUnknownSKU", Method: "POST", Path: "/stock/" + ghost + "/restock", Body: `{"quantity":1}`, Want: 404},
 		{Name: "PutIfMatchUnknownSKU", Method: "PUT", Path: "/stock/" + ghost, IfMatch: `"1"`, Body: `{"available":1}`, Want: 412},
 		{Name: "PutCreates", Method: "PUT", Path: "/stock/" + sku, Body: `{"available":5}`, Want: 200,
