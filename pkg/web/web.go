@@ -383,30 +383,7 @@ func Get[T any](log *slog.Logger, param string, get func(ctx context.Context, id
 // for its resource (fault.PreconditionFailed → 412,
 // fault.PreconditionRequired → 428). Every error goes to Respond.
 func Put[Req, T any](log *slog.Logger, param string, put func(ctx context.Context, id string, pre Precondition, req Req) (T, error)) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id, err := PathID(r, param)
-		if err != nil {
-			Respond(w, r, log, err)
-			return
-		}
-		pre, err := ParsePrecondition(r)
-		if err != nil {
-			Respond(w, r, log, err)
-			return
-		}
-		req, err := Decode[Req](w, r)
-		if err != nil {
-			Respond(w, r, log, err)
-			return
-		}
-		v, err := put(r.Context(), id, pre, req)
-		if err != nil {
-			Respond(w, r, log, err)
-			return
-		}
-		setETag(w, v)
-		Encode(w, http.StatusOK, v)
-	})
+	return write(log, param, true, put)
 }
 
 // Post serves a POST that acts on one resource named by the path
@@ -415,18 +392,33 @@ func Put[Req, T any](log *slog.Logger, param string, put func(ctx context.Contex
 // to act, and the resource it returns is written as JSON with 200, and its
 // ETag if it is Versioned. Every error goes to Respond.
 func Post[Req, T any](log *slog.Logger, param string, act func(ctx context.Context, id string, req Req) (T, error)) http.Handler {
+	return write(log, param, false, func(ctx context.Context, id string, _ Precondition, req Req) (T, error) {
+		return act(ctx, id, req)
+	})
+}
+
+// write is Put, and Post when conditional is false: a POST's conditional
+// headers are not read, so they neither fail nor change it.
+func write[Req, T any](log *slog.Logger, param string, conditional bool, fn func(ctx context.Context, id string, pre Precondition, req Req) (T, error)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id, err := PathID(r, param)
 		if err != nil {
 			Respond(w, r, log, err)
 			return
 		}
+		var pre Precondition
+		if conditional {
+			if pre, err = ParsePrecondition(r); err != nil {
+				Respond(w, r, log, err)
+				return
+			}
+		}
 		req, err := Decode[Req](w, r)
 		if err != nil {
 			Respond(w, r, log, err)
 			return
 		}
-		v, err := act(r.Context(), id, req)
+		v, err := fn(r.Context(), id, pre, req)
 		if err != nil {
 			Respond(w, r, log, err)
 			return
