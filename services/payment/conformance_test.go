@@ -2,7 +2,6 @@ package payment_test
 
 import (
 	"context"
-	"os"
 	"testing"
 
 	"github.com/google/uuid"
@@ -15,8 +14,6 @@ import (
 	"github.com/choreo-saga/choreo/services/payment/internal/domain"
 	"github.com/choreo-saga/choreo/services/payment/internal/store"
 )
-
-func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 
 // TestConformance runs the runtime's guarantees against the payment
 // service, once for each reaction path that changes its state: an order

@@ -2,7 +2,6 @@ package shipping_test
 
 import (
 	"context"
-	"os"
 	"testing"
 
 	"github.com/google/uuid"
@@ -15,8 +14,6 @@ import (
 	"github.com/choreo-saga/choreo/services/shipping/internal/domain"
 	"github.com/choreo-saga/choreo/services/shipping/internal/store"
 )
-
-func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 
 // TestConformance runs the runtime's guarantees against the shipping
 // service: a reservation to a served country schedules the shipment, one to
