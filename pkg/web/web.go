@@ -123,6 +123,26 @@ type Validator interface {
 	Validate() error
 }
 
+// CheckAmount is the rule for an amount field of a request body, named
+// name, for a Validator: v is a pointer so that a missing field is an
+// error rather than a silent zero (that would empty an account or a
+// shelf); it must be at least 0, above 0 if positive (an addition), and at
+// most events.MaxAmount, which keeps what a store adds to it in SQL inside
+// bigint.
+func CheckAmount(name string, v *int64, positive bool) error {
+	switch {
+	case v == nil:
+		return fmt.Errorf("%s is required", name)
+	case positive && *v <= 0:
+		return fmt.Errorf("%s must be > 0", name)
+	case *v < 0:
+		return fmt.Errorf("%s must be >= 0", name)
+	case *v > events.MaxAmount:
+		return fmt.Errorf("%s must be at most %d", name, int64(events.MaxAmount))
+	}
+	return nil
+}
+
 // Decode reads r's JSON body into a T and validates it if T is a Validator.
 // It returns an *Error with status 415 for a non-JSON content type, 413 for
 // a body over MaxBodyBytes, and 400 for malformed JSON, unknown fields,
