@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	_ "github.com/lib/pq"
 
+	"github.com/choreo-saga/choreo/internal/testenv"
 	"github.com/choreo-saga/choreo/pkg/broker"
 	"github.com/choreo-saga/choreo/pkg/events"
 	"github.com/choreo-saga/choreo/services/payment"
@@ -53,22 +53,13 @@ func TestIdempotencyKey(t *testing.T) {
 		req := f.order(1, 1000, "JP")
 		const n = 20
 		ids := make(chan string, n)
-		var wg sync.WaitGroup
-		start := make(chan struct{})
-		for range n {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				<-start
-				s, _, o := postOrder(t, req, key)
-				if s != http.StatusCreated {
-					t.Errorf("racing POST = %d", s)
-				}
-				ids <- o.ID
-			}()
-		}
-		close(start)
-		wg.Wait()
+		testenv.AllAtOnce(n, func() {
+			s, _, o := postOrder(t, req, key)
+			if s != http.StatusCreated {
+				t.Errorf("racing POST = %d", s)
+			}
+			ids <- o.ID
+		})
 		close(ids)
 		distinct := map[string]bool{}
 		for id := range ids {
@@ -199,29 +190,18 @@ func TestConcurrentDeliveryToIdem(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	value, _ := e.Encode()
-	msg := &sarama.ConsumerMessage{Topic: events.TopicOrder, Key: []byte(orderID), Value: value}
+	msg := testenv.Message(t, e)
 	spec, err := payment.Spec(payment.DefaultConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
 	h := spec.Handler(db, slog.New(slog.DiscardHandler))
 
-	const n = 16
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			if err := h.Handle(context.Background(), msg); err != nil {
-				t.Errorf("Handle: %v", err)
-			}
-		}()
-	}
-	close(start)
-	wg.Wait()
+	testenv.AllAtOnce(16, func() {
+		if err := h.Handle(context.Background(), msg); err != nil {
+			t.Errorf("Handle: %v", err)
+		}
+	})
 
 	assertEqual(t, "balance after 16 concurrent deliveries", balance(t, f.customer), 7000)
 	var processed int

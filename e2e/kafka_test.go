@@ -72,11 +72,5 @@ func eventuallyMessages(t *testing.T, topic, key string, want int) []*sarama.Con
 	return got
 }
 
-func header(m *sarama.ConsumerMessage, key string) string {
-	for _, h := range m.Headers {
-		if h != nil && string(h.Key) == key {
-			return string(h.Value)
-		}
-	}
-	return ""
-}
+// header is testenv.Header, under the short name the e2e tests read it by.
+func header(m *sarama.ConsumerMessage, key string) string { return testenv.Header(m, key) }

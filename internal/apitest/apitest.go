@@ -316,6 +316,17 @@ func operation(doc *openapi3.T, method, pattern string) *openapi3.Operation {
 	return item.GetOperation(method)
 }
 
+// ReadSpec returns the OpenAPI document in the test's directory,
+// openapi.yaml: the one the service embeds and serves.
+func ReadSpec(t testing.TB) []byte {
+	t.Helper()
+	spec, err := os.ReadFile("openapi.yaml")
+	if err != nil {
+		t.Fatalf("read the OpenAPI document: %v", err)
+	}
+	return spec
+}
+
 // API is a service's router with its OpenAPI document: Ready built with
 // readiness checks that pass, NotReady with a database that is down.
 type API struct {
@@ -328,14 +339,13 @@ type API struct {
 // on a nil database, and runs the checks every service shares as subtests:
 // every served route documented and vice versa, the document served at
 // GET /openapi.yaml as documented, and /healthz and /readyz answering as
-// documented, up and with the database down. With no database, only answers given before
-// the store is reached can be checked; Check sends those.
+// documented, up and with the database down, and web.Problem, the body of
+// every refusal, valid against components/schemas/Problem. With no
+// database, only answers given before the store is reached can be
+// checked; Check sends those.
 func Start(t *testing.T, routes func(log *slog.Logger, db *sqlx.DB, checks map[string]web.Check) http.Handler) API {
 	t.Helper()
-	spec, err := os.ReadFile("openapi.yaml")
-	if err != nil {
-		t.Fatalf("read the OpenAPI document: %v", err)
-	}
+	spec := ReadSpec(t)
 	log := slog.New(slog.DiscardHandler)
 	ok := func(context.Context) error { return nil }
 	down := func(context.Context) error { return errors.New("connection refused") }
@@ -354,6 +364,11 @@ func Start(t *testing.T, routes func(log *slog.Logger, db *sqlx.DB, checks map[s
 		CheckResponse(t, api.NotReady, spec, httptest.NewRequest("GET", "/readyz", nil), 503)
 	})
 	t.Run("OpenAPI", func(t *testing.T) { CheckResponse(t, api.Ready, spec, httptest.NewRequest("GET", SpecPath, nil), 200) })
+	t.Run("Problem", func(t *testing.T) {
+		CheckSchema(t, spec, "Problem", web.Problem{
+			Type: "about:blank", Title: "Not Found", Status: 404, Detail: "o-1 not found", Instance: "/things/o-1",
+		})
+	})
 	return api
 }
 

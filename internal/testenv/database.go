@@ -37,10 +37,7 @@ func OwnDatabase(t testing.TB) string {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	admin, err := pg.Open(ctx, base, 10*time.Second)
-	if err != nil {
-		t.Fatalf("%v; %s", err, HowToStart)
-	}
+	admin := openAdmin(ctx, t, base)
 	defer admin.Close()
 	if _, err := admin.ExecContext(ctx, `CREATE DATABASE `+pq.QuoteIdentifier(name)); err != nil {
 		t.Fatalf("create database: %v", err)

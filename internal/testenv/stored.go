@@ -5,7 +5,10 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/jmoiron/sqlx"
+
 	"github.com/choreo-saga/choreo/pkg/fault"
+	"github.com/choreo-saga/choreo/pkg/pg"
 )
 
 // WantResult checks what a write returned: the error wantErr (as
@@ -38,5 +41,33 @@ func WantStored[T comparable](t testing.TB, get func(context.Context, string) (T
 	}
 	if err != nil || got != want {
 		t.Fatalf("%s afterwards = %+v, %v; want %+v", id, got, err, want)
+	}
+}
+
+// Found reports whether a store read found its row: true when err is nil,
+// false when it is a fault.NotFound — a tombstone's order, say, that has
+// no record — and it fails the test on any other error, which no state a
+// test reads can explain.
+func Found(t testing.TB, err error) bool {
+	t.Helper()
+	switch {
+	case err == nil:
+		return true
+	case errors.Is(err, fault.NotFound):
+		return false
+	}
+	t.Fatal(err)
+	return false
+}
+
+// InTx runs fn in a transaction on db (pg.InTx), as a saga's reaction
+// writes, failing the test if fn or the commit fails: a test puts rows in
+// place through the store functions the reactions call, not by SQL of its
+// own.
+func InTx(t testing.TB, db *sqlx.DB, fn func(ctx context.Context, tx *sqlx.Tx) error) {
+	t.Helper()
+	ctx := context.Background()
+	if err := pg.InTx(ctx, db, func(tx *sqlx.Tx) error { return fn(ctx, tx) }); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -90,10 +90,7 @@ func DB(t testing.TB, schemas ...pg.Schema) *sqlx.DB {
 	base := DatabaseURL(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	admin, err := pg.Open(ctx, base, 10*time.Second)
-	if err != nil {
-		t.Fatalf("%v; %s", err, HowToStart)
-	}
+	admin := openAdmin(ctx, t, base)
 	defer admin.Close()
 	ns := "t_" + strings.ReplaceAll(uuid.NewString(), "-", "")[:16]
 	if _, err := admin.ExecContext(ctx, `CREATE SCHEMA `+ns); err != nil {
@@ -123,6 +120,18 @@ func DB(t testing.TB, schemas ...pg.Schema) *sqlx.DB {
 		t.Fatalf("migrate: %v", err)
 	}
 	return db
+}
+
+// openAdmin connects to the test server's shared database at base, to
+// create a schema or database of a test's own, failing the test and
+// saying how to start the infrastructure when no server answers.
+func openAdmin(ctx context.Context, t testing.TB, base string) *sqlx.DB {
+	t.Helper()
+	admin, err := pg.Open(ctx, base, 10*time.Second)
+	if err != nil {
+		t.Fatalf("%v; %s", err, HowToStart)
+	}
+	return admin
 }
 
 // Topic creates a fresh topic with a unique name and returns it.

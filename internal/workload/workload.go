@@ -93,26 +93,19 @@ const (
 // a tenth as many (at least one) poor customers and empty SKUs.
 func NewWorld(prefix string, customers, skus int) World {
 	w := World{Balance: map[string]int64{}, Stock: map[string]int64{}}
-	for i := range max(1, customers) {
-		c := fmt.Sprintf("%s-c%d", prefix, i)
-		w.Rich = append(w.Rich, c)
-		w.Balance[c] = RichBalance
+	// add names n (at least one) of a kind, prefix-kind0…, into names,
+	// each starting with amount in amounts.
+	add := func(names *[]string, amounts map[string]int64, kind string, n int, amount int64) {
+		for i := range max(1, n) {
+			name := fmt.Sprintf("%s-%s%d", prefix, kind, i)
+			*names = append(*names, name)
+			amounts[name] = amount
+		}
 	}
-	for i := range max(1, customers/10) {
-		c := fmt.Sprintf("%s-p%d", prefix, i)
-		w.Poor = append(w.Poor, c)
-		w.Balance[c] = PoorBalance
-	}
-	for i := range max(1, skus) {
-		s := fmt.Sprintf("%s-S%d", prefix, i)
-		w.Stocked = append(w.Stocked, s)
-		w.Stock[s] = StockedUnits
-	}
-	for i := range max(1, skus/10) {
-		s := fmt.Sprintf("%s-X%d", prefix, i)
-		w.Empty = append(w.Empty, s)
-		w.Stock[s] = 0
-	}
+	add(&w.Rich, w.Balance, "c", customers, RichBalance)
+	add(&w.Poor, w.Balance, "p", customers/10, PoorBalance)
+	add(&w.Stocked, w.Stock, "S", skus, StockedUnits)
+	add(&w.Empty, w.Stock, "X", skus/10, 0)
 	return w
 }
 

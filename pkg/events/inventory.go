@@ -1,7 +1,5 @@
 package events
 
-import "errors"
-
 // Event types published by the inventory service on TopicInventory.
 const (
 	TypeInventoryReserved = "InventoryReserved"
@@ -21,10 +19,7 @@ func (InventoryReserved) EventType() string { return TypeInventoryReserved }
 
 // Validate implements Payload.
 func (p InventoryReserved) Validate() error {
-	if err := validateItems(p.Items); err != nil {
-		return err
-	}
-	return validateAddress(p.ShippingAddress)
+	return firstError(validateItems(p.Items), validateAddress(p.ShippingAddress))
 }
 
 // Shortage names an item inventory could not reserve.
@@ -62,10 +57,7 @@ func (InventoryReleased) EventType() string { return TypeInventoryReleased }
 
 // Validate implements Payload.
 func (p InventoryReleased) Validate() error {
-	if p.Reason == "" {
-		return errors.New("reason is empty")
-	}
-	return validateReason(p.Reason, ReasonShippingUnavailable)
+	return firstError(validateSet("reason", p.Reason), validateReason(p.Reason, ReasonShippingUnavailable))
 }
 
 // TypeInventoryCancelled is inventory's acknowledgement of an

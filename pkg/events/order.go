@@ -1,7 +1,6 @@
 package events
 
 import (
-	"errors"
 	"fmt"
 )
 
@@ -23,19 +22,12 @@ func (OrderCreated) EventType() string { return TypeOrderCreated }
 
 // Validate implements Payload.
 func (p OrderCreated) Validate() error {
-	if err := validateID("customer_id", p.CustomerID); err != nil {
-		return err
+	total := validateAmount(p.TotalAmount)
+	if total != nil {
+		total = fmt.Errorf("total_amount: %w", total)
 	}
-	if p.Currency == "" {
-		return errors.New("currency is empty")
-	}
-	if err := validateItems(p.Items); err != nil {
-		return err
-	}
-	if err := validateAmount(p.TotalAmount); err != nil {
-		return fmt.Errorf("total_amount: %w", err)
-	}
-	return validateAddress(p.ShippingAddress)
+	return firstError(validateID("customer_id", p.CustomerID), validateSet("currency", p.Currency),
+		validateItems(p.Items), total, validateAddress(p.ShippingAddress))
 }
 
 // Event types that end a saga, published by the order service on
@@ -66,12 +58,7 @@ type OrderCancelled struct {
 func (OrderCancelled) EventType() string { return TypeOrderCancelled }
 
 // Validate implements Payload.
-func (p OrderCancelled) Validate() error {
-	if p.Reason == "" {
-		return errors.New("reason is empty")
-	}
-	return nil
-}
+func (p OrderCancelled) Validate() error { return validateSet("reason", p.Reason) }
 
 // TypeOrderCancelRequested is published by the order service on TopicOrder
 // when it accepts a cancel: the customer's (POST /orders/{id}/cancel) or its

@@ -22,16 +22,8 @@ func (PaymentCompleted) EventType() string { return TypePaymentCompleted }
 
 // Validate implements Payload.
 func (p PaymentCompleted) Validate() error {
-	if err := validateID("customer_id", p.CustomerID); err != nil {
-		return err
-	}
-	if err := validateAmount(p.Amount); err != nil {
-		return err
-	}
-	if err := validateItems(p.Items); err != nil {
-		return err
-	}
-	return validateAddress(p.ShippingAddress)
+	return firstError(validateID("customer_id", p.CustomerID), validateAmount(p.Amount),
+		validateItems(p.Items), validateAddress(p.ShippingAddress))
 }
 
 // PaymentDeclined: the balance was too low or the customer unknown. Nothing
@@ -48,10 +40,7 @@ func (PaymentDeclined) EventType() string { return TypePaymentDeclined }
 
 // Validate implements Payload.
 func (p PaymentDeclined) Validate() error {
-	if err := validateID("customer_id", p.CustomerID); err != nil {
-		return err
-	}
-	return validateAmount(p.Amount)
+	return firstError(validateID("customer_id", p.CustomerID), validateAmount(p.Amount))
 }
 
 // PaymentRefunded: a compensation. The debit was returned to the balance (or
@@ -71,15 +60,8 @@ func (PaymentRefunded) EventType() string { return TypePaymentRefunded }
 
 // Validate implements Payload.
 func (p PaymentRefunded) Validate() error {
-	if p.CustomerID != "" {
-		if err := validateID("customer_id", p.CustomerID); err != nil {
-			return err
-		}
-	}
-	if err := validateAmount(p.Amount); err != nil {
-		return err
-	}
-	return validateReason(p.Reason, ReasonOutOfStock, ReasonShippingUnavailable)
+	return firstError(validateOptionalID("customer_id", p.CustomerID), validateAmount(p.Amount),
+		validateReason(p.Reason, ReasonOutOfStock, ReasonShippingUnavailable))
 }
 
 // TypePaymentCancelled is payment's acknowledgement of an
@@ -103,10 +85,5 @@ func (PaymentCancelled) EventType() string { return TypePaymentCancelled }
 
 // Validate implements Payload.
 func (p PaymentCancelled) Validate() error {
-	if p.CustomerID != "" {
-		if err := validateID("customer_id", p.CustomerID); err != nil {
-			return err
-		}
-	}
-	return validateAmount(p.Amount)
+	return firstError(validateOptionalID("customer_id", p.CustomerID), validateAmount(p.Amount))
 }

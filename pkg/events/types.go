@@ -118,3 +118,32 @@ func validateReason(reason string, allowed ...string) error {
 	}
 	return fmt.Errorf("reason %q is not one of %v", reason, allowed)
 }
+
+// firstError returns the first of errs that is not nil: a payload's rules,
+// each checked, in the order its Validate lists them, and the first one
+// broken reported.
+func firstError(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// validateSet fails when a required string field is empty.
+func validateSet(field, v string) error {
+	if v == "" {
+		return fmt.Errorf("%s is empty", field)
+	}
+	return nil
+}
+
+// validateOptionalID is validateID for an id a tombstone's event leaves
+// out: empty, it is valid.
+func validateOptionalID(field, id string) error {
+	if id == "" {
+		return nil
+	}
+	return validateID(field, id)
+}

@@ -123,6 +123,26 @@ type Validator interface {
 	Validate() error
 }
 
+// CheckAmount is the rule for an amount field of a request body, named
+// name, for a Validator: v is a pointer so that a missing field is an
+// error rather than a silent zero (that would empty an account or a
+// shelf); it must be at least 0, above 0 if positive (an addition), and at
+// most events.MaxAmount, which keeps what a store adds to it in SQL inside
+// bigint.
+func CheckAmount(name string, v *int64, positive bool) error {
+	switch {
+	case v == nil:
+		return fmt.Errorf("%s is required", name)
+	case positive && *v <= 0:
+		return fmt.Errorf("%s must be > 0", name)
+	case *v < 0:
+		return fmt.Errorf("%s must be >= 0", name)
+	case *v > events.MaxAmount:
+		return fmt.Errorf("%s must be at most %d", name, int64(events.MaxAmount))
+	}
+	return nil
+}
+
 // Decode reads r's JSON body into a T and validates it if T is a Validator.
 // It returns an *Error with status 415 for a non-JSON content type, 413 for
 // a body over MaxBodyBytes, and 400 for malformed JSON, unknown fields,
@@ -383,30 +403,7 @@ func Get[T any](log *slog.Logger, param string, get func(ctx context.Context, id
 // for its resource (fault.PreconditionFailed → 412,
 // fault.PreconditionRequired → 428). Every error goes to Respond.
 func Put[Req, T any](log *slog.Logger, param string, put func(ctx context.Context, id string, pre Precondition, req Req) (T, error)) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id, err := PathID(r, param)
-		if err != nil {
-			Respond(w, r, log, err)
-			return
-		}
-		pre, err := ParsePrecondition(r)
-		if err != nil {
-			Respond(w, r, log, err)
-			return
-		}
-		req, err := Decode[Req](w, r)
-		if err != nil {
-			Respond(w, r, log, err)
-			return
-		}
-		v, err := put(r.Context(), id, pre, req)
-		if err != nil {
-			Respond(w, r, log, err)
-			return
-		}
-		setETag(w, v)
-		Encode(w, http.StatusOK, v)
-	})
+	return write(log, param, true, put)
 }
 
 // Post serves a POST that acts on one resource named by the path
@@ -415,18 +412,33 @@ func Put[Req, T any](log *slog.Logger, param string, put func(ctx context.Contex
 // to act, and the resource it returns is written as JSON with 200, and its
 // ETag if it is Versioned. Every error goes to Respond.
 func Post[Req, T any](log *slog.Logger, param string, act func(ctx context.Context, id string, req Req) (T, error)) http.Handler {
+	return write(log, param, false, func(ctx context.Context, id string, _ Precondition, req Req) (T, error) {
+		return act(ctx, id, req)
+	})
+}
+
+// write is Put, and Post when conditional is false: a POST's conditional
+// headers are not read, so they neither fail nor change it.
+func write[Req, T any](log *slog.Logger, param string, conditional bool, fn func(ctx context.Context, id string, pre Precondition, req Req) (T, error)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id, err := PathID(r, param)
 		if err != nil {
 			Respond(w, r, log, err)
 			return
 		}
+		var pre Precondition
+		if conditional {
+			if pre, err = ParsePrecondition(r); err != nil {
+				Respond(w, r, log, err)
+				return
+			}
+		}
 		req, err := Decode[Req](w, r)
 		if err != nil {
 			Respond(w, r, log, err)
 			return
 		}
-		v, err := act(r.Context(), id, req)
+		v, err := fn(r.Context(), id, pre, req)
 		if err != nil {
 			Respond(w, r, log, err)
 			return

@@ -292,3 +292,29 @@ func TestGetPutPost(t *testing.T) {
 		}
 	})
 }
+
+func TestCheckAmount(t *testing.T) {
+	n := func(v int64) *int64 { return &v }
+	tests := []struct {
+		name     string
+		v        *int64
+		positive bool
+		want     string // "" means valid
+	}{
+		{"Missing", nil, false, "n is required"},
+		{"ZeroLevel", n(0), false, ""},
+		{"ZeroAddition", n(0), true, "n must be > 0"},
+		{"Negative", n(-1), false, "n must be >= 0"},
+		{"NegativeAddition", n(-1), true, "n must be > 0"},
+		{"Max", n(events.MaxAmount), true, ""},
+		{"AboveMax", n(events.MaxAmount + 1), false, "n must be at most 1000000000000000"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := web.CheckAmount("n", tt.v, tt.positive)
+			if got := fmt.Sprint(err); (tt.want == "" && err != nil) || (tt.want != "" && got != tt.want) {
+				t.Fatalf("CheckAmount = %v, want %q", err, tt.want)
+			}
+		})
+	}
+}

@@ -2,8 +2,6 @@ package inventory_test
 
 import (
 	"context"
-	"errors"
-	"os"
 	"testing"
 
 	"github.com/google/uuid"
@@ -11,15 +9,11 @@ import (
 
 	"github.com/choreo-saga/choreo/internal/testenv"
 	"github.com/choreo-saga/choreo/pkg/events"
-	"github.com/choreo-saga/choreo/pkg/fault"
 	"github.com/choreo-saga/choreo/pkg/participant/participanttest"
-	"github.com/choreo-saga/choreo/pkg/pg"
 	"github.com/choreo-saga/choreo/services/inventory"
 	"github.com/choreo-saga/choreo/services/inventory/internal/domain"
 	"github.com/choreo-saga/choreo/services/inventory/internal/store"
 )
-
-func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 
 // TestConformance runs the runtime's guarantees against the inventory
 // service, once for each reaction path that changes its state: a payment
@@ -28,21 +22,13 @@ func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 // reservation and leaves a tombstone; and the order's cancel, after the
 // reserve (released) and before it (a tombstone).
 func TestConformance(t *testing.T) {
-	spec, err := inventory.Spec(inventory.DefaultConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	participanttest.Run(t, participanttest.Suite{
-		Spec: spec,
-		DB:   func(t *testing.T) *sqlx.DB { return testenv.DB(t, inventory.Schema) },
-		Cases: []participanttest.Case{
-			{Name: "PaymentCompletedReserves", Setup: paid(5), State: stockAndReservation, Emits: []string{events.TypeInventoryReserved}},
-			{Name: "PaymentCompletedOutOfStockIsRejected", Setup: paid(1), State: stockAndReservation, Emits: []string{events.TypeInventoryRejected}},
-			{Name: "ShipmentFailedReleasesTheReservation", Setup: shipmentFailedAfterReserve, State: stockAndReservation, Emits: []string{events.TypeInventoryReleased}},
-			{Name: "ShipmentFailedBeforeReserveLeavesTombstone", Setup: shipmentFailedFirst, State: stockAndReservation, Emits: []string{events.TypeInventoryReleased}},
-			{Name: "OrderCancelRequestedReleasesTheReservation", Setup: afterReserve(cancelRequested), State: stockAndReservation, Emits: []string{events.TypeInventoryCancelled}},
-			{Name: "OrderCancelRequestedBeforeReserveLeavesTombstone", Setup: beforeReserve(cancelRequested), State: stockAndReservation, Emits: []string{events.TypeInventoryCancelled}},
-		},
+	testenv.Conformance(t, inventory.Spec, inventory.DefaultConfig(), stockAndReservation, []participanttest.Case{
+		{Name: "PaymentCompletedReserves", Setup: paid(5), Emits: []string{events.TypeInventoryReserved}},
+		{Name: "PaymentCompletedOutOfStockIsRejected", Setup: paid(1), Emits: []string{events.TypeInventoryRejected}},
+		{Name: "ShipmentFailedReleasesTheReservation", Setup: shipmentFailedAfterReserve, Emits: []string{events.TypeInventoryReleased}},
+		{Name: "ShipmentFailedBeforeReserveLeavesTombstone", Setup: shipmentFailedFirst, Emits: []string{events.TypeInventoryReleased}},
+		{Name: "OrderCancelRequestedReleasesTheReservation", Setup: afterReserve(cancelRequested), Emits: []string{events.TypeInventoryCancelled}},
+		{Name: "OrderCancelRequestedBeforeReserveLeavesTombstone", Setup: beforeReserve(cancelRequested), Emits: []string{events.TypeInventoryCancelled}},
 	})
 }
 
@@ -103,19 +89,16 @@ func afterReserve(undo func(*testing.T, string) events.Envelope) func(*testing.T
 }
 
 func reserved(t *testing.T, db *sqlx.DB, undo func(*testing.T, string) events.Envelope) events.Envelope {
-	ctx := context.Background()
 	orderID := uuid.NewString()
 	var p events.PaymentCompleted
 	testenv.Payload(t, payment(t, db, orderID, 5), &p)
 	r := domain.Reservation{OrderID: orderID, Status: domain.StatusReserved, Items: p.Items}
-	if err := pg.InTx(ctx, db, func(tx *sqlx.Tx) error {
+	testenv.InTx(t, db, func(ctx context.Context, tx *sqlx.Tx) error {
 		if err := store.Reserve(ctx, tx, domain.Quantities(r.Items)); err != nil {
 			return err
 		}
 		return store.InsertReservation(ctx, tx, r, "")
-	}); err != nil {
-		t.Fatalf("reserve: %v", err)
-	}
+	})
 	return undo(t, orderID)
 }
 
@@ -152,12 +135,7 @@ func stockAndReservation(t *testing.T, db *sqlx.DB, e events.Envelope) any {
 		t.Fatal(err)
 	}
 	s := state{Available: stock.Available, Reserved: stock.Reserved}
-	r, err := st.Reservation(ctx, e.OrderID)
-	switch {
-	case errors.Is(err, fault.NotFound):
-	case err != nil:
-		t.Fatal(err)
-	default:
+	if r, err := st.Reservation(ctx, e.OrderID); testenv.Found(t, err) {
 		s.Status, s.Items = r.Status, len(r.Items)
 	}
 	return s

@@ -10,7 +10,6 @@ import (
 	"github.com/choreo-saga/choreo/internal/testenv"
 	"github.com/choreo-saga/choreo/pkg/events"
 	"github.com/choreo-saga/choreo/pkg/participant/participanttest"
-	"github.com/choreo-saga/choreo/pkg/pg"
 	"github.com/choreo-saga/choreo/services/order"
 	"github.com/choreo-saga/choreo/services/order/internal/domain"
 	"github.com/choreo-saga/choreo/services/order/internal/ordertest"
@@ -23,21 +22,13 @@ import (
 // third cancels the CANCELLING order, and each end is announced
 // (OrderCompleted, OrderCancelled).
 func TestConformance(t *testing.T) {
-	spec, err := order.Spec(order.DefaultConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	participanttest.Run(t, participanttest.Suite{
-		Spec: spec,
-		DB:   func(t *testing.T) *sqlx.DB { return testenv.DB(t, order.Schema) },
-		Cases: []participanttest.Case{
-			{Name: "ShipmentScheduledCompletes", Setup: pendingThen(events.ShipmentScheduled{Country: "JP"}), State: outcome, Emits: []string{events.TypeOrderCompleted}},
-			{Name: "PaymentDeclinedCancels", Setup: pendingThen(events.PaymentDeclined{CustomerID: "c-1", Amount: 2500, Detail: "insufficient_funds"}), State: outcome, Emits: []string{events.TypeOrderCancelled}},
-			{Name: "PaymentRefundedCancelsWithItsReason", Setup: pendingThen(events.PaymentRefunded{Amount: 2500, Reason: events.ReasonShippingUnavailable}), State: outcome, Emits: []string{events.TypeOrderCancelled}},
-			{Name: "PaymentCancelledIsCounted", Setup: cancellingThen(domain.Acks{}, events.PaymentCancelled{CustomerID: "c-1", Amount: 2500}), State: outcome},
-			{Name: "InventoryCancelledIsCounted", Setup: cancellingThen(domain.Acks{Payment: true}, events.InventoryCancelled{}), State: outcome},
-			{Name: "ThirdAckCancels", Setup: cancellingThen(domain.Acks{Payment: true, Inventory: true}, events.ShipmentCancelled{WasScheduled: true}), State: outcome, Emits: []string{events.TypeOrderCancelled}},
-		},
+	testenv.Conformance(t, order.Spec, order.DefaultConfig(), outcome, []participanttest.Case{
+		{Name: "ShipmentScheduledCompletes", Setup: pendingThen(events.ShipmentScheduled{Country: "JP"}), Emits: []string{events.TypeOrderCompleted}},
+		{Name: "PaymentDeclinedCancels", Setup: pendingThen(events.PaymentDeclined{CustomerID: "c-1", Amount: 2500, Detail: "insufficient_funds"}), Emits: []string{events.TypeOrderCancelled}},
+		{Name: "PaymentRefundedCancelsWithItsReason", Setup: pendingThen(events.PaymentRefunded{Amount: 2500, Reason: events.ReasonShippingUnavailable}), Emits: []string{events.TypeOrderCancelled}},
+		{Name: "PaymentCancelledIsCounted", Setup: cancellingThen(domain.Acks{}, events.PaymentCancelled{CustomerID: "c-1", Amount: 2500})},
+		{Name: "InventoryCancelledIsCounted", Setup: cancellingThen(domain.Acks{Payment: true}, events.InventoryCancelled{})},
+		{Name: "ThirdAckCancels", Setup: cancellingThen(domain.Acks{Payment: true, Inventory: true}, events.ShipmentCancelled{WasScheduled: true}), Emits: []string{events.TypeOrderCancelled}},
 	})
 }
 
@@ -64,9 +55,7 @@ func cancellingThen(acks domain.Acks, p events.Payload) func(*testing.T, *sqlx.D
 		}
 		s := o.State()
 		s.Acks = acks
-		if err := pg.InTx(ctx, db, func(tx *sqlx.Tx) error { return store.SetState(ctx, tx, o.ID, s, time.Now()) }); err != nil {
-			t.Fatal(err)
-		}
+		testenv.InTx(t, db, func(ctx context.Context, tx *sqlx.Tx) error { return store.SetState(ctx, tx, o.ID, s, time.Now()) })
 		return e
 	}
 }

@@ -2,8 +2,6 @@ package payment_test
 
 import (
 	"context"
-	"errors"
-	"os"
 	"testing"
 
 	"github.com/google/uuid"
@@ -11,15 +9,11 @@ import (
 
 	"github.com/choreo-saga/choreo/internal/testenv"
 	"github.com/choreo-saga/choreo/pkg/events"
-	"github.com/choreo-saga/choreo/pkg/fault"
 	"github.com/choreo-saga/choreo/pkg/participant/participanttest"
-	"github.com/choreo-saga/choreo/pkg/pg"
 	"github.com/choreo-saga/choreo/services/payment"
 	"github.com/choreo-saga/choreo/services/payment/internal/domain"
 	"github.com/choreo-saga/choreo/services/payment/internal/store"
 )
-
-func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 
 // TestConformance runs the runtime's guarantees against the payment
 // service, once for each reaction path that changes its state: an order
@@ -28,22 +22,14 @@ func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 // the charge and leaves a tombstone; and the order's cancel, after the
 // charge (credited back) and before it (a tombstone).
 func TestConformance(t *testing.T) {
-	spec, err := payment.Spec(payment.DefaultConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	participanttest.Run(t, participanttest.Suite{
-		Spec: spec,
-		DB:   func(t *testing.T) *sqlx.DB { return testenv.DB(t, payment.Schema) },
-		Cases: []participanttest.Case{
-			{Name: "OrderCreatedDebits", Setup: created(10000), State: accountAndPayment, Emits: []string{events.TypePaymentCompleted}},
-			{Name: "OrderCreatedInsufficientFundsDeclines", Setup: created(amount - 1), State: accountAndPayment, Emits: []string{events.TypePaymentDeclined}},
-			{Name: "InventoryRejectedRefundsTheCharge", Setup: charged(rejected), State: accountAndPayment, Emits: []string{events.TypePaymentRefunded}},
-			{Name: "InventoryReleasedRefundsTheCharge", Setup: charged(released), State: accountAndPayment, Emits: []string{events.TypePaymentRefunded}},
-			{Name: "InventoryReleasedBeforeChargeLeavesTombstone", Setup: uncharged(released), State: accountAndPayment, Emits: []string{events.TypePaymentRefunded}},
-			{Name: "OrderCancelRequestedCreditsTheCharge", Setup: charged(cancelRequested), State: accountAndPayment, Emits: []string{events.TypePaymentCancelled}},
-			{Name: "OrderCancelRequestedBeforeChargeLeavesTombstone", Setup: uncharged(cancelRequested), State: accountAndPayment, Emits: []string{events.TypePaymentCancelled}},
-		},
+	testenv.Conformance(t, payment.Spec, payment.DefaultConfig(), accountAndPayment, []participanttest.Case{
+		{Name: "OrderCreatedDebits", Setup: created(10000), Emits: []string{events.TypePaymentCompleted}},
+		{Name: "OrderCreatedInsufficientFundsDeclines", Setup: created(amount - 1), Emits: []string{events.TypePaymentDeclined}},
+		{Name: "InventoryRejectedRefundsTheCharge", Setup: charged(rejected), Emits: []string{events.TypePaymentRefunded}},
+		{Name: "InventoryReleasedRefundsTheCharge", Setup: charged(released), Emits: []string{events.TypePaymentRefunded}},
+		{Name: "InventoryReleasedBeforeChargeLeavesTombstone", Setup: uncharged(released), Emits: []string{events.TypePaymentRefunded}},
+		{Name: "OrderCancelRequestedCreditsTheCharge", Setup: charged(cancelRequested), Emits: []string{events.TypePaymentCancelled}},
+		{Name: "OrderCancelRequestedBeforeChargeLeavesTombstone", Setup: uncharged(cancelRequested), Emits: []string{events.TypePaymentCancelled}},
 	})
 }
 
@@ -67,18 +53,15 @@ func created(balance int64) func(*testing.T, *sqlx.DB) events.Envelope {
 // built by compensate, not delivered.
 func charged(compensate func(*testing.T, string) events.Envelope) func(*testing.T, *sqlx.DB) events.Envelope {
 	return func(t *testing.T, db *sqlx.DB) events.Envelope {
-		ctx := context.Background()
 		orderID := uuid.NewString()
 		account(t, db, orderID, 10000)
 		p := domain.Payment{OrderID: orderID, CustomerID: customerOf(orderID), Amount: amount, Currency: "JPY", Status: domain.StatusCompleted}
-		if err := pg.InTx(ctx, db, func(tx *sqlx.Tx) error {
+		testenv.InTx(t, db, func(ctx context.Context, tx *sqlx.Tx) error {
 			if err := store.AddBalance(ctx, tx, p.CustomerID, -p.Amount); err != nil {
 				return err
 			}
 			return store.InsertPayment(ctx, tx, p, "")
-		}); err != nil {
-			t.Fatalf("charge: %v", err)
-		}
+		})
 		return compensate(t, orderID)
 	}
 }
@@ -156,11 +139,8 @@ func accountAndPayment(t *testing.T, db *sqlx.DB, e events.Envelope) any {
 	}
 	s := state{Balance: a.Balance}
 	p, err := st.Payment(ctx, e.OrderID)
-	if errors.Is(err, fault.NotFound) {
+	if !testenv.Found(t, err) {
 		return s
-	}
-	if err != nil {
-		t.Fatal(err)
 	}
 	if err := db.GetContext(ctx, &s.Detail, `SELECT detail FROM payments WHERE order_id = $1`, e.OrderID); err != nil {
 		t.Fatal(err)

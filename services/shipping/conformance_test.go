@@ -2,8 +2,6 @@ package shipping_test
 
 import (
 	"context"
-	"errors"
-	"os"
 	"testing"
 
 	"github.com/google/uuid"
@@ -11,33 +9,22 @@ import (
 
 	"github.com/choreo-saga/choreo/internal/testenv"
 	"github.com/choreo-saga/choreo/pkg/events"
-	"github.com/choreo-saga/choreo/pkg/fault"
 	"github.com/choreo-saga/choreo/pkg/participant/participanttest"
 	"github.com/choreo-saga/choreo/services/shipping"
 	"github.com/choreo-saga/choreo/services/shipping/internal/domain"
 	"github.com/choreo-saga/choreo/services/shipping/internal/store"
 )
 
-func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
-
 // TestConformance runs the runtime's guarantees against the shipping
 // service: a reservation to a served country schedules the shipment, one to
 // another country fails it; the order's cancel cancels a scheduled
 // shipment, or leaves a tombstone when it comes first.
 func TestConformance(t *testing.T) {
-	spec, err := shipping.Spec(shipping.DefaultConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	participanttest.Run(t, participanttest.Suite{
-		Spec: spec,
-		DB:   func(t *testing.T) *sqlx.DB { return testenv.DB(t, shipping.Schema) },
-		Cases: []participanttest.Case{
-			{Name: "ReservedForServedCountrySchedules", Setup: reserved("jp"), State: shipment, Emits: []string{events.TypeShipmentScheduled}},
-			{Name: "ReservedForUnservedCountryFails", Setup: reserved("BR"), State: shipment, Emits: []string{events.TypeShipmentFailed}},
-			{Name: "OrderCancelRequestedCancelsTheScheduledShipment", Setup: scheduledThenCancelled, State: shipment, Emits: []string{events.TypeShipmentCancelled}},
-			{Name: "OrderCancelRequestedBeforeReservationLeavesTombstone", Setup: cancelled, State: shipment, Emits: []string{events.TypeShipmentCancelled}},
-		},
+	testenv.Conformance(t, shipping.Spec, shipping.DefaultConfig(), shipment, []participanttest.Case{
+		{Name: "ReservedForServedCountrySchedules", Setup: reserved("jp"), Emits: []string{events.TypeShipmentScheduled}},
+		{Name: "ReservedForUnservedCountryFails", Setup: reserved("BR"), Emits: []string{events.TypeShipmentFailed}},
+		{Name: "OrderCancelRequestedCancelsTheScheduledShipment", Setup: scheduledThenCancelled, Emits: []string{events.TypeShipmentCancelled}},
+		{Name: "OrderCancelRequestedBeforeReservationLeavesTombstone", Setup: cancelled, Emits: []string{events.TypeShipmentCancelled}},
 	})
 }
 
@@ -73,11 +60,8 @@ func cancelled(t *testing.T, _ *sqlx.DB) events.Envelope {
 func shipment(t *testing.T, db *sqlx.DB, e events.Envelope) any {
 	t.Helper()
 	sh, err := store.New(db).Shipment(context.Background(), e.OrderID)
-	if errors.Is(err, fault.NotFound) {
+	if !testenv.Found(t, err) {
 		return domain.Shipment{}
-	}
-	if err != nil {
-		t.Fatal(err)
 	}
 	sh.OrderID = ""
 	return sh

@@ -2,13 +2,10 @@ package shipping_test
 
 import (
 	"maps"
-	"os"
 	"slices"
-	"strings"
 	"testing"
 
-	"github.com/kelseyhightower/envconfig"
-
+	"github.com/choreo-saga/choreo/internal/testenv"
 	"github.com/choreo-saga/choreo/services/shipping"
 )
 
@@ -19,42 +16,23 @@ func TestConfigValidate(t *testing.T) {
 		cfg.KafkaBrokers = []string{"127.0.0.1:9092"}
 		return cfg
 	}
-	tests := []struct {
-		name    string
-		change  func(*shipping.Config)
-		wantVar string // "" means valid
-	}{
-		{"DefaultsAreValid", func(*shipping.Config) {}, ""},
-		{"LowerCaseSpacedCountriesAreValid", func(c *shipping.Config) { c.ServedCountries = " jp, us " }, ""},
-		{"SingleCountryIsValid", func(c *shipping.Config) { c.ServedCountries = "GB" }, ""},
-		{"DatabaseURLWithWrongSchemeFails", func(c *shipping.Config) { c.DatabaseURL = "mysql://h/db" }, "DATABASE_URL"},
-		{"DatabaseURLWithoutDatabaseFails", func(c *shipping.Config) { c.DatabaseURL = "postgres://127.0.0.1:5432" }, "DATABASE_URL"},
-		{"EmptyDatabaseURLFails", func(c *shipping.Config) { c.DatabaseURL = "" }, "DATABASE_URL"},
-		{"NoKafkaBrokersFails", func(c *shipping.Config) { c.KafkaBrokers = nil }, "KAFKA_BROKERS"},
-		{"KafkaBrokerWithoutPortFails", func(c *shipping.Config) { c.KafkaBrokers = []string{"localhost"} }, "KAFKA_BROKERS"},
-		{"EmptyHTTPAddrFails", func(c *shipping.Config) { c.HTTPAddr = "" }, "HTTP_ADDR"},
-		{"ThreeLetterCountryFails", func(c *shipping.Config) { c.ServedCountries = "JPN" }, "SHIPPING_SERVED_COUNTRIES"},
-		{"DigitInCountryFails", func(c *shipping.Config) { c.ServedCountries = "J1" }, "SHIPPING_SERVED_COUNTRIES"},
-		{"OneBadAmongGoodFails", func(c *shipping.Config) { c.ServedCountries = "JP,USA,GB" }, "SHIPPING_SERVED_COUNTRIES"},
-		{"EmptyListFails", func(c *shipping.Config) { c.ServedCountries = "" }, "SHIPPING_SERVED_COUNTRIES"},
-		{"EmptyEntryFails", func(c *shipping.Config) { c.ServedCountries = "JP,,US" }, "SHIPPING_SERVED_COUNTRIES"},
-		{"NonASCIILetterFails", func(c *shipping.Config) { c.ServedCountries = "ıt" }, "SHIPPING_SERVED_COUNTRIES"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			cfg := valid()
-			tt.change(&cfg)
-			err := cfg.Validate()
-			switch {
-			case tt.wantVar == "" && err != nil:
-				t.Fatalf("Validate() = %v, want nil", err)
-			case tt.wantVar != "" && err == nil:
-				t.Fatalf("Validate() = nil, want an error naming %s", tt.wantVar)
-			case tt.wantVar != "" && !strings.HasPrefix(err.Error(), tt.wantVar+":"):
-				t.Fatalf("Validate() = %q, want it to name %s", err, tt.wantVar)
-			}
-		})
-	}
+	testenv.CheckValidate(t, valid, []testenv.ConfigCase[shipping.Config]{
+		{Name: "DefaultsAreValid", Change: func(*shipping.Config) {}, WantVar: ""},
+		{Name: "LowerCaseSpacedCountriesAreValid", Change: func(c *shipping.Config) { c.ServedCountries = " jp, us " }, WantVar: ""},
+		{Name: "SingleCountryIsValid", Change: func(c *shipping.Config) { c.ServedCountries = "GB" }, WantVar: ""},
+		{Name: "DatabaseURLWithWrongSchemeFails", Change: func(c *shipping.Config) { c.DatabaseURL = "mysql://h/db" }, WantVar: "DATABASE_URL"},
+		{Name: "DatabaseURLWithoutDatabaseFails", Change: func(c *shipping.Config) { c.DatabaseURL = "postgres://127.0.0.1:5432" }, WantVar: "DATABASE_URL"},
+		{Name: "EmptyDatabaseURLFails", Change: func(c *shipping.Config) { c.DatabaseURL = "" }, WantVar: "DATABASE_URL"},
+		{Name: "NoKafkaBrokersFails", Change: func(c *shipping.Config) { c.KafkaBrokers = nil }, WantVar: "KAFKA_BROKERS"},
+		{Name: "KafkaBrokerWithoutPortFails", Change: func(c *shipping.Config) { c.KafkaBrokers = []string{"localhost"} }, WantVar: "KAFKA_BROKERS"},
+		{Name: "EmptyHTTPAddrFails", Change: func(c *shipping.Config) { c.HTTPAddr = "" }, WantVar: "HTTP_ADDR"},
+		{Name: "ThreeLetterCountryFails", Change: func(c *shipping.Config) { c.ServedCountries = "JPN" }, WantVar: "SHIPPING_SERVED_COUNTRIES"},
+		{Name: "DigitInCountryFails", Change: func(c *shipping.Config) { c.ServedCountries = "J1" }, WantVar: "SHIPPING_SERVED_COUNTRIES"},
+		{Name: "OneBadAmongGoodFails", Change: func(c *shipping.Config) { c.ServedCountries = "JP,USA,GB" }, WantVar: "SHIPPING_SERVED_COUNTRIES"},
+		{Name: "EmptyListFails", Change: func(c *shipping.Config) { c.ServedCountries = "" }, WantVar: "SHIPPING_SERVED_COUNTRIES"},
+		{Name: "EmptyEntryFails", Change: func(c *shipping.Config) { c.ServedCountries = "JP,,US" }, WantVar: "SHIPPING_SERVED_COUNTRIES"},
+		{Name: "NonASCIILetterFails", Change: func(c *shipping.Config) { c.ServedCountries = "ıt" }, WantVar: "SHIPPING_SERVED_COUNTRIES"},
+	})
 }
 
 func TestConfigServed(t *testing.T) {
@@ -82,20 +60,13 @@ func TestConfigServed(t *testing.T) {
 }
 
 func TestConfigFromEnvironment(t *testing.T) {
-	unset := func(key string) {
-		t.Setenv(key, "") // restores the old value after the test
-		os.Unsetenv(key)
-	}
 	t.Setenv("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/shipping_db?sslmode=disable")
 	t.Setenv("KAFKA_BROKERS", "127.0.0.1:9092")
-	unset("HTTP_ADDR")
+	testenv.Unsetenv(t, "HTTP_ADDR")
 
 	t.Run("Defaults", func(t *testing.T) {
-		unset("SHIPPING_SERVED_COUNTRIES")
-		cfg := shipping.DefaultConfig()
-		if err := envconfig.Process("", &cfg); err != nil {
-			t.Fatalf("Process: %v", err)
-		}
+		testenv.Unsetenv(t, "SHIPPING_SERVED_COUNTRIES")
+		cfg := testenv.FromEnv(t, shipping.DefaultConfig())
 		if cfg.HTTPAddr != ":8083" || cfg.ServedCountries != "JP,US,GB,DE,FR" {
 			t.Fatalf("defaults = %q, %q; want :8083, JP,US,GB,DE,FR", cfg.HTTPAddr, cfg.ServedCountries)
 		}
@@ -105,10 +76,7 @@ func TestConfigFromEnvironment(t *testing.T) {
 	})
 	t.Run("ServedCountriesAreParsed", func(t *testing.T) {
 		t.Setenv("SHIPPING_SERVED_COUNTRIES", " jp, us ")
-		cfg := shipping.DefaultConfig()
-		if err := envconfig.Process("", &cfg); err != nil {
-			t.Fatalf("Process: %v", err)
-		}
+		cfg := testenv.FromEnv(t, shipping.DefaultConfig())
 		served, err := cfg.Served()
 		if err != nil {
 			t.Fatalf("Served: %v", err)

@@ -27,30 +27,13 @@ func TestConfigValidate(t *testing.T) {
 		cfg.KafkaBrokers = []string{"127.0.0.1:9092"}
 		return cfg
 	}
-	tests := []struct {
-		name    string
-		change  func(*tracker.Config)
-		wantVar string // "" means valid
-	}{
-		{"DefaultsAreValid", func(*tracker.Config) {}, ""},
-		{"ZeroSLAFails", func(c *tracker.Config) { c.SagaSLA = 0 }, "TRACKER_SAGA_SLA"},
-		{"NegativeSLAFails", func(c *tracker.Config) { c.SagaSLA = -time.Second }, "TRACKER_SAGA_SLA"},
-		{"EmptyDatabaseURLFails", func(c *tracker.Config) { c.DatabaseURL = "" }, "DATABASE_URL"},
-		{"NoKafkaBrokersFails", func(c *tracker.Config) { c.KafkaBrokers = nil }, "KAFKA_BROKERS"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			cfg := valid()
-			tt.change(&cfg)
-			err := cfg.Validate()
-			switch {
-			case tt.wantVar == "" && err != nil:
-				t.Fatalf("Validate() = %v, want nil", err)
-			case tt.wantVar != "" && (err == nil || !strings.HasPrefix(err.Error(), tt.wantVar+":")):
-				t.Fatalf("Validate() = %v, want an error naming %s", err, tt.wantVar)
-			}
-		})
-	}
+	testenv.CheckValidate(t, valid, []testenv.ConfigCase[tracker.Config]{
+		{Name: "DefaultsAreValid", Change: func(*tracker.Config) {}, WantVar: ""},
+		{Name: "ZeroSLAFails", Change: func(c *tracker.Config) { c.SagaSLA = 0 }, WantVar: "TRACKER_SAGA_SLA"},
+		{Name: "NegativeSLAFails", Change: func(c *tracker.Config) { c.SagaSLA = -time.Second }, WantVar: "TRACKER_SAGA_SLA"},
+		{Name: "EmptyDatabaseURLFails", Change: func(c *tracker.Config) { c.DatabaseURL = "" }, WantVar: "DATABASE_URL"},
+		{Name: "NoKafkaBrokersFails", Change: func(c *tracker.Config) { c.KafkaBrokers = nil }, WantVar: "KAFKA_BROKERS"},
+	})
 }
 
 // running is a tracker run in-process on real Kafka and PostgreSQL.

@@ -114,33 +114,39 @@ func TestDecideReserve(t *testing.T) {
 	}
 }
 
-func TestDecideRelease(t *testing.T) {
-	tests := []struct {
-		name     string
-		existing *domain.Reservation
-		want     domain.ReleaseAction
-	}{
-		{"ReservedIsReturned", &domain.Reservation{Status: domain.StatusReserved, Items: []events.Item{{SKU: "a", Quantity: 1}}}, domain.ReleaseReturn},
-		{"SecondReleaseIsNoop", &domain.Reservation{Status: domain.StatusReleased}, domain.ReleaseSkip},
-		{"RejectedHasNothingToRelease", &domain.Reservation{Status: domain.StatusRejected}, domain.ReleaseSkip},
-		{"ReleaseBeforeReserveLeavesTombstone", nil, domain.ReleaseTombstone},
-	}
+// decision is one case of a compensation's decision table: the order's
+// reservation record (nil: none) and the action wanted.
+type decision[A comparable] struct {
+	name     string
+	existing *domain.Reservation
+	want     A
+}
+
+// checkDecisions runs a decision table against decide, DecideRelease or
+// DecideCancel, each case a subtest.
+func checkDecisions[A comparable](t *testing.T, decide func(*domain.Reservation) A, tests []decision[A]) {
+	t.Helper()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := domain.DecideRelease(tt.existing); got != tt.want {
-				t.Fatalf("DecideRelease = %v, want %v", got, tt.want)
+			if got := decide(tt.existing); got != tt.want {
+				t.Fatalf("decision = %v, want %v", got, tt.want)
 			}
 		})
 	}
 }
 
+func TestDecideRelease(t *testing.T) {
+	checkDecisions(t, domain.DecideRelease, []decision[domain.ReleaseAction]{
+		{"ReservedIsReturned", &domain.Reservation{Status: domain.StatusReserved, Items: []events.Item{{SKU: "a", Quantity: 1}}}, domain.ReleaseReturn},
+		{"SecondReleaseIsNoop", &domain.Reservation{Status: domain.StatusReleased}, domain.ReleaseSkip},
+		{"RejectedHasNothingToRelease", &domain.Reservation{Status: domain.StatusRejected}, domain.ReleaseSkip},
+		{"ReleaseBeforeReserveLeavesTombstone", nil, domain.ReleaseTombstone},
+	})
+}
+
 func TestDecideCancel(t *testing.T) {
 	held := []events.Item{{SKU: "a", Quantity: 1}}
-	tests := []struct {
-		name     string
-		existing *domain.Reservation
-		want     domain.CancelAction
-	}{
+	checkDecisions(t, domain.DecideCancel, []decision[domain.CancelAction]{
 		{"ReservedIsReturned", &domain.Reservation{Status: domain.StatusReserved, Items: held}, domain.CancelReturn},
 		{"CancelBeforeReserveLeavesTombstone", nil, domain.CancelTombstone},
 		{"RejectedIsOnlyAcknowledged", &domain.Reservation{Status: domain.StatusRejected, Items: held}, domain.CancelAcknowledge},
@@ -148,14 +154,7 @@ func TestDecideCancel(t *testing.T) {
 		{"ReleasedByCompensationIsOnlyAcknowledged", &domain.Reservation{Status: domain.StatusReleased, Items: held}, domain.CancelAcknowledge},
 		{"SecondCancelSkips", &domain.Reservation{Status: domain.StatusReleased, Items: held, Cancelled: true}, domain.CancelSkip},
 		{"SecondCancelOfTombstoneSkips", &domain.Reservation{Status: domain.StatusReleased, Cancelled: true}, domain.CancelSkip},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := domain.DecideCancel(tt.existing); got != tt.want {
-				t.Fatalf("DecideCancel = %v, want %v", got, tt.want)
-			}
-		})
-	}
+	})
 }
 
 // TestCancelledReservationRefusesLateSteps: after a cancel, whatever it

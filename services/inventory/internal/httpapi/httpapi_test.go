@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -17,7 +16,6 @@ import (
 	"github.com/choreo-saga/choreo/internal/apitest"
 	"github.com/choreo-saga/choreo/internal/testenv"
 	"github.com/choreo-saga/choreo/pkg/events"
-	"github.com/choreo-saga/choreo/pkg/pg"
 	"github.com/choreo-saga/choreo/pkg/web"
 	"github.com/choreo-saga/choreo/services/inventory"
 	"github.com/choreo-saga/choreo/services/inventory/internal/domain"
@@ -40,14 +38,12 @@ func TestReads(t *testing.T) {
 		t.Fatal(err)
 	}
 	items := []events.Item{{SKU: sku, Quantity: 2, UnitPrice: 150}}
-	if err := pg.InTx(ctx, db, func(tx *sqlx.Tx) error {
+	testenv.InTx(t, db, func(ctx context.Context, tx *sqlx.Tx) error {
 		if err := store.InsertReservation(ctx, tx, domain.Reservation{OrderID: rejectedID, Status: domain.StatusRejected, Items: items}, "out of stock: "+sku+" requested 2 available 1"); err != nil {
 			return err
 		}
 		return store.InsertReservation(ctx, tx, domain.Reservation{OrderID: orderID, Status: domain.StatusReserved, Items: items}, "")
-	}); err != nil {
-		t.Fatal(err)
-	}
+	})
 	ghostSKU, ghostOrder := "ghost-"+uuid.NewString()[:13], uuid.NewString()
 
 	tests := []struct {
@@ -67,11 +63,7 @@ func TestReads(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if specYAML, err := os.ReadFile("openapi.yaml"); err != nil {
-				t.Fatal(err)
-			} else {
-				apitest.CheckResponse(t, httpapi.Routes(testenv.Logger(t), db, nil), specYAML, httptest.NewRequest("GET", tt.path, nil), tt.wantStatus)
-			}
+			apitest.CheckResponse(t, httpapi.Routes(testenv.Logger(t), db, nil), apitest.ReadSpec(t), httptest.NewRequest("GET", tt.path, nil), tt.wantStatus)
 			res, err := http.Get(srv.URL + tt.path)
 			if err != nil {
 				t.Fatalf("GET: %v", err)
@@ -114,67 +106,35 @@ func TestWrites(t *testing.T) {
 	db := testenv.DB(t, inventory.Schema)
 	st := store.New(db)
 	h := httpapi.Routes(testenv.Logger(t), db, nil)
-	specYAML := mustRead(t, "openapi.yaml")
 	sku, ghost := "sku-"+uuid.NewString()[:13], "ghost-"+uuid.NewString()[:13]
 	const maxAmount = int64(events.MaxAmount)
 
-	steps := []struct {
-		name         string
-		method, path string
-		ifMatch      string
-		ifNoneMatch  string
-		body         string
-		before       func(t *testing.T) // a saga's change before the request
-		want         int
-		wantStock    domain.Stock // afterwards; zero: the SKU does not exist
-	}{
-		{name: "RestockUnknownSKU", method: "POST", path: "/stock/" + ghost + "/restock", body: `{"quantity":1}`, want: 404},
-		{name: "PutIfMatchUnknownSKU", method: "PUT", path: "/stock/" + ghost, ifMatch: `"1"`, body: `{"available":1}`, want: 412},
-		{name: "PutCreates", method: "PUT", path: "/stock/" + sku, body: `{"available":5}`, want: 200,
-			wantStock: domain.Stock{SKU: sku, Available: 5, Version: 1}},
-		{name: "PutRetriedCreate", method: "PUT", path: "/stock/" + sku, body: `{"available":5}`, want: 200,
-			wantStock: domain.Stock{SKU: sku, Available: 5, Version: 1}},
-		{name: "PutCreateOnlyExisting", method: "PUT", path: "/stock/" + sku, ifNoneMatch: "*", body: `{"available":5}`, want: 412,
-			wantStock: domain.Stock{SKU: sku, Available: 5, Version: 1}},
-		{name: "PutWithoutIfMatch", method: "PUT", path: "/stock/" + sku, body: `{"available":9}`, want: 428,
-			wantStock: domain.Stock{SKU: sku, Available: 5, Version: 1}},
-		{name: "PutAfterReserveWithVersionRead", method: "PUT", path: "/stock/" + sku, ifMatch: `"1"`, body: `{"available":9}`,
-			before: func(t *testing.T) { move(t, db, store.Reserve, sku, 3) }, want: 412,
-			wantStock: domain.Stock{SKU: sku, Available: 2, Reserved: 3, Version: 2}},
-		{name: "PutCurrentVersion", method: "PUT", path: "/stock/" + sku, ifMatch: `"2"`, body: `{"available":9}`, want: 200,
-			wantStock: domain.Stock{SKU: sku, Available: 9, Reserved: 3, Version: 3}},
-		{name: "RestockDuringRelease", method: "POST", path: "/stock/" + sku + "/restock", body: `{"quantity":4}`,
-			before: func(t *testing.T) { move(t, db, store.Release, sku, 3) }, want: 200,
-			wantStock: domain.Stock{SKU: sku, Available: 16, Version: 5}},
-		{name: "RestockPastCap", method: "POST", path: "/stock/" + sku + "/restock", body: fmt.Sprintf(`{"quantity":%d}`, maxAmount), want: 409,
-			wantStock: domain.Stock{SKU: sku, Available: 16, Version: 5}},
-	}
-	for _, s := range steps {
-		t.Run(s.name, func(t *testing.T) {
-			if s.before != nil {
-				s.before(t)
-			}
-			apitest.CheckWrite(t, h, specYAML, s.method, s.path, s.ifMatch, s.ifNoneMatch, s.body, s.want)
-
-			id := strings.TrimSuffix(strings.TrimPrefix(s.path, "/stock/"), "/restock")
-			apitest.CheckStored(t, h, st.Stock, id, "/stock/"+id, s.wantStock, s.wantStock.Version)
-		})
-	}
+	apitest.CheckWrites(t, h, "/stock/", st.Stock, []apitest.Write[domain.Stock]{
+		{Name: "RestockUnknownSKU", Method: "POST", Path: "/stock/" + ghost + "/restock", Body: `{"quantity":1}`, Want: 404},
+		{Name: "PutIfMatchUnknownSKU", Method: "PUT", Path: "/stock/" + ghost, IfMatch: `"1"`, Body: `{"available":1}`, Want: 412},
+		{Name: "PutCreates", Method: "PUT", Path: "/stock/" + sku, Body: `{"available":5}`, Want: 200,
+			Stored: domain.Stock{SKU: sku, Available: 5, Version: 1}},
+		{Name: "PutRetriedCreate", Method: "PUT", Path: "/stock/" + sku, Body: `{"available":5}`, Want: 200,
+			Stored: domain.Stock{SKU: sku, Available: 5, Version: 1}},
+		{Name: "PutCreateOnlyExisting", Method: "PUT", Path: "/stock/" + sku, IfNoneMatch: "*", Body: `{"available":5}`, Want: 412,
+			Stored: domain.Stock{SKU: sku, Available: 5, Version: 1}},
+		{Name: "PutWithoutIfMatch", Method: "PUT", Path: "/stock/" + sku, Body: `{"available":9}`, Want: 428,
+			Stored: domain.Stock{SKU: sku, Available: 5, Version: 1}},
+		{Name: "PutAfterReserveWithVersionRead", Method: "PUT", Path: "/stock/" + sku, IfMatch: `"1"`, Body: `{"available":9}`,
+			Before: func(t *testing.T) { move(t, db, store.Reserve, sku, 3) }, Want: 412,
+			Stored: domain.Stock{SKU: sku, Available: 2, Reserved: 3, Version: 2}},
+		{Name: "PutCurrentVersion", Method: "PUT", Path: "/stock/" + sku, IfMatch: `"2"`, Body: `{"available":9}`, Want: 200,
+			Stored: domain.Stock{SKU: sku, Available: 9, Reserved: 3, Version: 3}},
+		{Name: "RestockDuringRelease", Method: "POST", Path: "/stock/" + sku + "/restock", Body: `{"quantity":4}`,
+			Before: func(t *testing.T) { move(t, db, store.Release, sku, 3) }, Want: 200,
+			Stored: domain.Stock{SKU: sku, Available: 16, Version: 5}},
+		{Name: "RestockPastCap", Method: "POST", Path: "/stock/" + sku + "/restock", Body: fmt.Sprintf(`{"quantity":%d}`, maxAmount), Want: 409,
+			Stored: domain.Stock{SKU: sku, Available: 16, Version: 5}},
+	})
 }
 
 // move reserves or releases n units of sku as a saga's reaction does.
 func move(t *testing.T, db *sqlx.DB, fn func(context.Context, sqlx.ExtContext, map[string]int64) error, sku string, n int64) {
 	t.Helper()
-	if err := pg.InTx(context.Background(), db, func(tx *sqlx.Tx) error { return fn(context.Background(), tx, map[string]int64{sku: n}) }); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func mustRead(t *testing.T, path string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+	testenv.InTx(t, db, func(ctx context.Context, tx *sqlx.Tx) error { return fn(ctx, tx, map[string]int64{sku: n}) })
 }

@@ -1,14 +1,12 @@
 package httpapi_test
 
 import (
-	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/choreo-saga/choreo/internal/apitest"
 	"github.com/choreo-saga/choreo/pkg/events"
-	"github.com/choreo-saga/choreo/pkg/web"
 	"github.com/choreo-saga/choreo/services/inventory/internal/domain"
 	"github.com/choreo-saga/choreo/services/inventory/internal/httpapi"
 )
@@ -32,35 +30,15 @@ func TestOpenAPI(t *testing.T) {
 		apitest.CheckSchema(t, spec, "Reservation", domain.ReservationRecord{Reservation: domain.Reservation{
 			OrderID: "9c8b7a65-4321-4fed-8cba-0123456789ab", Status: domain.StatusReleased, Items: []events.Item{},
 		}, Reason: events.ReasonShippingUnavailable, Detail: "release arrived before reserve: shipping_unavailable", CreatedAt: at, UpdatedAt: at, ReleasedAt: &at})
-		apitest.CheckSchema(t, spec, "Problem", web.Problem{
-			Type: "about:blank", Title: "Not Found", Status: 404, Detail: "stock SKU-1 not found", Instance: "/stock/SKU-1",
-		})
 	})
 
 	long := strings.Repeat("x", 65)
+	api.Check(t, apitest.PutRequests("PutStock", "/stock/", "SKU-1", "available"))
+	api.Check(t, apitest.PostRequests("Restock", "/stock/", "SKU-1", "/restock", "quantity"))
 	api.Check(t, []apitest.Request{
-		{Name: "PutStockTooLongSKU", Method: "PUT", Path: "/stock/" + long, Body: `{"available":1}`, Want: 400},
-		{Name: "PutStockNotJSON", Method: "PUT", Path: "/stock/SKU-1", Header: http.Header{"Content-Type": {"text/plain"}}, Body: `{"available":1}`, Want: 415},
-		{Name: "PutStockTooLarge", Method: "PUT", Path: "/stock/SKU-1", Body: `{"available":` + strings.Repeat(" ", web.MaxBodyBytes) + `1}`, Want: 413},
 		{Name: "PutStockMissing", Method: "PUT", Path: "/stock/SKU-1", Body: `{}`, Want: 400},
-		{Name: "PutStockNegative", Method: "PUT", Path: "/stock/SKU-1", Body: `{"available":-1}`, Want: 400},
 		{Name: "PutStockReserved", Method: "PUT", Path: "/stock/SKU-1", Body: `{"available":1,"reserved":0}`, Want: 400},
-		{Name: "PutStockAboveMaxAmount", Method: "PUT", Path: "/stock/SKU-1", Body: `{"available":1000000000000001}`, Want: 400},
-		{Name: "PutStockEscapedSlashInSKU", Method: "PUT", Path: "/stock/SKU%2F1", Body: `{"available":1}`, Want: 400},
-		{Name: "PutStockNULInSKU", Method: "PUT", Path: "/stock/SKU%001", Body: `{"available":1}`, Want: 400},
-		{Name: "PutStockWeakIfMatch", Method: "PUT", Path: "/stock/SKU-1", Header: http.Header{"If-Match": {`W/"3"`}}, Body: `{"available":1}`, Want: 400},
-		{Name: "PutStockIfMatchStar", Method: "PUT", Path: "/stock/SKU-1", Header: http.Header{"If-Match": {"*"}}, Body: `{"available":1}`, Want: 400},
-		{Name: "PutStockIfNoneMatchTag", Method: "PUT", Path: "/stock/SKU-1", Header: http.Header{"If-None-Match": {`"3"`}}, Body: `{"available":1}`, Want: 400},
-		{Name: "PutStockBothConditions", Method: "PUT", Path: "/stock/SKU-1", Header: http.Header{"If-Match": {`"3"`}, "If-None-Match": {"*"}}, Body: `{"available":1}`, Want: 400},
-		{Name: "RestockMissing", Method: "POST", Path: "/stock/SKU-1/restock", Body: `{}`, Want: 400},
-		{Name: "RestockZero", Method: "POST", Path: "/stock/SKU-1/restock", Body: `{"quantity":0}`, Want: 400},
-		{Name: "RestockNegative", Method: "POST", Path: "/stock/SKU-1/restock", Body: `{"quantity":-3}`, Want: 400},
-		{Name: "RestockAboveMaxAmount", Method: "POST", Path: "/stock/SKU-1/restock", Body: `{"quantity":1000000000000001}`, Want: 400},
 		{Name: "RestockUnknownField", Method: "POST", Path: "/stock/SKU-1/restock", Body: `{"quantity":1,"available":3}`, Want: 400},
-		{Name: "RestockNotJSON", Method: "POST", Path: "/stock/SKU-1/restock", Header: http.Header{"Content-Type": {"text/plain"}}, Body: `{"quantity":1}`, Want: 415},
-		{Name: "RestockTooLarge", Method: "POST", Path: "/stock/SKU-1/restock", Body: `{"quantity":` + strings.Repeat(" ", web.MaxBodyBytes) + `1}`, Want: 413},
-		{Name: "RestockTooLongSKU", Method: "POST", Path: "/stock/" + long + "/restock", Body: `{"quantity":1}`, Want: 400},
-		{Name: "RestockUnlistedMethod", Method: "GET", Path: "/stock/SKU-1/restock", Want: 405},
 		{Name: "GetReservationInvalidUTF8InID", Method: "GET", Path: "/reservations/%ff", Want: 400},
 		{Name: "GetStockTooLongSKU", Method: "GET", Path: "/stock/" + long, Want: 400},
 		{Name: "GetReservationTooLongID", Method: "GET", Path: "/reservations/" + long, Want: 400},

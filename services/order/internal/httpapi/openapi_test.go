@@ -67,9 +67,6 @@ func TestOpenAPI(t *testing.T) {
 			CustomerID: "c-1", Items: []events.Item{{SKU: "SKU-1", Quantity: 1, UnitPrice: 980}},
 			Currency: "JPY", ShippingAddress: events.Address{Country: "jp"},
 		})
-		apitest.CheckSchema(t, spec, "Problem", web.Problem{
-			Type: "about:blank", Title: "Unprocessable Entity", Status: 422, Detail: "reused", Instance: "/orders",
-		})
 	})
 	t.Run("RequestExampleIsAValidOrder", func(t *testing.T) {
 		// The example a client copies must be one the handler accepts, and

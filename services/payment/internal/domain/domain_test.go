@@ -35,40 +35,49 @@ func TestDecideCharge(t *testing.T) {
 	}
 }
 
+// decision is one case of a compensation's decision table: the order's
+// payment record and its customer's account (nil: none), and the action
+// wanted.
+type decision[A comparable] struct {
+	name     string
+	existing *domain.Payment
+	account  *domain.Account
+	want     A
+}
+
+// checkDecisions runs a decision table against decide, DecideRefund or
+// DecideCancel, each case a subtest.
+func checkDecisions[A comparable](t *testing.T, decide func(*domain.Payment, *domain.Account) A, tests []decision[A]) {
+	t.Helper()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := decide(tt.existing, tt.account); got != tt.want {
+				t.Fatalf("decision = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// jpy is an account that a charge in JPY can be credited back to; charged
+// is a COMPLETED charge in JPY.
+var (
+	jpy     = &domain.Account{CustomerID: "c-1", Balance: 100, Currency: "JPY"}
+	charged = &domain.Payment{Status: domain.StatusCompleted, Amount: 5000, Currency: "JPY"}
+)
+
 func TestDecideRefund(t *testing.T) {
-	jpy := &domain.Account{CustomerID: "c-1", Balance: 100, Currency: "JPY"}
-	charged := &domain.Payment{Status: domain.StatusCompleted, Amount: 5000, Currency: "JPY"}
-	tests := []struct {
-		name     string
-		existing *domain.Payment
-		account  *domain.Account
-		want     domain.RefundAction
-	}{
+	checkDecisions(t, domain.DecideRefund, []decision[domain.RefundAction]{
 		{"CompletedIsCredited", charged, jpy, domain.RefundCredit},
 		{"SecondRefundSkips", &domain.Payment{Status: domain.StatusRefunded, Currency: "JPY"}, jpy, domain.RefundSkip},
 		{"DeclinedHasNothingToRefund", &domain.Payment{Status: domain.StatusDeclined}, nil, domain.RefundSkip},
 		{"RefundBeforeChargeLeavesTombstone", nil, nil, domain.RefundTombstone},
 		{"OtherCurrencyIsRefused", charged, &domain.Account{CustomerID: "c-1", Currency: "USD"}, domain.RefundRefuse},
 		{"AccountGoneIsRefused", charged, nil, domain.RefundRefuse},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := domain.DecideRefund(tt.existing, tt.account); got != tt.want {
-				t.Fatalf("DecideRefund = %v, want %v", got, tt.want)
-			}
-		})
-	}
+	})
 }
 
 func TestDecideCancel(t *testing.T) {
-	jpy := &domain.Account{CustomerID: "c-1", Balance: 100, Currency: "JPY"}
-	charged := &domain.Payment{Status: domain.StatusCompleted, Amount: 5000, Currency: "JPY"}
-	tests := []struct {
-		name     string
-		existing *domain.Payment
-		account  *domain.Account
-		want     domain.CancelAction
-	}{
+	checkDecisions(t, domain.DecideCancel, []decision[domain.CancelAction]{
 		{"ChargedIsCredited", charged, jpy, domain.CancelCredit},
 		{"CancelBeforeChargeLeavesTombstone", nil, nil, domain.CancelTombstone},
 		{"DeclinedIsOnlyAcknowledged", &domain.Payment{Status: domain.StatusDeclined}, nil, domain.CancelAcknowledge},
@@ -79,14 +88,7 @@ func TestDecideCancel(t *testing.T) {
 		{"SecondCancelOfTombstoneSkips", &domain.Payment{Status: domain.StatusRefunded, Cancelled: true}, nil, domain.CancelSkip},
 		{"OtherCurrencyIsRefused", charged, &domain.Account{CustomerID: "c-1", Currency: "USD"}, domain.CancelRefuse},
 		{"AccountGoneIsRefused", charged, nil, domain.CancelRefuse},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := domain.DecideCancel(tt.existing, tt.account); got != tt.want {
-				t.Fatalf("DecideCancel = %v, want %v", got, tt.want)
-			}
-		})
-	}
+	})
 }
 
 // TestCancelAndRefundNeverCreditTwice: whichever of a compensation's refund

@@ -2,11 +2,9 @@ package httpapi
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"regexp"
 
-	"github.com/choreo-saga/choreo/pkg/events"
 	"github.com/choreo-saga/choreo/pkg/web"
 	"github.com/choreo-saga/choreo/services/payment/internal/domain"
 	"github.com/choreo-saga/choreo/services/payment/internal/store"
@@ -20,19 +18,11 @@ type accountRequest struct {
 }
 
 func (a accountRequest) Validate() error {
-	switch {
-	case a.Currency != "" && !currencyCode.MatchString(a.Currency):
+	if a.Currency != "" && !currencyCode.MatchString(a.Currency) {
 		return fmt.Errorf("currency %q is not a three-letter ISO 4217 code", a.Currency)
-	case a.Balance == nil:
-		return errors.New("balance is required")
-	case *a.Balance < 0:
-		return errors.New("balance must be >= 0")
-	case *a.Balance > events.MaxAmount:
-		// Refunds are added to the balance in SQL; the cap keeps the sum
-		// inside bigint.
-		return fmt.Errorf("balance must be at most %d", int64(events.MaxAmount))
 	}
-	return nil
+	// Refunds are added to the balance in SQL (web.CheckAmount).
+	return web.CheckAmount("balance", a.Balance, false)
 }
 
 var currencyCode = regexp.MustCompile(`^[A-Z]{3}$`)
@@ -49,17 +39,7 @@ type depositRequest struct {
 	Amount *int64 `json:"amount"`
 }
 
-func (d depositRequest) Validate() error {
-	switch {
-	case d.Amount == nil:
-		return errors.New("amount is required")
-	case *d.Amount <= 0:
-		return errors.New("amount must be > 0")
-	case *d.Amount > events.MaxAmount:
-		return fmt.Errorf("amount must be at most %d", int64(events.MaxAmount))
-	}
-	return nil
-}
+func (d depositRequest) Validate() error { return web.CheckAmount("amount", d.Amount, true) }
 
 // deposit adds to a customer's balance.
 func deposit(st *store.Store) func(context.Context, string, depositRequest) (domain.Account, error) {

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http/httptest"
-	"os"
-	"strings"
 	"testing"
 
 	"github.com/google/uuid"
@@ -15,7 +13,6 @@ import (
 	"github.com/choreo-saga/choreo/internal/apitest"
 	"github.com/choreo-saga/choreo/internal/testenv"
 	"github.com/choreo-saga/choreo/pkg/events"
-	"github.com/choreo-saga/choreo/pkg/pg"
 	"github.com/choreo-saga/choreo/services/payment"
 	"github.com/choreo-saga/choreo/services/payment/internal/domain"
 	"github.com/choreo-saga/choreo/services/payment/internal/httpapi"
@@ -32,73 +29,41 @@ func TestWrites(t *testing.T) {
 	db := testenv.DB(t, payment.Schema)
 	st := store.New(db)
 	h := httpapi.Routes(testenv.Logger(t), db, nil)
-	specYAML, err := os.ReadFile("openapi.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
 	c, ghost := "c-"+uuid.NewString()[:13], "ghost-"+uuid.NewString()[:13]
 	acct := func(balance, version int64) domain.Account {
 		return domain.Account{CustomerID: c, Balance: balance, Currency: "JPY", Version: version}
 	}
 
-	steps := []struct {
-		name         string
-		method, path string
-		ifMatch      string
-		ifNoneMatch  string
-		body         string
-		before       func(t *testing.T) // a saga's change before the request
-		want         int
-		wantAccount  domain.Account // afterwards; zero: the account does not exist
-	}{
-		{name: "DepositUnknownAccount", method: "POST", path: "/accounts/" + ghost + "/deposits", body: `{"amount":1}`, want: 404},
-		{name: "PutIfMatchUnknownAccount", method: "PUT", path: "/accounts/" + ghost, ifMatch: `"1"`, body: `{"balance":1}`, want: 412},
-		{name: "PutOpens", method: "PUT", path: "/accounts/" + c, body: `{"balance":1000}`, want: 200, wantAccount: acct(1000, 1)},
-		{name: "PutRetriedOpen", method: "PUT", path: "/accounts/" + c, body: `{"balance":1000,"currency":"JPY"}`, want: 200, wantAccount: acct(1000, 1)},
-		{name: "PutCreateOnlyExisting", method: "PUT", path: "/accounts/" + c, ifNoneMatch: "*", body: `{"balance":1000}`, want: 412, wantAccount: acct(1000, 1)},
-		{name: "PutWithoutIfMatch", method: "PUT", path: "/accounts/" + c, body: `{"balance":9000}`, want: 428, wantAccount: acct(1000, 1)},
-		{name: "PutAfterRefundWithVersionRead", method: "PUT", path: "/accounts/" + c, ifMatch: `"1"`, body: `{"balance":9000}`,
-			before: func(t *testing.T) { addBalance(t, db, c, 250) }, want: 412, wantAccount: acct(1250, 2)},
-		{name: "PutOtherCurrency", method: "PUT", path: "/accounts/" + c, ifMatch: `"2"`, body: `{"balance":9000,"currency":"USD"}`, want: 409, wantAccount: acct(1250, 2)},
-		{name: "PutCurrentVersion", method: "PUT", path: "/accounts/" + c, ifMatch: `"2"`, body: `{"balance":9000}`, want: 200, wantAccount: acct(9000, 3)},
-		{name: "DepositAfterDebit", method: "POST", path: "/accounts/" + c + "/deposits", body: `{"amount":500}`,
-			before: func(t *testing.T) { addBalance(t, db, c, -1000) }, want: 200, wantAccount: acct(8500, 5)},
-		{name: "DepositPastCap", method: "POST", path: "/accounts/" + c + "/deposits", body: fmt.Sprintf(`{"amount":%d}`, int64(events.MaxAmount)), want: 409, wantAccount: acct(8500, 5)},
-	}
-	for _, s := range steps {
-		t.Run(s.name, func(t *testing.T) {
-			if s.before != nil {
-				s.before(t)
-			}
-			apitest.CheckWrite(t, h, specYAML, s.method, s.path, s.ifMatch, s.ifNoneMatch, s.body, s.want)
-
-			id := strings.TrimSuffix(strings.TrimPrefix(s.path, "/accounts/"), "/deposits")
-			apitest.CheckStored(t, h, st.Account, id, "/accounts/"+id, s.wantAccount, s.wantAccount.Version)
-		})
-	}
+	apitest.CheckWrites(t, h, "/accounts/", st.Account, []apitest.Write[domain.Account]{
+		{Name: "DepositUnknownAccount", Method: "POST", Path: "/accounts/" + ghost + "/deposits", Body: `{"amount":1}`, Want: 404},
+		{Name: "PutIfMatchUnknownAccount", Method: "PUT", Path: "/accounts/" + ghost, IfMatch: `"1"`, Body: `{"balance":1}`, Want: 412},
+		{Name: "PutOpens", Method: "PUT", Path: "/accounts/" + c, Body: `{"balance":1000}`, Want: 200, Stored: acct(1000, 1)},
+		{Name: "PutRetriedOpen", Method: "PUT", Path: "/accounts/" + c, Body: `{"balance":1000,"currency":"JPY"}`, Want: 200, Stored: acct(1000, 1)},
+		{Name: "PutCreateOnlyExisting", Method: "PUT", Path: "/accounts/" + c, IfNoneMatch: "*", Body: `{"balance":1000}`, Want: 412, Stored: acct(1000, 1)},
+		{Name: "PutWithoutIfMatch", Method: "PUT", Path: "/accounts/" + c, Body: `{"balance":9000}`, Want: 428, Stored: acct(1000, 1)},
+		{Name: "PutAfterRefundWithVersionRead", Method: "PUT", Path: "/accounts/" + c, IfMatch: `"1"`, Body: `{"balance":9000}`,
+			Before: func(t *testing.T) { addBalance(t, db, c, 250) }, Want: 412, Stored: acct(1250, 2)},
+		{Name: "PutOtherCurrency", Method: "PUT", Path: "/accounts/" + c, IfMatch: `"2"`, Body: `{"balance":9000,"currency":"USD"}`, Want: 409, Stored: acct(1250, 2)},
+		{Name: "PutCurrentVersion", Method: "PUT", Path: "/accounts/" + c, IfMatch: `"2"`, Body: `{"balance":9000}`, Want: 200, Stored: acct(9000, 3)},
+		{Name: "DepositAfterDebit", Method: "POST", Path: "/accounts/" + c + "/deposits", Body: `{"amount":500}`,
+			Before: func(t *testing.T) { addBalance(t, db, c, -1000) }, Want: 200, Stored: acct(8500, 5)},
+		{Name: "DepositPastCap", Method: "POST", Path: "/accounts/" + c + "/deposits", Body: fmt.Sprintf(`{"amount":%d}`, int64(events.MaxAmount)), Want: 409, Stored: acct(8500, 5)},
+	})
 }
 
 // addBalance debits or refunds as a saga's reaction does.
 func addBalance(t *testing.T, db *sqlx.DB, customerID string, delta int64) {
 	t.Helper()
-	if err := pg.InTx(context.Background(), db, func(tx *sqlx.Tx) error {
-		return store.AddBalance(context.Background(), tx, customerID, delta)
-	}); err != nil {
-		t.Fatal(err)
-	}
+	testenv.InTx(t, db, func(ctx context.Context, tx *sqlx.Tx) error { return store.AddBalance(ctx, tx, customerID, delta) })
 }
 
 // TestReadPayment serves GET /payments/{order_id} from a real store, each
 // answer checked against the OpenAPI document: every kind of payment with
 // its reason and times.
 func TestReadPayment(t *testing.T) {
-	ctx := context.Background()
 	db := testenv.DB(t, payment.Schema)
 	h := httpapi.Routes(testenv.Logger(t), db, nil)
-	specYAML, err := os.ReadFile("openapi.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	specYAML := apitest.ReadSpec(t)
 	tests := []struct {
 		name       string
 		p          domain.Payment
@@ -114,7 +79,7 @@ func TestReadPayment(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.p.OrderID = uuid.NewString()
-			err := pg.InTx(ctx, db, func(tx *sqlx.Tx) error {
+			testenv.InTx(t, db, func(ctx context.Context, tx *sqlx.Tx) error {
 				if err := store.InsertPayment(ctx, tx, tt.p, tt.detail); err != nil {
 					return err
 				}
@@ -123,9 +88,6 @@ func TestReadPayment(t *testing.T) {
 				}
 				return store.SetPaymentStatus(ctx, tx, tt.p.OrderID, domain.StatusRefunded, tt.refund)
 			})
-			if err != nil {
-				t.Fatal(err)
-			}
 			path := "/payments/" + tt.p.OrderID
 			apitest.CheckResponse(t, h, specYAML, httptest.NewRequest("GET", path, nil), 200)
 			rec := httptest.NewRecorder()

@@ -13,7 +13,6 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/choreo-saga/choreo/internal/testenv"
-	"github.com/choreo-saga/choreo/pkg/pg"
 	"github.com/choreo-saga/choreo/services/shipping"
 	"github.com/choreo-saga/choreo/services/shipping/internal/domain"
 	"github.com/choreo-saga/choreo/services/shipping/internal/httpapi"
@@ -21,16 +20,13 @@ import (
 )
 
 func TestGetShipment(t *testing.T) {
-	ctx := context.Background()
 	log := testenv.Logger(t)
 	db := testenv.DB(t, shipping.Schema)
 	srv := httptest.NewServer(httpapi.Routes(log, db, nil))
 	t.Cleanup(srv.Close)
 
 	failed := domain.Shipment{OrderID: uuid.NewString(), Status: domain.StatusFailed, Country: "BR", Reason: "shipping_unavailable"}
-	if err := pg.InTx(ctx, db, func(tx *sqlx.Tx) error { return store.InsertShipment(ctx, tx, failed) }); err != nil {
-		t.Fatalf("insert shipment: %v", err)
-	}
+	testenv.InTx(t, db, func(ctx context.Context, tx *sqlx.Tx) error { return store.InsertShipment(ctx, tx, failed) })
 
 	tests := []struct {
 		name       string

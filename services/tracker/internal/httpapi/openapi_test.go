@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/choreo-saga/choreo/internal/apitest"
-	"github.com/choreo-saga/choreo/pkg/web"
 	"github.com/choreo-saga/choreo/services/tracker/internal/domain"
 	"github.com/choreo-saga/choreo/services/tracker/internal/httpapi"
 )
@@ -33,9 +32,6 @@ func TestOpenAPI(t *testing.T) {
 		apitest.CheckSchema(t, spec, "Saga", domain.Saga{Summary: completed, Events: events})
 		apitest.CheckSchema(t, spec, "SagaPage", httpapi.SagaPage{Sagas: []domain.Summary{running, completed}, NextCursor: "djE6MTox"})
 		apitest.CheckSchema(t, spec, "SagaPage", httpapi.SagaPage{Sagas: []domain.Summary{}})
-		apitest.CheckSchema(t, spec, "Problem", web.Problem{
-			Type: "about:blank", Title: "Not Found", Status: 404, Detail: "saga of order o-1 not found", Instance: "/sagas/o-1",
-		})
 	})
 	for _, step := range domain.Next {
 		apitest.CheckSchema(t, spec, "WaitingFor", step)
