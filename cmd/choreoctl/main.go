@@ -219,35 +219,47 @@ func (c *client) list(ctx context.Context, targets []service, order string, fail
 	if order != "" {
 		path += "?order=" + url.QueryEscape(order)
 	}
+	return listAll(ctx, c, targets, path, "SERVICE\tORDER\tROW\tEVENT\tTYPE\tORIGIN\tPARKED AT\tREASON",
+		func(s service, r park.Row) (string, bool) {
+			if failuresOnly && r.Reason == nil {
+				return "", false
+			}
+			reason := "held behind the failure above"
+			if r.Reason != nil {
+				reason = *r.Reason
+			}
+			return fmt.Sprintf("%s\t%s\t%d\t%s\t%s\t%s/%d/%d\t%s\t%s", s.name, deref(r.Key, "-"), r.Seq, deref(r.EventID, "-"), deref(r.EventType, "-"),
+				r.Topic, r.Partition, r.Offset, r.ParkedAt.Format(time.RFC3339), oneLine(reason)), true
+		})
+}
+
+// listAll prints, as a table or as JSON lines, the rows that GET path
+// answers on every target; line formats one (false: leave it out).
+func listAll[R any](ctx context.Context, c *client, targets []service, path, header string, line func(service, R) (string, bool)) error {
 	w := tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
 	if !c.json {
-		fmt.Fprintln(w, "SERVICE\tORDER\tROW\tEVENT\tTYPE\tORIGIN\tPARKED AT\tREASON")
+		fmt.Fprintln(w, header)
 	}
 	var errs []error
 	for _, s := range targets {
 		var res struct {
-			Rows []park.Row `json:"rows"`
+			Rows []R `json:"rows"`
 		}
 		if err := c.do(ctx, s, http.MethodGet, path, &res); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", s.name, err))
 			continue
 		}
 		for _, r := range res.Rows {
-			if failuresOnly && r.Reason == nil {
-				continue
-			}
-			if c.json {
+			l, ok := line(s, r)
+			switch {
+			case !ok:
+			case c.json:
 				if err := json.NewEncoder(c.out).Encode(r); err != nil {
 					return err
 				}
-				continue
+			default:
+				fmt.Fprintln(w, l)
 			}
-			reason := "held behind the failure above"
-			if r.Reason != nil {
-				reason = *r.Reason
-			}
-			fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s/%d/%d\t%s\t%s\n", s.name, deref(r.Key, "-"), r.Seq, deref(r.EventID, "-"), deref(r.EventType, "-"),
-				r.Topic, r.Partition, r.Offset, r.ParkedAt.Format(time.RFC3339), oneLine(reason))
 		}
 	}
 	if err := w.Flush(); err != nil {
@@ -297,33 +309,10 @@ func (c *client) resolve(ctx context.Context, targets []service, cmd string, q u
 }
 
 func (c *client) outbox(ctx context.Context, targets []service) error {
-	w := tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
-	if !c.json {
-		fmt.Fprintln(w, "SERVICE\tID\tTOPIC\tKEY\tBYTES\tPARKED AT\tLAST ERROR")
-	}
-	var errs []error
-	for _, s := range targets {
-		var res struct {
-			Rows []outbox.ParkedRow `json:"rows"`
-		}
-		if err := c.do(ctx, s, http.MethodGet, "/admin/outbox/parked", &res); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", s.name, err))
-			continue
-		}
-		for _, r := range res.Rows {
-			if c.json {
-				if err := json.NewEncoder(c.out).Encode(r); err != nil {
-					return err
-				}
-				continue
-			}
-			fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%d\t%s\t%s\n", s.name, r.ID, r.Topic, r.Key, r.Bytes, r.ParkedAt.Format(time.RFC3339), oneLine(r.LastError))
-		}
-	}
-	if err := w.Flush(); err != nil {
-		return err
-	}
-	return errors.Join(errs...)
+	return listAll(ctx, c, targets, "/admin/outbox/parked", "SERVICE\tID\tTOPIC\tKEY\tBYTES\tPARKED AT\tLAST ERROR",
+		func(s service, r outbox.ParkedRow) (string, bool) {
+			return fmt.Sprintf("%s\t%d\t%s\t%s\t%d\t%s\t%s", s.name, r.ID, r.Topic, r.Key, r.Bytes, r.ParkedAt.Format(time.RFC3339), oneLine(r.LastError)), true
+		})
 }
 
 func names(ss []service) string {
