@@ -64,6 +64,7 @@ func TestPoisonedOrderIsParkedThenReplayed(t *testing.T) {
 		}
 		return nil
 	})
+	t.Logf("choreoctl parked -order %s:\n%s", o.ID, runCtl(t, ctl, "parked", "-order", o.ID))
 	if out := runCtl(t, ctl, "dead-letters"); !strings.Contains(out, o.ID) || strings.Contains(out, "held behind") {
 		t.Fatalf("choreoctl dead-letters:\n%s\nwant the failure of %s alone", out, o.ID)
 	}
@@ -84,6 +85,7 @@ func TestPoisonedOrderIsParkedThenReplayed(t *testing.T) {
 	if !strings.Contains(out, "payment: row") || strings.Count(out, ": applied") != 1 || strings.Count(out, ": duplicate") != 1 {
 		t.Fatalf("choreoctl replay -order %s:\n%s\nwant the cancel applied and its copy a duplicate", o.ID, out)
 	}
+	t.Logf("choreoctl replay -order %s:\n%s", o.ID, out)
 	wantUndone(t, f, o.ID, "customer_cancelled", balanceBefore, stockBefore)
 	wantPaymentEvents(t, o.ID, map[string]int{events.TypePaymentCompleted: 1, events.TypePaymentCancelled: 1})
 

@@ -563,7 +563,7 @@ func (r *Relay) park(ctx context.Context, conn *sqlx.Conn, rw row, cause error) 
 	var headers map[string]any
 	_ = json.Unmarshal(rw.Headers, &headers) // best effort, for the log only
 	eventID, _ := headers[events.HeaderEventID].(string)
-	r.log.Error("outbox row parked: Kafka will never accept it; fix it and set parked_at to NULL to retry",
+	r.log.Error("outbox row parked: Kafka will never accept it; fix the cause, then release it (choreoctl release-outbox)",
 		"row_id", rw.ID, "topic", rw.Topic, "event_id", eventID, "err", cause)
 	return nil
 }
