@@ -102,7 +102,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, out io.
 		default:
 			return fmt.Errorf("%s: select by one of -order, -event and -row (-row needs -service)", cmd)
 		}
-		return c.resolve(ctx, targets, cmd, q, *service != "")
+		return c.resolve(ctx, targets, cmd, q, *service != "", *order)
 	case "outbox":
 		return c.outbox(ctx, targets)
 	case "release-outbox":
@@ -189,6 +189,9 @@ func (c *client) do(ctx context.Context, s service, method, path string, v any) 
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
+	if method == http.MethodPost {
+		req.Header.Set(participant.AdminHeader, "choreoctl")
+	}
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return err
@@ -270,10 +273,27 @@ func listAll[R any](ctx context.Context, c *client, targets []service, path, hea
 
 // resolve replays or releases the selected rows on every target that has
 // them; with one service named, its answer is the answer.
-func (c *client) resolve(ctx context.Context, targets []service, cmd string, q url.Values, named bool) error {
+//
+// Releasing an order releases the rows listed when the command starts, and
+// no row held since: those stay parked for the operator to look at.
+func (c *client) resolve(ctx context.Context, targets []service, cmd string, q url.Values, named bool, order string) error {
 	found := false
 	var errs []error
 	for _, s := range targets {
+		if cmd == "release" && order != "" {
+			var listed struct {
+				Rows []park.Row `json:"rows"`
+			}
+			if err := c.do(ctx, s, http.MethodGet, "/admin/parked?limit=10000&order="+url.QueryEscape(order), &listed); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", s.name, err))
+				continue
+			}
+			if n := len(listed.Rows); n > 0 {
+				q.Set("through", fmt.Sprint(listed.Rows[n-1].Seq))
+			} else {
+				q.Del("through")
+			}
+		}
 		var res participant.Result
 		err := c.do(ctx, s, http.MethodPost, "/admin/parked/"+cmd+"?"+q.Encode(), &res)
 		var ae *apiError

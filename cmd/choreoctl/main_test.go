@@ -20,6 +20,9 @@ func fakeAdmin(t *testing.T, parked bool) *httptest.Server {
 			w.Write([]byte(`{"status":401,"detail":"the admin API needs the token"}`))
 			return
 		}
+		if r.Method == http.MethodPost && r.Header.Get("X-Choreo-Admin") == "" {
+			t.Errorf("POST %s without the admin header", r.URL.Path)
+		}
 		switch {
 		case r.Method == http.MethodGet && r.URL.Path == "/admin/parked" && parked:
 			w.Write([]byte(`{"service":"payment","orders":1,"rows":[

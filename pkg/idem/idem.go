@@ -107,6 +107,24 @@ func MarkAll(ctx context.Context, tx sqlx.QueryerContext, consumer string, event
 	return first, nil
 }
 
+// Processed returns which of eventIDs consumer has marked, as of q. It
+// reads; it decides nothing a concurrent Mark could change — the runtime
+// asks it only for events it will not apply now (those of a parked order),
+// to tell a copy of an applied event from one still to apply.
+func Processed(ctx context.Context, q sqlx.QueryerContext, consumer string, eventIDs []string) (map[string]bool, error) {
+	var marked []string
+	if err := sqlx.SelectContext(ctx, q, &marked,
+		`SELECT event_id FROM processed_events WHERE consumer = $1 AND event_id = ANY($2::uuid[])`,
+		consumer, pq.StringArray(eventIDs)); err != nil {
+		return nil, fmt.Errorf("idem: which of %d events %s processed: %w", len(eventIDs), consumer, err)
+	}
+	seen := make(map[string]bool, len(marked))
+	for _, id := range marked {
+		seen[id] = true
+	}
+	return seen, nil
+}
+
 // Prune deletes, at most limit at a time, consumer's marks of events read
 // from topic's partition below offset below — the consumer group's
 // committed offset, so the group will not read them again — and processed

@@ -43,9 +43,11 @@ var Schema = pg.Schema{Name: "park", FS: Migrations, Dir: "migrations"}
 // Entry is a message to keep aside: where it was read, what it holds, and,
 // for the message that failed, why.
 type Entry struct {
-	// Key is what it parks: the Kafka key, an order id. Empty: a dead
-	// letter that holds nothing up.
-	Key       string
+	// Key is what it parks, an order id. Empty: a dead letter that holds
+	// nothing up.
+	Key string
+	// MsgKey is the Kafka key as read, whatever its bytes.
+	MsgKey    []byte
 	Topic     string
 	Partition int32
 	Offset    int64
@@ -69,6 +71,7 @@ type Row struct {
 	Topic      string     `db:"topic" json:"topic"`
 	Partition  int32      `db:"partition" json:"partition"`
 	Offset     int64      `db:"offset" json:"offset"`
+	MsgKey     []byte     `db:"msg_key" json:"-"`
 	Value      []byte     `db:"value" json:"-"`
 	RawHeaders string     `db:"headers" json:"-"`
 	Reason     *string    `db:"reason" json:"reason,omitempty"`
@@ -98,10 +101,10 @@ func Add(ctx context.Context, tx sqlx.ExecerContext, consumer string, e Entry) e
 		value = []byte{}
 	}
 	if _, err := tx.ExecContext(ctx, `
-		INSERT INTO parked_events (consumer, park_key, event_id, event_type, topic, "partition", "offset", value, headers, reason)
-		VALUES ($1, NULLIF($2, ''), NULLIF($3, ''), NULLIF($4, ''), $5, $6, $7, $8, $9, NULLIF($10, ''))
-		ON CONFLICT (consumer, topic, "partition", "offset") DO NOTHING`,
-		consumer, e.Key, e.EventID, e.EventType, e.Topic, e.Partition, e.Offset, value, string(headers), e.Reason); err != nil {
+		INSERT INTO parked_events (consumer, park_key, event_id, event_type, topic, "partition", "offset", msg_key, value, headers, reason)
+		VALUES ($1, NULLIF($2, ''), NULLIF($3, ''), NULLIF($4, ''), $5, $6, $7, $8, $9, $10, NULLIF($11, ''))
+		ON CONFLICT (consumer, topic, "partition", "offset", md5(value)) DO NOTHING`,
+		consumer, e.Key, e.EventID, e.EventType, e.Topic, e.Partition, e.Offset, e.MsgKey, value, string(headers), e.Reason); err != nil {
 		return fmt.Errorf("park: keep %s/%d/%d of %q for %s: %w", e.Topic, e.Partition, e.Offset, e.Key, consumer, err)
 	}
 	return nil
@@ -165,17 +168,26 @@ type Filter struct {
 	Seq     int64
 	// Resolved includes resolved rows too.
 	Resolved bool
+	// Through, if set, leaves out rows parked after row Through: an
+	// operator acts on the rows they saw, not on ones held since.
+	Through int64
 	// ForUpdate locks the rows until tx ends.
 	ForUpdate bool
 	// Limit caps the rows returned; 0: no cap.
 	Limit int
+	// NoValue leaves each message's value out, for a listing.
+	NoValue bool
 }
 
 // Rows returns consumer's rows that f selects, in the order they were
 // parked.
 func Rows(ctx context.Context, q sqlx.QueryerContext, consumer string, f Filter) ([]Row, error) {
+	value := "msg_key, value"
+	if f.NoValue {
+		value = "NULL::bytea AS msg_key, NULL::bytea AS value"
+	}
 	query := `
-		SELECT seq, consumer, park_key, event_id, event_type, topic, "partition", "offset", value, headers::text AS headers,
+		SELECT seq, consumer, park_key, event_id, event_type, topic, "partition", "offset", ` + value + `, headers::text AS headers,
 		       reason, parked_at, resolved_at, resolution
 		FROM parked_events
 		WHERE consumer = $1
@@ -183,6 +195,7 @@ func Rows(ctx context.Context, q sqlx.QueryerContext, consumer string, f Filter)
 		  AND ($3 = '' OR event_id = $3)
 		  AND ($4 = 0 OR seq = $4)
 		  AND ($5 OR resolved_at IS NULL)
+		  AND ($6 = 0 OR seq <= $6)
 		ORDER BY seq`
 	if f.Limit > 0 {
 		query += fmt.Sprintf(" LIMIT %d", f.Limit)
@@ -191,7 +204,7 @@ func Rows(ctx context.Context, q sqlx.QueryerContext, consumer string, f Filter)
 		query += " FOR UPDATE"
 	}
 	var rows []Row
-	if err := sqlx.SelectContext(ctx, q, &rows, query, consumer, f.Key, f.EventID, f.Seq, f.Resolved); err != nil {
+	if err := sqlx.SelectContext(ctx, q, &rows, query, consumer, f.Key, f.EventID, f.Seq, f.Resolved, f.Through); err != nil {
 		return nil, fmt.Errorf("park: rows of %s: %w", consumer, err)
 	}
 	return rows, nil
@@ -225,14 +238,25 @@ func Fail(ctx context.Context, db sqlx.ExecerContext, seq int64, reason string) 
 	return nil
 }
 
-// Count returns how many rows are parked for consumer, and under how many
-// keys, for the parked gauge.
-func Count(ctx context.Context, q sqlx.QueryerContext, consumer string) (rows, keys int64, err error) {
-	err = q.QueryRowxContext(ctx, `
-		SELECT count(*), count(DISTINCT park_key) FROM parked_events
-		WHERE consumer = $1 AND resolved_at IS NULL`, consumer).Scan(&rows, &keys)
+// Counts are what is parked for a consumer, for its gauges.
+type Counts struct {
+	Rows int64 `db:"rows"` // unresolved rows
+	Keys int64 `db:"keys"` // distinct keys among them
+	// OldestSeconds is how long the oldest unresolved row has waited;
+	// 0: none.
+	OldestSeconds float64 `db:"oldest"`
+}
+
+// Count returns what is parked for consumer now.
+func Count(ctx context.Context, q sqlx.QueryerContext, consumer string) (Counts, error) {
+	var c Counts
+	err := sqlx.GetContext(ctx, q, &c, `
+		SELECT count(*) AS rows, count(DISTINCT park_key) AS keys,
+		       coalesce(extract(epoch FROM now() - min(parked_at)), 0)::float8 AS oldest
+		FROM parked_events
+		WHERE consumer = $1 AND resolved_at IS NULL`, consumer)
 	if err != nil {
-		return 0, 0, fmt.Errorf("park: count for %s: %w", consumer, err)
+		return Counts{}, fmt.Errorf("park: count for %s: %w", consumer, err)
 	}
-	return rows, keys, nil
+	return c, nil
 }

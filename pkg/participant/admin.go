@@ -19,18 +19,22 @@ import (
 // Admin returns the service's operator API, which Run mounts at /admin on
 // the service's router, and choreoctl calls:
 //
-//	GET  /admin/parked[?order=ID]             the rows parked now, in order
-//	POST /admin/parked/replay?order=ID        replay an order's rows (or ?event=ID, ?row=N)
-//	POST /admin/parked/release?order=ID       release them unapplied (or ?event=ID, ?row=N)
-//	GET  /admin/outbox/parked                 the outbox rows Kafka refused
-//	POST /admin/outbox/parked/{id}/release    publish one again
+//	GET  /admin/parked[?order=ID][&limit=N]          the rows parked now, in order (default limit 1000)
+//	POST /admin/parked/replay?order=ID[&through=N]   replay an order's rows (or ?event=ID, ?row=N)
+//	POST /admin/parked/release?order=ID[&through=N]  release them unapplied (or ?event=ID, ?row=N)
+//	GET  /admin/outbox/parked                        the outbox rows Kafka refused
+//	POST /admin/outbox/parked/{id}/release           publish one again
 //
-// Every answer is JSON; every failure application/problem+json. With a
-// token, each request must carry "Authorization: Bearer <token>".
+// through=N leaves out rows parked after row N, those the operator has not
+// seen. Every answer is JSON; every failure application/problem+json.
+// With a token, each request must carry "Authorization: Bearer <token>";
+// every POST must carry the header X-Choreo-Admin (any value), which a
+// browser sends cross-site only after a CORS preflight this API never
+// grants: a web page cannot replay or release.
 func (s Spec) Admin(db *sqlx.DB, log *slog.Logger, token string) http.Handler {
 	op := s.Operator(db, log)
 	r := chi.NewRouter() // mounted: the service's router logs, recovers and names requests
-	r.Use(requireToken(log, token))
+	r.Use(requireToken(log, token), requireAdminHeader(log))
 	r.NotFound(web.NotFound(log))
 	r.MethodNotAllowed(web.MethodNotAllowed(log))
 	r.Method(http.MethodGet, "/parked", listParked(op, log))
@@ -56,6 +60,22 @@ func requireToken(log *slog.Logger, token string) func(http.Handler) http.Handle
 	}
 }
 
+// AdminHeader must be set on every POST to the admin API (see Admin).
+const AdminHeader = "X-Choreo-Admin"
+
+// requireAdminHeader refuses a POST without AdminHeader.
+func requireAdminHeader(log *slog.Logger) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodPost && r.Header.Get(AdminHeader) == "" {
+				web.Respond(w, r, log, web.Errorf(http.StatusForbidden, "a POST to the admin API needs the header %s (choreoctl sets it)", AdminHeader))
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
 // parkedList is the answer of GET /admin/parked.
 type parkedList struct {
 	Service string     `json:"service"`
@@ -65,7 +85,12 @@ type parkedList struct {
 
 func listParked(op *Operator, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rows, err := op.List(r.Context(), r.URL.Query().Get("order"))
+		limit, err := param(r, "limit", 1000)
+		if err != nil || limit > 10000 {
+			web.Respond(w, r, log, web.Errorf(http.StatusBadRequest, "limit: 1 to 10000"))
+			return
+		}
+		rows, err := op.List(r.Context(), r.URL.Query().Get("order"), int(limit))
 		if err != nil {
 			web.Respond(w, r, log, err)
 			return
@@ -84,13 +109,12 @@ func resolveParked(resolve func(ctx context.Context, sel Selector) (Result, erro
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
 		sel := Selector{Key: q.Get("order"), EventID: q.Get("event")}
-		if v := q.Get("row"); v != "" {
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil || n <= 0 {
-				web.Respond(w, r, log, web.Errorf(http.StatusBadRequest, "row %q is not a row number", v))
+		var err error
+		for name, n := range map[string]*int64{"row": &sel.Seq, "through": &sel.Through} {
+			if *n, err = param(r, name, 0); err != nil {
+				web.Respond(w, r, log, err)
 				return
 			}
-			sel.Seq = n
 		}
 		res, err := resolve(r.Context(), sel)
 		var failing *StillFailing
@@ -106,6 +130,19 @@ func resolveParked(resolve func(ctx context.Context, sel Selector) (Result, erro
 		}
 		web.Encode(w, http.StatusOK, res)
 	})
+}
+
+// param reads the positive integer query parameter name, def if absent.
+func param(r *http.Request, name string, def int64) (int64, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n <= 0 {
+		return 0, web.Errorf(http.StatusBadRequest, "%s %q is not a row number", name, v)
+	}
+	return n, nil
 }
 
 func listOutboxParked(db *sqlx.DB, log *slog.Logger) http.Handler {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/choreo-saga/choreo/internal/testenv"
+	"github.com/choreo-saga/choreo/pkg/participant"
 )
 
 // TestAdminAPI: the operator API answers JSON, every failure as
@@ -26,6 +27,9 @@ func TestAdminAPI(t *testing.T) {
 		}
 		if token != "" {
 			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		if method == http.MethodPost && token != "" {
+			req.Header.Set(participant.AdminHeader, "test")
 		}
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -56,6 +60,8 @@ func TestAdminAPI(t *testing.T) {
 		{"OutboxBadID", "POST", "/outbox/parked/x/release", "s3cret", http.StatusBadRequest, true, "not an outbox row id"},
 		{"OutboxReleaseNothing", "POST", "/outbox/parked/12345/release", "s3cret", http.StatusOK, false, ""},
 		{"UnknownRoute", "GET", "/nope", "s3cret", http.StatusNotFound, true, ""},
+		{"ThroughWithoutOrder", "POST", "/parked/release?event=" + eventID(t, msgs[1]) + "&through=3", "s3cret", http.StatusUnprocessableEntity, true, "with an order"},
+		{"LimitTooLarge", "GET", "/parked?limit=20000", "s3cret", http.StatusBadRequest, true, "limit"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -70,6 +76,15 @@ func TestAdminAPI(t *testing.T) {
 				t.Errorf("detail %q does not say %q", d, tt.detail)
 			}
 		})
+	}
+
+	// A POST without the admin header, as a cross-site form would send it.
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/parked/release?order="+order, nil)
+	req.Header.Set("Authorization", "Bearer s3cret")
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("POST without %s = %v, %v; want 403", participant.AdminHeader, resp, err)
+	} else {
+		resp.Body.Close()
 	}
 
 	_, _, list := call("GET", "/parked?order="+order, "s3cret")

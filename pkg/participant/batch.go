@@ -130,6 +130,9 @@ func (b *batcher) HandleBatch(ctx context.Context, msgs []*sarama.ConsumerMessag
 		all = append(all, d)
 		err := b.front(d.ctx, d.Delivery)
 		if consumer.IsPermanent(err) {
+			if d.reaction.react != nil { // routed: its order parks
+				err = routedFailure{err}
+			}
 			d.failed = err
 			failed = &consumer.Failure{Msg: m, Err: err}
 			break
@@ -194,7 +197,7 @@ func (b *batcher) applyOrSplit(ctx context.Context, ds []*delivery) (*consumer.F
 				return f, err // an earlier event fails now: the batch ends there
 			}
 		}
-		return &consumer.Failure{Msg: lo.d.Msg, Err: lo.err}, nil
+		return &consumer.Failure{Msg: lo.d.Msg, Err: routedFailure{lo.err}}, nil
 	case len(ds) > 1 && lockConflict(err):
 		batchSplits.WithLabelValues(b.spec.Name).Inc()
 		ds[0].Log.Warn("batch aborted by a lock conflict; applying its events one per transaction", "events", len(ds), "err", err)
@@ -246,10 +249,14 @@ func (b *batcher) apply(ctx context.Context, ds []*delivery) error {
 	for _, d := range ds {
 		d.Outcome, d.Tx = "", nil // from an earlier attempt, rolled back
 	}
-	ds, err = hold(ctx, sqlTx, b.spec.Name, ds)
-	if err != nil {
+	plain := make([]*Delivery, len(ds))
+	for i, d := range ds {
+		plain[i] = d.Delivery
+	}
+	if _, err := hold(ctx, sqlTx, b.spec.Name, plain); err != nil {
 		return err
 	}
+	ds = slices.DeleteFunc(slices.Clone(ds), func(d *delivery) bool { return d.Outcome != "" }) // held, or duplicates of applied ones
 	ids := make([]string, len(ds))
 	origins := make([]idem.Origin, len(ds))
 	for i, d := range ds {

@@ -53,9 +53,10 @@ const (
 var dlqNamespace = uuid.MustParse("6f1c1a52-9b4e-4a4e-8f0e-5e2d3c7a9d10")
 
 // DeadLetter returns a function that dead-letters a message its consumer
-// group can never process: it parks the message's order (its key; see
-// Hold) with the message and the reason in parked_events, for an operator
-// to replay or release, and publishes it on topic (e.g. "payment.dlq"),
+// group can never process: it keeps the message and the reason in
+// parked_events, for an operator to replay or release — parking its order
+// if the failure was of an event the service routes (see Hold) — and
+// publishes it on topic (e.g. "payment.dlq"),
 // where alerts and tools watch: the original key and value, the original
 // headers, and the reason and origin as extra headers. Both happen in one
 // transaction. The publish goes
@@ -110,9 +111,9 @@ func DeadLetter(db *sqlx.DB, topic, group string) func(ctx context.Context, m *s
 			value = value[:MaxDeadLetterValue]
 		}
 		err := pg.InTx(ctx, db, func(tx *sqlx.Tx) error {
-			// The message's order is parked from now on (see Hold); the
-			// row keeps the message whole, the reason untruncated.
-			if err := park.Add(ctx, tx, group, entry(m, text)); err != nil {
+			// The message's order is parked from now on, if this service
+			// routes it (see Hold); the row keeps the message whole.
+			if err := park.Add(ctx, tx, group, entry(m, text, parks(reason))); err != nil {
 				return err
 			}
 			if first, err := idem.Mark(ctx, tx, group+".dlq", id, idem.Origin{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset}); err != nil || !first {

@@ -49,10 +49,13 @@ type Selector struct {
 	Key     string
 	EventID string
 	Seq     int64
+	// Through, with Key, leaves out the rows parked after row Through:
+	// those the operator has not seen. Held since, they stay parked.
+	Through int64
 }
 
 func (s Selector) filter() park.Filter {
-	return park.Filter{Key: s.Key, EventID: s.EventID, Seq: s.Seq}
+	return park.Filter{Key: s.Key, EventID: s.EventID, Seq: s.Seq, Through: s.Through}
 }
 
 func (s Selector) String() string {
@@ -96,10 +99,10 @@ func (e *StillFailing) Error() string {
 		e.Row.Seq, deref(e.Row.EventType), e.Row.Topic, e.Row.Partition, e.Row.Offset, e.Err)
 }
 
-// List returns the rows parked now (an order's, or every one), in the
-// order they were parked.
-func (o *Operator) List(ctx context.Context, key string) ([]park.Row, error) {
-	return park.Rows(ctx, o.db, o.spec.Name, park.Filter{Key: key})
+// List returns the rows parked now (an order's, or every one, up to
+// limit), in the order they were parked, without their values.
+func (o *Operator) List(ctx context.Context, key string, limit int) ([]park.Row, error) {
+	return park.Rows(ctx, o.db, o.spec.Name, park.Filter{Key: key, Limit: limit, NoValue: true})
 }
 
 // Replay applies the selected rows through the service's reactions, in
@@ -125,6 +128,9 @@ func (o *Operator) resolve(ctx context.Context, sel Selector, how string) (Resul
 	if n := btoi(sel.Key != "") + btoi(sel.EventID != "") + btoi(sel.Seq > 0); n != 1 {
 		return res, fault.Errorf(fault.Invalid, "select the rows by one of order, event and row")
 	}
+	if sel.Through < 0 || (sel.Through > 0 && sel.Key == "") {
+		return res, fault.Errorf(fault.Invalid, "through: a row number, with an order")
+	}
 	f := sel.filter()
 	f.Resolved = true
 	seen, err := park.Rows(ctx, o.db, o.spec.Name, f)
@@ -148,6 +154,10 @@ func (o *Operator) resolve(ctx context.Context, sel Selector, how string) (Resul
 	if key == nil {
 		return res, nil // all resolved before: nothing to do
 	}
+	// Bounded like a consumer's transaction: while it holds the order's
+	// lock, a batch that meets the order waits for it.
+	ctx, cancel := context.WithTimeout(ctx, TxTimeout)
+	defer cancel()
 	var failing *StillFailing
 	// A deadlock with the consumer's batches is retried a few times.
 	for attempt := 1; ; attempt++ {
@@ -185,7 +195,7 @@ func (o *Operator) resolve(ctx context.Context, sel Selector, how string) (Resul
 // resolveLocked resolves, within tx and holding the order's lock, the
 // selected rows of order key (empty: a row with no key).
 func (o *Operator) resolveLocked(ctx context.Context, tx *sqlx.Tx, sel Selector, key, how string) ([]Resolved, *StillFailing, error) {
-	f := park.Filter{Key: key, ForUpdate: true}
+	f := park.Filter{Key: key, Through: sel.Through, ForUpdate: true}
 	if key == "" {
 		f = sel.filter()
 		f.ForUpdate = true
@@ -300,6 +310,10 @@ var (
 		Name: "choreo_parked_events",
 		Help: "Messages kept in parked_events, failed or held behind a failure, unresolved, by service.",
 	}, []string{"service"})
+	parkedOldest = promauto.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "choreo_parked_oldest_seconds",
+		Help: "How long the oldest unresolved parked message has waited for an operator, by service; 0 when none.",
+	}, []string{"service"})
 )
 
 // watchParked keeps the parked gauges current until ctx ends.
@@ -307,10 +321,11 @@ func watchParked(ctx context.Context, db *sqlx.DB, service string, log *slog.Log
 	t := time.NewTicker(15 * time.Second)
 	defer t.Stop()
 	for {
-		rows, keys, err := park.Count(ctx, db, service)
+		c, err := park.Count(ctx, db, service)
 		if err == nil {
-			parkedEvents.WithLabelValues(service).Set(float64(rows))
-			parkedOrders.WithLabelValues(service).Set(float64(keys))
+			parkedEvents.WithLabelValues(service).Set(float64(c.Rows))
+			parkedOrders.WithLabelValues(service).Set(float64(c.Keys))
+			parkedOldest.WithLabelValues(service).Set(c.OldestSeconds)
 		} else if ctx.Err() == nil {
 			log.Debug("parked gauges not updated", "err", err)
 		}

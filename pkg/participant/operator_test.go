@@ -59,7 +59,7 @@ func TestReplayAppliesAParkedOrderOnceInOrder(t *testing.T) {
 	op := spec.Operator(db, testenv.Logger(t))
 	ctx := context.Background()
 
-	rows, err := op.List(ctx, order)
+	rows, err := op.List(ctx, order, 0)
 	if err != nil || len(rows) != 3 || rows[0].Reason == nil || rows[1].Reason != nil {
 		t.Fatalf("parked rows %+v (err %v), want the failure with its reason, then two held", rows, err)
 	}
@@ -73,7 +73,7 @@ func TestReplayAppliesAParkedOrderOnceInOrder(t *testing.T) {
 	if got := appliedIDs(t, db); len(got) != 1 {
 		t.Fatalf("a failed replay left %d applications, want the one from before", len(got))
 	}
-	if rows, _ := op.List(ctx, order); len(rows) != 3 {
+	if rows, _ := op.List(ctx, order, 0); len(rows) != 3 {
 		t.Fatalf("after a failed replay %d rows parked, want 3", len(rows))
 	}
 
@@ -109,7 +109,7 @@ func TestReplayAppliesAParkedOrderOnceInOrder(t *testing.T) {
 	if got := markedIDs(t, db); !slices.Equal(got, sorted(wantMarked...)) {
 		t.Errorf("marked %v, want %v", got, sorted(wantMarked...))
 	}
-	if rows, _ := op.List(ctx, ""); len(rows) != 0 {
+	if rows, _ := op.List(ctx, "", 0); len(rows) != 0 {
 		t.Errorf("%d rows still parked, want none", len(rows))
 	}
 }

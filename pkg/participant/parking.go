@@ -3,55 +3,89 @@ package participant
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/IBM/sarama"
 	"github.com/jmoiron/sqlx"
 
+	"github.com/choreo-saga/choreo/pkg/consumer"
 	"github.com/choreo-saga/choreo/pkg/events"
+	"github.com/choreo-saga/choreo/pkg/idem"
 	"github.com/choreo-saga/choreo/pkg/outbox"
 	"github.com/choreo-saga/choreo/pkg/park"
 )
 
-// Per-key parking. A message that fails permanently parks its order (the
-// Kafka key): DeadLetter keeps it in parked_events with the reason, beside
-// publishing it to the dead-letter topic, and from then on every routed
-// event of that order is held there too (Hold), in order, instead of being
-// applied — while every other order keeps flowing. An operator replays or
-// releases the order's rows (Operator, choreoctl) once the cause is fixed.
-// The consumer ends a batch at its failure (consumer.BatchHandler), so the
+// Per-key parking. An event this service routes that fails permanently —
+// its payload invalid, or its reaction refusing it — parks its order:
+// DeadLetter keeps it in parked_events with the reason, beside publishing
+// it to the dead-letter topic, and from then on every routed event of that
+// order is held there too (Hold), in order, instead of being applied —
+// while every other order keeps flowing. An operator replays or releases
+// the order's rows (Operator, choreoctl) once the cause is fixed. The
+// consumer ends a batch at its failure (consumer.BatchHandler), so the
 // events behind the failed one find the order parked.
+//
+// A message refused before it is routed (it does not decode, its type is
+// unknown here, its key is not its order) is kept as a row too, for replay
+// or release, but parks nothing: it may be another service's event, of a
+// type a newer producer added, and holding its order here would stop a
+// saga this service has no part in.
+//
+// Within one partition the hand-over is exact. Across topics it is not: an
+// event of the order on another partition, applied between the failure's
+// batch and the dead letter's commit, is applied, as it would have been a
+// moment earlier. The saga's reactions tolerate events of one order from
+// different topics in either order, so this reorders nothing they rely on.
 
 // Outcome of a delivery held behind a parked order.
 const outcomeHeld = "held"
 
+// routedFailure is a permanent failure of an event this service routes:
+// DeadLetter parks its order.
+type routedFailure struct{ error }
+
+func (e routedFailure) Unwrap() error { return e.error }
+
+// parksOrder marks the permanent failures of a routed event (see
+// routedFailure); it follows Route in the chain.
+func parksOrder(next Handler) Handler {
+	return func(ctx context.Context, d *Delivery) error {
+		err := next(ctx, d)
+		if consumer.IsPermanent(err) {
+			return routedFailure{err}
+		}
+		return err
+	}
+}
+
+// parks reports whether a dead letter for reason parks its order.
+func parks(reason error) bool {
+	var rf routedFailure
+	return errors.As(reason, &rf)
+}
+
 // Hold is the middleware, inside the transaction, that keeps the event of
 // a parked order aside instead of passing it on: it is stored in the
-// order's parked rows, unmarked, and acknowledged.
+// order's parked rows, unmarked, and acknowledged. A copy of an event
+// already applied is a duplicate, as ever: it is not held, so a replay
+// never meets it.
 func Hold(service string) Middleware {
 	return func(next Handler) Handler {
 		return func(ctx context.Context, d *Delivery) error {
-			key := string(d.Msg.Key)
-			parked, err := park.Parked(ctx, d.Tx, service, []string{key})
-			if err != nil {
+			kept, err := hold(ctx, d.Tx, service, []*Delivery{d})
+			if err != nil || len(kept) == 0 {
 				return err
 			}
-			if !parked[key] {
-				return next(ctx, d)
-			}
-			if err := park.Add(ctx, d.Tx, service, entry(d.Msg, "")); err != nil {
-				return err
-			}
-			d.Log.Warn("order is parked: event held until an operator replays or releases it")
-			d.Outcome = outcomeHeld
-			return nil
+			return next(ctx, d)
 		}
 	}
 }
 
 // hold keeps, within tx, the deliveries of parked orders aside (see Hold)
-// and returns the others.
-func hold(ctx context.Context, tx sqlx.ExtContext, service string, ds []*delivery) ([]*delivery, error) {
+// and returns the others, in order.
+func hold(ctx context.Context, tx sqlx.ExtContext, service string, ds []*Delivery) ([]*Delivery, error) {
 	keys := make([]string, 0, len(ds))
 	for _, d := range ds {
 		keys = append(keys, string(d.Msg.Key))
@@ -60,27 +94,47 @@ func hold(ctx context.Context, tx sqlx.ExtContext, service string, ds []*deliver
 	if err != nil || len(parked) == 0 {
 		return ds, err
 	}
+	var ids []string
+	for _, d := range ds {
+		if parked[string(d.Msg.Key)] {
+			ids = append(ids, d.Event.ID)
+		}
+	}
+	applied, err := idem.Processed(ctx, tx, service, ids)
+	if err != nil {
+		return nil, err
+	}
 	kept := ds[:0:0]
 	for _, d := range ds {
-		if !parked[string(d.Msg.Key)] {
+		switch {
+		case !parked[string(d.Msg.Key)]:
 			kept = append(kept, d)
-			continue
+		case applied[d.Event.ID]:
+			d.Log.Info("duplicate event skipped")
+			d.Outcome = "duplicate"
+		default:
+			if err := park.Add(ctx, tx, service, entry(d.Msg, "", true)); err != nil {
+				return nil, err
+			}
+			d.Log.Warn("order is parked: event held until an operator replays or releases it")
+			d.Outcome = outcomeHeld
 		}
-		if err := park.Add(ctx, tx, service, entry(d.Msg, "")); err != nil {
-			return nil, err
-		}
-		d.Log.Warn("order is parked: event held until an operator replays or releases it")
-		d.Outcome = outcomeHeld
 	}
 	return kept, nil
 }
 
 // entry is m as parked_events keeps it: the envelope's id and type when it
-// decodes, and why it failed (empty for a message held behind a failure).
-func entry(m *sarama.ConsumerMessage, reason string) park.Entry {
+// decodes, why it failed (empty for a message held behind a failure), and
+// the order it parks, if parksOrder. A key PostgreSQL text cannot hold
+// parks nothing: no valid event carries one, and the path that unblocks a
+// partition must never fail.
+func entry(m *sarama.ConsumerMessage, reason string, parksOrder bool) park.Entry {
 	e := park.Entry{
-		Key: string(m.Key), Topic: m.Topic, Partition: m.Partition, Offset: m.Offset,
+		MsgKey: m.Key, Topic: m.Topic, Partition: m.Partition, Offset: m.Offset,
 		Value: m.Value, Headers: storableHeaders(m.Headers), Reason: reason,
+	}
+	if key := string(m.Key); parksOrder && utf8.ValidString(key) && !strings.ContainsRune(key, 0) {
+		e.Key = key
 	}
 	if env, err := events.DecodeEnvelope(m.Value); err == nil {
 		e.EventID, e.EventType = env.ID, env.Type

@@ -185,6 +185,7 @@ func (s Spec) Handler(db *sqlx.DB, log *slog.Logger) consumer.Handler {
 		Decode(log.With("consumer", s.Name)),
 		Guard,
 		Route(s.Reactions),
+		parksOrder,
 		DecodePayload,
 		Classify,
 		Transaction(db, s.Name, s.Produces, now),

@@ -23,10 +23,14 @@ CREATE TABLE IF NOT EXISTS parked_events (
     reason      text,                  -- why it failed; NULL for an event held behind a failure
     parked_at   timestamptz NOT NULL DEFAULT now(),
     resolved_at timestamptz,
-    resolution  text CHECK (resolution IN ('replayed', 'released')),
-    -- A redelivered message is kept once.
-    UNIQUE (consumer, topic, "partition", "offset")
+    resolution  text CHECK (resolution IN ('replayed', 'released'))
 );
+
+-- A redelivered message is kept once. Its content is part of the key: an
+-- offset is reused when a topic is deleted and created again, and a
+-- different message there must be kept too.
+CREATE UNIQUE INDEX IF NOT EXISTS parked_events_origin
+    ON parked_events (consumer, topic, "partition", "offset", md5(value));
 
 -- What every batch asks: is any of these keys parked? Only unresolved rows,
 -- so the index stays as small as what is parked now.
