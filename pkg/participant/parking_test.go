@@ -12,6 +12,7 @@ import (
 
 	"github.com/choreo-saga/choreo/internal/testenv"
 	"github.com/choreo-saga/choreo/pkg/events"
+	"github.com/choreo-saga/choreo/pkg/park"
 	"github.com/choreo-saga/choreo/pkg/participant"
 )
 
@@ -130,5 +131,66 @@ func TestReleaseThroughLeavesLaterRowsParked(t *testing.T) {
 	left, err := op.List(ctx, order, 0)
 	if err != nil || len(left) != 1 || *left[0].EventID != eventID(t, later) {
 		t.Fatalf("left parked %+v, err %v; want the row held after the listing", left, err)
+	}
+}
+
+// TestABatchWaitsForAResolutionInProgress: a batch that finds an order
+// parked while an operator is resolving its rows waits for the operator's
+// transaction, then sees the order flowing again and applies the event
+// instead of holding it behind rows already resolved.
+func TestABatchWaitsForAResolutionInProgress(t *testing.T) {
+	spec, db, order, _ := poisoned(t)
+	ctx := context.Background()
+	rows, err := spec.Operator(db, testenv.Logger(t)).List(ctx, order, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seqs []int64
+	for _, r := range rows {
+		seqs = append(seqs, r.Seq)
+	}
+	// The operator's transaction: the order's lock, its rows resolved, not
+	// committed yet.
+	tx, err := db.BeginTxx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if err := park.Lock(ctx, tx, spec.Name, order); err != nil {
+		t.Fatal(err)
+	}
+	if err := park.Resolve(ctx, tx, seqs, park.Released); err != nil {
+		t.Fatal(err)
+	}
+
+	next := reserved(t, order, "GB")
+	done := make(chan error, 1)
+	go func() {
+		_, err := consume(t, spec, db, spec.BatchHandler(db, testenv.Logger(t)), []*sarama.ConsumerMessage{next})
+		done <- err
+	}()
+	testenv.Eventually(t, 10*time.Second, "the batch waits for the order's lock", func() bool {
+		var waiting int
+		if err := db.Get(&waiting, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted`); err != nil {
+			t.Fatal(err)
+		}
+		return waiting > 0
+	})
+	select {
+	case err := <-done:
+		t.Fatalf("the batch ended (err %v) while the order's rows were being resolved", err)
+	default:
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := appliedIDs(t, db); !slices.Contains(got, eventID(t, next)) {
+		t.Fatalf("applied %v: the event was held behind rows already resolved", got)
+	}
+	if offsets, _ := parkedRows(t, db, order); len(offsets) != 0 {
+		t.Fatalf("still parked: %v", offsets)
 	}
 }
