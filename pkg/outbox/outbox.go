@@ -69,14 +69,14 @@ func Add(ctx context.Context, tx Execer, m Message) error {
 	if err != nil {
 		return fmt.Errorf("outbox: headers: %w", err)
 	}
-	if _, err := tx.ExecContext(ctx,
-		`INSERT INTO outbox (topic, key, value, headers) VALUES ($1, $2, $3, $4)`,
-		m.Topic, m.Key, m.Value, string(headers)); err != nil { // text: jsonb takes no raw bytes as a binary parameter
+	// The row and the NOTIFY in one statement, one round trip: a reaction
+	// waits on every statement it sends. The notification is delivered only
+	// if and when tx commits; several in one tx fold into one.
+	if _, err := tx.ExecContext(ctx, `
+		INSERT INTO outbox (topic, key, value, headers)
+		SELECT $1::text, $2::bytea, $3::bytea, $4::jsonb FROM pg_notify($5, '')`,
+		m.Topic, m.Key, m.Value, string(headers), Channel); err != nil { // text: jsonb takes no raw bytes as a binary parameter
 		return fmt.Errorf("outbox: insert into %s: %w", m.Topic, err)
-	}
-	// Delivered only if and when tx commits; several in one tx fold into one.
-	if _, err := tx.ExecContext(ctx, `SELECT pg_notify($1, '')`, Channel); err != nil {
-		return fmt.Errorf("outbox: notify: %w", err)
 	}
 	return nil
 }
