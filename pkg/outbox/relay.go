@@ -540,10 +540,12 @@ func (r *Relay) updateGauge(ctx context.Context) {
 		Age    float64 `db:"age"`
 		Parked int64   `db:"parked"`
 	}
+	// Each count reads a partial index of its own (outbox_publishable,
+	// outbox_parked), never the sent rows kept for Retention.
 	err := r.cfg.DB.GetContext(ctx, &got, `
-		SELECT coalesce(extract(epoch FROM now() - min(created_at) FILTER (WHERE parked_at IS NULL)), 0)::float8 AS age,
-		       count(*) FILTER (WHERE parked_at IS NOT NULL) AS parked
-		FROM outbox WHERE sent_at IS NULL`)
+		SELECT coalesce(extract(epoch FROM now() - (
+		           SELECT min(created_at) FROM outbox WHERE sent_at IS NULL AND parked_at IS NULL)), 0)::float8 AS age,
+		       (SELECT count(*) FROM outbox WHERE sent_at IS NULL AND parked_at IS NOT NULL) AS parked`)
 	if err != nil {
 		if ctx.Err() == nil {
 			r.log.Debug("backlog gauges not updated", "err", err)
