@@ -407,8 +407,11 @@ func (r *Relay) Run(ctx context.Context) error {
 }
 
 // awaken takes relayAwakeID on the leader's connection, if it leads and
-// does not hold it yet: from then on, Add does not notify. Writers only
-// test the lock in passing, so the wait is short.
+// does not hold it yet: from then on, Add does not notify. It does not
+// wait: writers only test the lock in passing, and if one holds it just
+// then (or a session was cut off holding it), writers go on notifying,
+// which is slower but correct, and the next round that publishes tries
+// again.
 func (r *Relay) awaken(ctx context.Context) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -417,10 +420,10 @@ func (r *Relay) awaken(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, statementTimeout)
 	defer cancel()
-	if _, err := r.conn.ExecContext(ctx, `SELECT pg_advisory_lock($1::bigint # 'outbox'::regclass::oid::bigint)`, relayAwakeID); err != nil {
+	if err := r.conn.GetContext(ctx, &r.awake, `SELECT pg_try_advisory_lock($1::bigint # 'outbox'::regclass::oid::bigint)`, relayAwakeID); err != nil {
+		r.awake = false
 		return fmt.Errorf("outbox: take the awake lock: %w", err)
 	}
-	r.awake = true
 	return nil
 }
 
