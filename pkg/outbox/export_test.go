@@ -96,3 +96,11 @@ func LeaderSetting(r *Relay, name string) (string, error) {
 	err := r.conn.GetContext(context.Background(), &v, `SELECT current_setting($1)`, name)
 	return v, err
 }
+
+// Awaken makes r, which must lead, tell writers it is awake, as Run does
+// after a round that published.
+func Awaken(r *Relay) error { return r.awaken(context.Background()) }
+
+// Doze makes r let writers know it sleeps, as Run does after an idle
+// round, and reports whether it could: no writer that saw it awake runs.
+func Doze(r *Relay) (bool, error) { return r.doze(context.Background()) }

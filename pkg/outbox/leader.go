@@ -95,6 +95,7 @@ func (r *Relay) resign() {
 	}
 	discard(r.conn)
 	r.conn = nil
+	r.awake = false // the session's locks ended with it
 	r.leading.Store(false)
 	leaderGauge.WithLabelValues(r.cfg.Name).Set(0)
 	clear(r.unknownSince)

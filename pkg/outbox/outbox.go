@@ -69,17 +69,49 @@ func Add(ctx context.Context, tx Execer, m Message) error {
 	if err != nil {
 		return fmt.Errorf("outbox: headers: %w", err)
 	}
-	if _, err := tx.ExecContext(ctx,
-		`INSERT INTO outbox (topic, key, value, headers) VALUES ($1, $2, $3, $4)`,
-		m.Topic, m.Key, m.Value, string(headers)); err != nil { // text: jsonb takes no raw bytes as a binary parameter
+	// The row and, when a relay needs it, the NOTIFY in one statement, one
+	// round trip: a reaction waits on every statement it sends. See wakeSQL.
+	if _, err := tx.ExecContext(ctx, `
+		INSERT INTO outbox (topic, key, value, headers)
+		SELECT $1::text, $2::bytea, $3::bytea, $4::jsonb FROM (`+wakeSQL+`) AS wake`,
+		m.Topic, m.Key, m.Value, string(headers), Channel, relayAwakeID, relayWritingID); err != nil { // text: jsonb takes no raw bytes as a binary parameter
 		return fmt.Errorf("outbox: insert into %s: %w", m.Topic, err)
-	}
-	// Delivered only if and when tx commits; several in one tx fold into one.
-	if _, err := tx.ExecContext(ctx, `SELECT pg_notify($1, '')`, Channel); err != nil {
-		return fmt.Errorf("outbox: notify: %w", err)
 	}
 	return nil
 }
+
+// Advisory locks, each combined with the outbox table's oid as the
+// leader's lock is, by which Add and the running relay agree on when a
+// NOTIFY is needed.
+//
+// A transaction that NOTIFYs takes, at commit, a lock that is one for the
+// whole cluster and holds it through its WAL flush: under load, every
+// notifying commit of every service's database waits for the one before
+// it, and commits that could share one fsync take one each. So Add
+// notifies only when no relay is awake to see its row without it:
+//   - the leader holds relayAwakeID while it is awake — it publishes, or
+//     looks again soon (Run);
+//   - Add first takes relayWritingID shared, until its transaction ends,
+//     then notifies unless the leader holds relayAwakeID;
+//   - the leader, to sleep, lets relayAwakeID go and then waits until it
+//     can take relayWritingID alone (every writer that saw it awake has
+//     committed or rolled back) before its last round, so no row that did
+//     not notify is left behind.
+const (
+	relayAwakeID   = 0x6f7574617765 // "outawe"
+	relayWritingID = 0x6f757477726e // "outwrn"
+)
+
+// wakeSQL selects one row, and queues the NOTIFY of Channel ($5) when no
+// relay is awake ($6: relayAwakeID, $7: relayWritingID). CASE evaluates
+// its branches in order: the writing lock is taken before the awake one
+// is tested.
+const wakeSQL = `
+	SELECT CASE
+		WHEN NOT pg_try_advisory_xact_lock_shared($7::bigint # 'outbox'::regclass::oid::bigint) THEN pg_notify($5, '')
+		WHEN pg_try_advisory_lock_shared($6::bigint # 'outbox'::regclass::oid::bigint) THEN
+			CASE WHEN pg_advisory_unlock_shared($6::bigint # 'outbox'::regclass::oid::bigint) THEN pg_notify($5, '') END
+	END`
 
 // StorableText returns s as PostgreSQL can store it in text and jsonb —
 // valid UTF-8 without NUL, other bytes replaced by U+FFFD — and whether that

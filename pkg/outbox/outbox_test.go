@@ -11,6 +11,7 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/google/uuid"
 	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
 
 	"github.com/choreo-saga/choreo/internal/testenv"
 	"github.com/choreo-saga/choreo/pkg/broker"
@@ -489,4 +490,84 @@ func TestRunRetriesRowsHeldBack(t *testing.T) {
 	if len(got) != 1 || got[0] != e.ID {
 		t.Fatalf("published %v, want %s soon after the holding transaction ended", got, e.ID)
 	}
+}
+
+// TestAddNotifiesUnlessTheRelayIsAwake: while the leader is awake, a
+// transaction's Add sends no NOTIFY, and the leader cannot go to sleep
+// until that transaction has ended, so its unannounced row is seen by the
+// leader's last round; once the leader sleeps, Adds notify again.
+func TestAddNotifiesUnlessTheRelayIsAwake(t *testing.T) {
+	db := newDB(t)
+	ctx := context.Background()
+	r := newRelay(t, db, accept)
+	if _, err := r.Flush(ctx); err != nil { // elected
+		t.Fatal(err)
+	}
+	l := pq.NewListener(db.url, 10*time.Millisecond, time.Second, nil)
+	t.Cleanup(func() { l.Close() })
+	if err := l.Listen(outbox.Channel); err != nil {
+		t.Fatal(err)
+	}
+	// notified commits a sentinel NOTIFY and reports whether an Add's
+	// came before it: one transaction's notifications arrive before those
+	// of any that committed later.
+	notified := func() bool {
+		t.Helper()
+		if _, err := db.Exec(`SELECT pg_notify($1, 'sentinel')`, outbox.Channel); err != nil {
+			t.Fatal(err)
+		}
+		added := false
+		for {
+			select {
+			case n := <-l.Notify:
+				if n == nil { // reconnected: notifications may be lost
+					t.Fatal("the listener reconnected")
+				}
+				if n.Extra == "sentinel" {
+					return added
+				}
+				added = true
+			case <-time.After(30 * time.Second):
+				t.Fatal("no sentinel notification within 30s")
+			}
+		}
+	}
+	addIn := func(tx *sqlx.Tx) {
+		t.Helper()
+		if err := outbox.Add(ctx, tx, message(t, "t", event(t, uuid.NewString()))); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	t.Run("AwakeNoNotify", func(t *testing.T) {
+		if err := outbox.Awaken(r); err != nil {
+			t.Fatal(err)
+		}
+		tx := db.MustBegin()
+		defer tx.Rollback()
+		addIn(tx)
+		if alone, err := outbox.Doze(r); err != nil || alone {
+			t.Fatalf("doze = %v, %v while a writer that saw the relay awake runs; want false", alone, err)
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		if notified() {
+			t.Fatal("an Add notified while the relay was awake")
+		}
+	})
+	t.Run("AsleepNotify", func(t *testing.T) {
+		if alone, err := outbox.Doze(r); err != nil || !alone {
+			t.Fatalf("doze = %v, %v with no writer running; want true", alone, err)
+		}
+		tx := db.MustBegin()
+		defer tx.Rollback()
+		addIn(tx)
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		if !notified() {
+			t.Fatal("an Add did not notify while the relay slept")
+		}
+	})
 }

@@ -6,6 +6,7 @@ package outbox
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -74,7 +75,10 @@ type RelayConfig struct {
 	Publisher Publisher
 	// Logger receives one line per published batch and every failure.
 	Logger *slog.Logger
-	// BatchSize caps the rows published per round trip. Default 256.
+	// BatchSize caps the rows published per round trip. Default 1024: a
+	// round costs a few statements and one produce request whatever its
+	// size, and drains a backlog about 1.5 times as fast as with 256;
+	// sarama splits a batch that would exceed its request limits.
 	BatchSize int
 	// PollInterval is the safety-net poll for notifications that were
 	// missed, e.g. while the LISTEN connection was reconnecting, and how
@@ -130,7 +134,7 @@ func (t systemTimer) C() <-chan time.Time { return t.Timer.C }
 
 func (c *RelayConfig) setDefaults() {
 	if c.BatchSize <= 0 {
-		c.BatchSize = 256
+		c.BatchSize = 1024
 	}
 	if c.PollInterval <= 0 {
 		c.PollInterval = 2 * time.Second
@@ -229,6 +233,7 @@ type Relay struct {
 	blocked      map[blockKey]struct{} // keys held back after a failure
 	probeAt      time.Time             // when blocked keys are retried
 	probeDelay   time.Duration         // the current wait between retries
+	awake        bool                  // conn holds relayAwakeID: Add does not notify
 }
 
 // NewRelay returns a Relay, or an error if cfg is incomplete.
@@ -258,6 +263,13 @@ const (
 	// heldBackRetry is how soon Run first looks again at rows a round had
 	// to hold back; the wait doubles, up to PollInterval, while they stay.
 	heldBackRetry = 10 * time.Millisecond
+
+	// writersRetry is how soon Run looks again when it could not sleep
+	// because transactions that saw it awake, and so will not notify, are
+	// still running; the wait doubles, up to writersRetryMax, while they
+	// keep coming and their rows do not.
+	writersRetry    = 2 * time.Millisecond
+	writersRetryMax = 32 * time.Millisecond
 
 	// gaugeEvery is how often the backlog gauge is refreshed.
 	gaugeEvery = time.Second
@@ -293,12 +305,24 @@ func (r *Relay) Run(ctx context.Context) error {
 	defer func() { poll.Stop() }()
 	failures := 0
 	heldDelay := heldBackRetry
+	writersDelay := writersRetry
+	// asleep: the leader let relayAwakeID go, no writer that saw it awake
+	// is left, and it looked once more since: Adds notify (see wakeSQL).
+	asleep := false
 	for {
 		res, err := r.round(ctx)
 		if ctx.Err() != nil {
 			return nil
 		}
 		progress := res.published+res.parked > 0
+		if progress {
+			// Rows flow: writers need not notify while the relay comes
+			// back for more on its own.
+			asleep, writersDelay = false, writersRetry
+			if err := r.awaken(ctx); err != nil && ctx.Err() == nil {
+				r.log.Warn("could not tell writers the relay is awake; they notify", "err", err)
+			}
+		}
 		if err != nil {
 			publishFailures.WithLabelValues(r.cfg.Name).Inc()
 			if !progress {
@@ -319,25 +343,52 @@ func (r *Relay) Run(ctx context.Context) error {
 		if progress && (err != nil || res.full) || res.probeIn < 0 {
 			continue // more is waiting
 		}
+		writers := false // writers that will not notify are still running
+		if res.leader && !asleep {
+			alone, err := r.doze(ctx)
+			switch {
+			case err != nil:
+				if ctx.Err() != nil {
+					return nil
+				}
+				writers = true // resigned: look again soon
+			case alone:
+				// Every writer that saw the relay awake has ended: one
+				// more round publishes their rows, then Adds notify.
+				asleep, writersDelay = true, writersRetry
+				continue
+			default:
+				writers = true
+			}
+		}
 
 		// Rows held back behind a transaction still running elsewhere in
 		// the cluster become publishable when it ends, which sends no
 		// NOTIFY: look again soon, then less and less often.
-		var retry Timer
-		var retryC <-chan time.Time
+		var retryIn time.Duration // 0: no retry, wait for a wake-up
 		if res.heldBack {
 			if progress {
 				heldDelay = heldBackRetry // back off only while nothing moves
 			}
-			retry = r.cfg.Clock.NewTimer(heldDelay)
-			retryC = retry.C()
+			retryIn = heldDelay
 			heldDelay = min(heldDelay*2, tick)
 		} else {
 			heldDelay = heldBackRetry
 			if res.probeIn > 0 { // blocked keys to retry, nothing held back
-				retry = r.cfg.Clock.NewTimer(res.probeIn)
-				retryC = retry.C()
+				retryIn = res.probeIn
 			}
+		}
+		if writers {
+			if retryIn == 0 || writersDelay < retryIn {
+				retryIn = writersDelay
+			}
+			writersDelay = min(writersDelay*2, writersRetryMax)
+		}
+		var retry Timer
+		var retryC <-chan time.Time
+		if retryIn > 0 {
+			retry = r.cfg.Clock.NewTimer(retryIn)
+			retryC = retry.C()
 		}
 		r.waits.Add(1)
 		select {
@@ -353,6 +404,64 @@ func (r *Relay) Run(ctx context.Context) error {
 			retry.Stop()
 		}
 	}
+}
+
+// awaken takes relayAwakeID on the leader's connection, if it leads and
+// does not hold it yet: from then on, Add does not notify. It does not
+// wait: writers only test the lock in passing, and if one holds it just
+// then (or a session was cut off holding it), writers go on notifying,
+// which is slower but correct, and the next round that publishes tries
+// again.
+func (r *Relay) awaken(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.conn == nil || r.awake {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, statementTimeout)
+	defer cancel()
+	if err := r.conn.GetContext(ctx, &r.awake, `SELECT pg_try_advisory_lock($1::bigint # 'outbox'::regclass::oid::bigint)`, relayAwakeID); err != nil {
+		r.awake = false
+		return fmt.Errorf("outbox: take the awake lock: %w", err)
+	}
+	return nil
+}
+
+// doze lets relayAwakeID go, so that Adds from now on notify, if no writer
+// that saw it held is still running, and reports whether it did; the rows
+// those writers left unannounced are then visible to the next round.
+// Otherwise the relay stays awake, and should look again soon. The test
+// and the letting go are one statement: the writing lock is taken first,
+// so a writer arriving in between finds it taken and notifies.
+func (r *Relay) doze(ctx context.Context) (bool, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.conn == nil {
+		return false, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, statementTimeout)
+	defer cancel()
+	var alone sql.NullBool
+	err := r.conn.GetContext(ctx, &alone, `
+		SELECT CASE WHEN pg_try_advisory_lock($1::bigint # 'outbox'::regclass::oid::bigint) THEN
+			CASE WHEN NOT $3::boolean THEN pg_advisory_unlock($1::bigint # 'outbox'::regclass::oid::bigint)
+			     WHEN pg_advisory_unlock($2::bigint # 'outbox'::regclass::oid::bigint) THEN pg_advisory_unlock($1::bigint # 'outbox'::regclass::oid::bigint)
+			END
+		ELSE false END`, relayWritingID, relayAwakeID, r.awake)
+	if err == nil && !alone.Valid {
+		err = errors.New("the awake lock was not held")
+	}
+	if err != nil {
+		// Unsure which locks the session holds: end it, which lets go of
+		// them all; the next round elects again.
+		r.log.Warn("could not go to sleep; resigning", "err", err)
+		r.resign()
+		return false, fmt.Errorf("outbox: go to sleep: %w", err)
+	}
+	if alone.Bool {
+		r.awake = false
+	}
+	return alone.Bool, nil
 }
 
 // listen starts LISTEN on its own connection and returns the channel it
@@ -437,10 +546,12 @@ func (r *Relay) updateGauge(ctx context.Context) {
 		Age    float64 `db:"age"`
 		Parked int64   `db:"parked"`
 	}
+	// Each count reads a partial index of its own (outbox_publishable,
+	// outbox_parked), never the sent rows kept for Retention.
 	err := r.cfg.DB.GetContext(ctx, &got, `
-		SELECT coalesce(extract(epoch FROM now() - min(created_at) FILTER (WHERE parked_at IS NULL)), 0)::float8 AS age,
-		       count(*) FILTER (WHERE parked_at IS NOT NULL) AS parked
-		FROM outbox WHERE sent_at IS NULL`)
+		SELECT coalesce(extract(epoch FROM now() - (
+		           SELECT min(created_at) FROM outbox WHERE sent_at IS NULL AND parked_at IS NULL)), 0)::float8 AS age,
+		       (SELECT count(*) FROM outbox WHERE sent_at IS NULL AND parked_at IS NOT NULL) AS parked`)
 	if err != nil {
 		if ctx.Err() == nil {
 			r.log.Debug("backlog gauges not updated", "err", err)

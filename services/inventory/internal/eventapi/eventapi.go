@@ -36,19 +36,15 @@ func Reactions() []participant.Reaction {
 
 func reserve(ctx context.Context, tx *participant.Tx, orderID string, p events.PaymentCompleted) error {
 	// The reservation row first, then stock rows in byte order
-	// (store.LockStock, whatever the column's collation): every reaction
-	// locks in this order — release too, through store.Release — so
-	// concurrent orders queue rather than deadlock, and two reactions to
+	// (store.LockForReserve, whatever the column's collation): every
+	// reaction locks in this order — release too, through store.Release —
+	// so concurrent orders queue rather than deadlock, and two reactions to
 	// one order run one after the other.
-	existing, err := store.LockReservation(ctx, tx, orderID)
-	if err != nil {
-		return err
-	}
 	skus := make([]string, 0, len(p.Items))
 	for _, it := range p.Items {
 		skus = append(skus, it.SKU)
 	}
-	stock, err := store.LockStock(ctx, tx, skus)
+	existing, stock, err := store.LockForReserve(ctx, tx, orderID, skus)
 	if err != nil {
 		return err
 	}
@@ -64,11 +60,7 @@ func reserve(ctx context.Context, tx *participant.Tx, orderID string, p events.P
 		}
 		return tx.Emit(ctx, events.InventoryRejected{Reason: events.ReasonOutOfStock, Shortages: d.Shortages})
 	case domain.ReserveAll:
-		r.Status = domain.StatusReserved
-		if err := store.Reserve(ctx, tx, d.Needed); err != nil {
-			return err
-		}
-		if err := store.InsertReservation(ctx, tx, r, ""); err != nil {
+		if err := store.ReserveAndRecord(ctx, tx, orderID, p.Items, d.Needed); err != nil {
 			return err
 		}
 		return tx.Emit(ctx, events.InventoryReserved{Items: p.Items, ShippingAddress: p.ShippingAddress})

@@ -169,24 +169,21 @@ func LockStock(ctx context.Context, tx sqlx.QueryerContext, skus []string) (map[
 // Reserve moves qty units of each SKU from available to reserved. Every SKU
 // must exist; the CHECK on available refuses to go below zero.
 func Reserve(ctx context.Context, tx sqlx.ExtContext, qty map[string]int64) error {
-	return move(ctx, tx, "reserve", qty, `
-		UPDATE stock SET available = available - $2, reserved = reserved + $2, updated_at = now()
-		WHERE sku = $1`)
+	return move(ctx, tx, "reserve", qty, `available = stock.available - q.n, reserved = stock.reserved + q.n`)
 }
 
 // Release moves qty units of each SKU from reserved back to available; the
 // CHECK on reserved refuses to return more than is held.
 func Release(ctx context.Context, tx sqlx.ExtContext, qty map[string]int64) error {
-	return move(ctx, tx, "release", qty, `
-		UPDATE stock SET available = available + $2, reserved = reserved - $2, updated_at = now()
-		WHERE sku = $1`)
+	return move(ctx, tx, "release", qty, `available = stock.available + q.n, reserved = stock.reserved - q.n`)
 }
 
-// move locks the SKUs' rows (LockStock: byte order) and then runs query
-// for each SKU in that same order, so a move never takes a row lock out of
-// the one order, whoever called it and whatever it locked before.
-func move(ctx context.Context, tx sqlx.ExtContext, what string, qty map[string]int64, query string) error {
-	skus := make([]string, 0, len(qty))
+// move locks the SKUs' rows (LockStock: byte order) and then sets them,
+// each SKU's quantity as q.n, in one UPDATE: a move never takes a row lock
+// out of the one order, whoever called it and whatever it locked before,
+// and costs two round trips however many SKUs it moves.
+func move(ctx context.Context, tx sqlx.ExtContext, what string, qty map[string]int64, set string) error {
+	skus := make(pq.StringArray, 0, len(qty))
 	for sku := range qty {
 		skus = append(skus, sku)
 	}
@@ -195,13 +192,18 @@ func move(ctx context.Context, tx sqlx.ExtContext, what string, qty map[string]i
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
-	for _, sku := range skus {
+	n := make(pq.Int64Array, len(skus))
+	for i, sku := range skus {
 		if _, ok := locked[sku]; !ok {
 			return fmt.Errorf("%s %d of %s: sku missing", what, qty[sku], sku)
 		}
-		if _, err := tx.ExecContext(ctx, query, sku, qty[sku]); err != nil {
-			return fmt.Errorf("%s %d of %s: %w", what, qty[sku], sku, err)
-		}
+		n[i] = qty[sku]
+	}
+	if _, err := tx.ExecContext(ctx, `
+		UPDATE stock SET `+set+`, updated_at = now()
+		FROM unnest($1::text[], $2::bigint[]) AS q(sku, n)
+		WHERE stock.sku = q.sku`, skus, n); err != nil {
+		return fmt.Errorf("%s %v: %w", what, qty, err)
 	}
 	return nil
 }
@@ -282,6 +284,91 @@ func MarkReservationCancelled(ctx context.Context, tx sqlx.ExecerContext, orderI
 	}
 	if n, _ := res.RowsAffected(); n != 1 {
 		return fmt.Errorf("mark reservation %s cancelled: reservation missing", orderID)
+	}
+	return nil
+}
+
+// LockForReserve locks the order's reservation and then — only if there is
+// none, since a reserve of an order with a reservation is skipped whatever
+// the stock — the stock rows of skus in byte order, in one statement:
+// LockReservation then LockStock in one round trip. The stock CTE reads the
+// reservation's, so PostgreSQL locks the reservation row first whatever
+// plan it picks. It returns the reservation (nil if none) and the
+// available units by SKU (unknown SKUs absent).
+func LockForReserve(ctx context.Context, tx sqlx.QueryerContext, orderID string, skus []string) (*domain.Reservation, map[string]int64, error) {
+	var r struct {
+		reservationRow
+		Has       bool           `db:"has_reservation"`
+		SKUs      pq.StringArray `db:"skus"`
+		Available pq.Int64Array  `db:"available"`
+	}
+	err := sqlx.GetContext(ctx, tx, &r, `
+		WITH r AS MATERIALIZED (
+			SELECT order_id, status, items, cancelled_at IS NOT NULL AS cancelled
+			FROM reservations WHERE order_id = $1 FOR UPDATE),
+		s AS MATERIALIZED (
+			SELECT sku, available FROM stock
+			WHERE sku = ANY($2) AND NOT EXISTS (SELECT FROM r)
+			ORDER BY sku COLLATE "C"
+			FOR UPDATE)
+		SELECT r.order_id IS NOT NULL AS has_reservation,
+			coalesce(r.order_id, '') AS order_id, coalesce(r.status, '') AS status,
+			coalesce(r.items, '[]') AS items, coalesce(r.cancelled, false) AS cancelled,
+			(SELECT coalesce(array_agg(sku), '{}') FROM s) AS skus,
+			(SELECT coalesce(array_agg(available), '{}') FROM s) AS available
+		FROM (VALUES (1)) AS one LEFT JOIN r ON true`, orderID, pq.Array(skus))
+	if err != nil {
+		return nil, nil, fmt.Errorf("lock reservation %s and stock %v: %w", orderID, skus, err)
+	}
+	if r.Has {
+		res, err := r.reservation()
+		if err != nil {
+			return nil, nil, err
+		}
+		return &res, nil, nil
+	}
+	avail := make(map[string]int64, len(r.SKUs))
+	for i, sku := range r.SKUs {
+		avail[sku] = r.Available[i]
+	}
+	return nil, avail, nil
+}
+
+// ReserveAndRecord moves qty units of each SKU from available to reserved
+// and records the order's reservation RESERVED with items, in one
+// statement: Reserve and InsertReservation in one round trip. The caller
+// holds the stock rows' locks (LockForReserve), so the UPDATE takes no new
+// lock out of byte order. Every SKU must exist; the CHECK on available
+// refuses to go below zero.
+func ReserveAndRecord(ctx context.Context, tx sqlx.ExecerContext, orderID string, items []events.Item, qty map[string]int64) error {
+	enc, err := encodeItems(items)
+	if err != nil {
+		return fmt.Errorf("reserve %s: %w", orderID, err)
+	}
+	skus := make(pq.StringArray, 0, len(qty))
+	for sku := range qty {
+		skus = append(skus, sku)
+	}
+	sort.Strings(skus)
+	n := make(pq.Int64Array, len(skus))
+	for i, sku := range skus {
+		n[i] = qty[sku]
+	}
+	res, err := tx.ExecContext(ctx, `
+		WITH moved AS (
+			UPDATE stock SET available = stock.available - q.n, reserved = stock.reserved + q.n, updated_at = now()
+			FROM unnest($2::text[], $3::bigint[]) AS q(sku, n)
+			WHERE stock.sku = q.sku
+			RETURNING stock.sku)
+		INSERT INTO reservations (order_id, status, items, detail, reason)
+		SELECT $1::text, $4::text, $5::jsonb, '', $6::text
+		WHERE (SELECT count(*) FROM moved) = $7`,
+		orderID, skus, n, domain.StatusReserved, enc, domain.Reason(domain.StatusReserved, ""), len(skus))
+	if err != nil {
+		return fmt.Errorf("reserve %v for %s: %w", qty, orderID, err)
+	}
+	if got, _ := res.RowsAffected(); got != 1 {
+		return fmt.Errorf("reserve %v for %s: sku missing", qty, orderID)
 	}
 	return nil
 }

@@ -45,10 +45,25 @@ func Reactions() []participant.Reaction {
 	}
 }
 
-// apply moves the order as domain.Transition decides, with the order row
-// locked so that concurrent events about one order cannot both decide from
-// the same status.
+// apply moves the order as domain.Transition decides, from a state that
+// concurrent events about one order cannot both decide from: the order
+// row is locked, or compared and set in one statement.
+//
+// Most events end a saga still PENDING, so the transition from PENDING is
+// tried first, as one statement that writes only if the order is still in
+// that state (store.SetStateIf); an order in another state is locked and
+// decided on as it is. Either way the decision is domain.Transition's.
 func apply(ctx context.Context, tx *participant.Tx, orderID string, ev domain.Event) error {
+	pending := domain.State{Status: domain.StatusPending}
+	if next, changed := domain.Transition(pending, ev); changed {
+		set, err := store.SetStateIf(ctx, tx, orderID, pending, next, tx.Now())
+		if err != nil {
+			return err
+		}
+		if set {
+			return announce(ctx, tx, pending, next)
+		}
+	}
 	o, err := store.LockOrder(ctx, tx, orderID)
 	if err != nil {
 		return err
@@ -68,8 +83,13 @@ func apply(ctx context.Context, tx *participant.Tx, orderID string, ev domain.Ev
 	if err := store.SetState(ctx, tx, o.ID, next, tx.Now()); err != nil {
 		return err
 	}
-	if next.Status == o.Status {
-		tx.Log.Info("cancel acknowledged", "status", o.Status, "acks", next.Acks)
+	return announce(ctx, tx, o.State(), next)
+}
+
+// announce announces the order's move from prev to next, written in tx.
+func announce(ctx context.Context, tx *participant.Tx, prev, next domain.State) error {
+	if next.Status == prev.Status {
+		tx.Log.Info("cancel acknowledged", "status", prev.Status, "acks", next.Acks)
 		return nil
 	}
 	// The end of the saga is published with the change that makes it so,
@@ -77,6 +97,6 @@ func apply(ctx context.Context, tx *participant.Tx, orderID string, ev domain.Ev
 	if err := tx.Emit(ctx, domain.Ended(next.Status, next.Reason)); err != nil {
 		return err
 	}
-	tx.Log.Info("order status changed", "from", o.Status, "to", next.Status, "cancel_reason", next.Reason)
+	tx.Log.Info("order status changed", "from", prev.Status, "to", next.Status, "cancel_reason", next.Reason)
 	return nil
 }

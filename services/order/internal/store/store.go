@@ -213,6 +213,33 @@ func SetState(ctx context.Context, tx sqlx.ExecerContext, id string, s domain.St
 	return nil
 }
 
+// SetStateIf writes the order's state to s, stamped updated at, only if
+// its state is from — one statement that compares and sets under the row's
+// lock, instead of LockOrder then SetState — and reports whether it did.
+// false: the order is in another state, or there is no order with id
+// (which need not be a UUID).
+func SetStateIf(ctx context.Context, tx sqlx.ExecerContext, id string, from, s domain.State, at time.Time) (bool, error) {
+	uid, err := uuid.Parse(id)
+	if err != nil {
+		return false, nil
+	}
+	res, err := tx.ExecContext(ctx, `
+		UPDATE orders SET status = $2, cancel_reason = $3,
+			payment_cancelled = $4, inventory_cancelled = $5, shipment_cancelled = $6, updated_at = $7
+		WHERE id = $1 AND status = $8 AND cancel_reason = $9
+			AND payment_cancelled = $10 AND inventory_cancelled = $11 AND shipment_cancelled = $12`,
+		uid.String(), s.Status, s.Reason, s.Acks.Payment, s.Acks.Inventory, s.Acks.Shipment, at,
+		from.Status, from.Reason, from.Acks.Payment, from.Acks.Inventory, from.Acks.Shipment)
+	if err != nil {
+		return false, fmt.Errorf("set order %s from %s to %s: %w", id, from.Status, s.Status, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("set order %s from %s to %s: %w", id, from.Status, s.Status, err)
+	}
+	return n == 1, nil
+}
+
 // Cancel asks to cancel the order with id for reason, as decided by
 // domain.DecideCancel, and returns the order as it is then. A PENDING
 // order becomes CANCELLING and, in the same transaction, OrderCancelRequested

@@ -38,13 +38,9 @@ func Reactions() []participant.Reaction {
 }
 
 // charge locks the order's payment, then the customer's account (always in
-// that order), and debits or declines.
+// that order, in one statement), and debits or declines.
 func charge(ctx context.Context, tx *participant.Tx, orderID string, o events.OrderCreated) error {
-	existing, err := store.LockPayment(ctx, tx, orderID)
-	if err != nil {
-		return err
-	}
-	account, err := store.LockAccount(ctx, tx, o.CustomerID)
+	existing, account, err := store.LockCharge(ctx, tx, orderID, o.CustomerID)
 	if err != nil {
 		return err
 	}
@@ -60,11 +56,7 @@ func charge(ctx context.Context, tx *participant.Tx, orderID string, o events.Or
 		}
 		return tx.Emit(ctx, events.PaymentDeclined{CustomerID: o.CustomerID, Amount: o.TotalAmount, Detail: d.Detail})
 	case domain.ChargeDebit:
-		p.Status = domain.StatusCompleted
-		if err := store.AddBalance(ctx, tx, o.CustomerID, -o.TotalAmount); err != nil {
-			return err
-		}
-		if err := store.InsertPayment(ctx, tx, p, ""); err != nil {
+		if err := store.Debit(ctx, tx, p); err != nil {
 			return err
 		}
 		return tx.Emit(ctx, events.PaymentCompleted{
@@ -76,10 +68,11 @@ func charge(ctx context.Context, tx *participant.Tx, orderID string, o events.Or
 }
 
 // refund locks the order's payment, then the charged customer's account
-// (the order charge locks in), and credits the amount in the currency it
+// (the order charge locks in, so that a refund, a cancel and a charge of
+// one order run one after the other), and credits the amount in the currency it
 // was charged in — never in another (domain.RefundRefuse).
 func refund(ctx context.Context, tx *participant.Tx, orderID, reason string) error {
-	existing, account, err := lockPayment(ctx, tx, orderID)
+	existing, account, err := store.LockPaymentAccount(ctx, tx, orderID)
 	if err != nil {
 		return err
 	}
@@ -87,12 +80,12 @@ func refund(ctx context.Context, tx *participant.Tx, orderID, reason string) err
 	case domain.RefundSkip:
 		return nil
 	case domain.RefundTombstone:
-		if err := tombstone(ctx, tx, orderID, domain.NoteRefundBeforeCharge+reason); err != nil {
+		if err := store.InsertTombstone(ctx, tx, orderID, domain.NoteRefundBeforeCharge+reason, false); err != nil {
 			return err
 		}
 		return tx.Emit(ctx, events.PaymentRefunded{Amount: 0, Reason: reason})
 	case domain.RefundCredit:
-		if err := creditBack(ctx, tx, existing, reason); err != nil {
+		if err := store.CreditBack(ctx, tx, *existing, reason, false); err != nil {
 			return err
 		}
 		return tx.Emit(ctx, events.PaymentRefunded{CustomerID: existing.CustomerID, Amount: existing.Amount, Reason: reason})
@@ -108,7 +101,7 @@ func refund(ctx context.Context, tx *participant.Tx, orderID, reason string) err
 // compensation's refund of one order run one after the other, and the
 // second finds REFUNDED: the money goes back once.
 func cancel(ctx context.Context, tx *participant.Tx, orderID, reason string) error {
-	existing, account, err := lockPayment(ctx, tx, orderID)
+	existing, account, err := store.LockPaymentAccount(ctx, tx, orderID)
 	if err != nil {
 		return err
 	}
@@ -117,10 +110,7 @@ func cancel(ctx context.Context, tx *participant.Tx, orderID, reason string) err
 		tx.Log.Info("order cancel already handled")
 		return nil
 	case domain.CancelTombstone:
-		if err := tombstone(ctx, tx, orderID, domain.NoteCancelBeforeCharge+reason); err != nil {
-			return err
-		}
-		if err := store.MarkPaymentCancelled(ctx, tx, orderID); err != nil {
+		if err := store.InsertTombstone(ctx, tx, orderID, domain.NoteCancelBeforeCharge+reason, true); err != nil {
 			return err
 		}
 		return tx.Emit(ctx, events.PaymentCancelled{Amount: 0})
@@ -131,10 +121,7 @@ func cancel(ctx context.Context, tx *participant.Tx, orderID, reason string) err
 		}
 		return tx.Emit(ctx, events.PaymentCancelled{CustomerID: existing.CustomerID, Amount: 0})
 	case domain.CancelCredit:
-		if err := creditBack(ctx, tx, existing, domain.NoteCancelled+reason); err != nil {
-			return err
-		}
-		if err := store.MarkPaymentCancelled(ctx, tx, orderID); err != nil {
+		if err := store.CreditBack(ctx, tx, *existing, domain.NoteCancelled+reason, true); err != nil {
 			return err
 		}
 		return tx.Emit(ctx, events.PaymentCancelled{CustomerID: existing.CustomerID, Amount: existing.Amount})
@@ -142,33 +129,6 @@ func cancel(ctx context.Context, tx *participant.Tx, orderID, reason string) err
 		return refused("cancel", existing, account)
 	}
 	return fmt.Errorf("cancel %s: unhandled decision", orderID)
-}
-
-// lockPayment locks the order's payment, then — if there is one — the
-// charged customer's account: the order the charge locks in, so that a
-// refund, a cancel and a charge of one order run one after the other.
-func lockPayment(ctx context.Context, tx *participant.Tx, orderID string) (*domain.Payment, *domain.Account, error) {
-	existing, err := store.LockPayment(ctx, tx, orderID)
-	if err != nil || existing == nil {
-		return existing, nil, err
-	}
-	account, err := store.LockAccount(ctx, tx, existing.CustomerID)
-	return existing, account, err
-}
-
-// tombstone records that nothing was charged and nothing ever will be: the
-// row, REFUNDED with no amount, makes a late charge a no-op.
-func tombstone(ctx context.Context, tx *participant.Tx, orderID, detail string) error {
-	return store.InsertPayment(ctx, tx, domain.Payment{OrderID: orderID, Currency: "", Status: domain.StatusRefunded}, detail)
-}
-
-// creditBack returns a charge to the customer's balance and records the
-// payment REFUNDED with detail.
-func creditBack(ctx context.Context, tx *participant.Tx, p *domain.Payment, detail string) error {
-	if err := store.AddBalance(ctx, tx, p.CustomerID, p.Amount); err != nil {
-		return err
-	}
-	return store.SetPaymentStatus(ctx, tx, p.OrderID, domain.StatusRefunded, detail)
 }
 
 // refused is the permanent error of a refund or cancel that would credit

@@ -60,28 +60,53 @@ func cancel(ctx context.Context, tx *participant.Tx, orderID, reason string) err
 	return fmt.Errorf("cancel %s: unhandled decision", orderID)
 }
 
+// ship decides first as if the order had no shipment — the common case —
+// and records that only if it has none (store.InsertShipmentIfNone: one
+// statement, the primary key deciding as the lock would). An order that has
+// one is locked and decided on as it is.
 func ship(ctx context.Context, tx *participant.Tx, orderID, country string, served map[string]bool) error {
+	if d := domain.DecideShipment(nil, served, country); d.Action != domain.Skip {
+		sh, emit, err := shipment(orderID, d)
+		if err != nil {
+			return err
+		}
+		inserted, err := store.InsertShipmentIfNone(ctx, tx, sh)
+		if err != nil {
+			return err
+		}
+		if inserted {
+			return tx.Emit(ctx, emit)
+		}
+	}
 	existing, err := store.LockShipment(ctx, tx, orderID)
 	if err != nil {
 		return err
 	}
 	d := domain.DecideShipment(existing, served, country)
+	if d.Action == domain.Skip {
+		return nil
+	}
+	// Gone since the insert conflicted: only a hand-made delete gets here.
+	sh, emit, err := shipment(orderID, d)
+	if err != nil {
+		return err
+	}
+	if err := store.InsertShipment(ctx, tx, sh); err != nil {
+		return err
+	}
+	return tx.Emit(ctx, emit)
+}
+
+// shipment is the record and the event of decision d about the order.
+func shipment(orderID string, d domain.Decision) (domain.Shipment, events.Payload, error) {
 	sh := domain.Shipment{OrderID: orderID, Country: d.Country, Reason: d.Reason}
 	switch d.Action {
-	case domain.Skip:
-		return nil
 	case domain.Schedule:
 		sh.Status = domain.StatusScheduled
-		if err := store.InsertShipment(ctx, tx, sh); err != nil {
-			return err
-		}
-		return tx.Emit(ctx, events.ShipmentScheduled{Country: d.Country})
+		return sh, events.ShipmentScheduled{Country: d.Country}, nil
 	case domain.Fail:
 		sh.Status = domain.StatusFailed
-		if err := store.InsertShipment(ctx, tx, sh); err != nil {
-			return err
-		}
-		return tx.Emit(ctx, events.ShipmentFailed{Country: d.Country, Reason: d.Reason})
+		return sh, events.ShipmentFailed{Country: d.Country, Reason: d.Reason}, nil
 	}
-	return fmt.Errorf("ship %s: unhandled decision %v", orderID, d.Action)
+	return sh, nil, fmt.Errorf("ship %s: unhandled decision %v", orderID, d.Action)
 }

@@ -63,6 +63,27 @@ func InsertShipment(ctx context.Context, tx sqlx.ExecerContext, sh domain.Shipme
 	return nil
 }
 
+// InsertShipmentIfNone records sh as InsertShipment does, but only if the
+// order has no shipment yet, and reports whether it did: the primary key
+// decides, as a lock would — an insert of the same order by a transaction
+// still running waits for it, then conflicts (false) or proceeds. One
+// statement where LockShipment then InsertShipment were two.
+func InsertShipmentIfNone(ctx context.Context, tx sqlx.ExecerContext, sh domain.Shipment) (bool, error) {
+	res, err := tx.ExecContext(ctx, `
+		INSERT INTO shipments (order_id, status, country, reason, cancelled_at)
+		VALUES ($1, $2, $3, $4, CASE WHEN $5 THEN now() END)
+		ON CONFLICT (order_id) DO NOTHING`,
+		sh.OrderID, sh.Status, sh.Country, sh.Reason, sh.Cancelled)
+	if err != nil {
+		return false, fmt.Errorf("insert shipment %s: %w", sh.OrderID, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("insert shipment %s: %w", sh.OrderID, err)
+	}
+	return n == 1, nil
+}
+
 // CancelShipment records that the order's cancel was handled: a SCHEDULED
 // shipment becomes CANCELLED with reason (the order's cancel reason), a
 // FAILED one keeps its status and reason. A second cancel request for the
