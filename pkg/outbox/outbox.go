@@ -59,6 +59,24 @@ type Execer interface {
 // or event that wrote the row, however much later they run. m.Headers is
 // not modified.
 func Add(ctx context.Context, tx Execer, m Message) error {
+	var p Pending
+	if err := p.Add(ctx, m); err != nil {
+		return err
+	}
+	return p.Flush(ctx, tx)
+}
+
+// Pending collects the messages of one transaction for Flush to store with
+// one statement, just before the transaction commits: a reaction waits on
+// every statement it sends, and a batch of events emits many. The zero
+// value is ready to use.
+type Pending struct {
+	rows []any // topic, key, value, headers: four per message
+}
+
+// Add queues m, with the trace context of ctx's span (see the package
+// function Add), for Flush.
+func (p *Pending) Add(ctx context.Context, m Message) error {
 	if m.Topic == "" {
 		return fmt.Errorf("outbox: message has no topic")
 	}
@@ -69,14 +87,42 @@ func Add(ctx context.Context, tx Execer, m Message) error {
 	if err != nil {
 		return fmt.Errorf("outbox: headers: %w", err)
 	}
-	// The row and, when a relay needs it, the NOTIFY in one statement, one
-	// round trip: a reaction waits on every statement it sends. See wakeSQL.
+	// text: jsonb takes no raw bytes as a binary parameter.
+	p.rows = append(p.rows, m.Topic, m.Key, m.Value, string(headers))
+	return nil
+}
+
+// Len is how many messages wait for Flush.
+func (p *Pending) Len() int { return len(p.rows) / 4 }
+
+// Flush stores the queued messages in the outbox within tx, in the order
+// they were queued, with one statement that also wakes the relay when it
+// needs it (see wakeSQL), and empties p. With nothing queued it sends
+// nothing.
+func (p *Pending) Flush(ctx context.Context, tx Execer) error {
+	n := p.Len()
+	if n == 0 {
+		return nil
+	}
+	var values strings.Builder
+	for i := range n {
+		if i > 0 {
+			values.WriteString(", ")
+		}
+		k := 4 + 4*i // $1-$3 are wakeSQL's
+		fmt.Fprintf(&values, "(%d, $%d::text, $%d::bytea, $%d::bytea, $%d::jsonb)", i, k, k+1, k+2, k+3)
+	}
+	// The serial ids follow ORDER BY: the relay publishes one key's rows in
+	// id order.
+	args := append([]any{Channel, relayAwakeID, relayWritingID}, p.rows...)
 	if _, err := tx.ExecContext(ctx, `
 		INSERT INTO outbox (topic, key, value, headers)
-		SELECT $1::text, $2::bytea, $3::bytea, $4::jsonb FROM (`+wakeSQL+`) AS wake`,
-		m.Topic, m.Key, m.Value, string(headers), Channel, relayAwakeID, relayWritingID); err != nil { // text: jsonb takes no raw bytes as a binary parameter
-		return fmt.Errorf("outbox: insert into %s: %w", m.Topic, err)
+		SELECT m.topic, m.key, m.value, m.headers
+		FROM (VALUES `+values.String()+`) AS m(ord, topic, key, value, headers), (`+wakeSQL+`) AS wake
+		ORDER BY m.ord`, args...); err != nil {
+		return fmt.Errorf("outbox: insert %d rows: %w", n, err)
 	}
+	p.rows = p.rows[:0]
 	return nil
 }
 
@@ -102,15 +148,15 @@ const (
 	relayWritingID = 0x6f757477726e // "outwrn"
 )
 
-// wakeSQL selects one row, and queues the NOTIFY of Channel ($5) when no
-// relay is awake ($6: relayAwakeID, $7: relayWritingID). CASE evaluates
+// wakeSQL selects one row, and queues the NOTIFY of Channel ($1) when no
+// relay is awake ($2: relayAwakeID, $3: relayWritingID). CASE evaluates
 // its branches in order: the writing lock is taken before the awake one
 // is tested.
 const wakeSQL = `
 	SELECT CASE
-		WHEN NOT pg_try_advisory_xact_lock_shared($7::bigint # 'outbox'::regclass::oid::bigint) THEN pg_notify($5, '')
-		WHEN pg_try_advisory_lock_shared($6::bigint # 'outbox'::regclass::oid::bigint) THEN
-			CASE WHEN pg_advisory_unlock_shared($6::bigint # 'outbox'::regclass::oid::bigint) THEN pg_notify($5, '') END
+		WHEN NOT pg_try_advisory_xact_lock_shared($3::bigint # 'outbox'::regclass::oid::bigint) THEN pg_notify($1, '')
+		WHEN pg_try_advisory_lock_shared($2::bigint # 'outbox'::regclass::oid::bigint) THEN
+			CASE WHEN pg_advisory_unlock_shared($2::bigint # 'outbox'::regclass::oid::bigint) THEN pg_notify($1, '') END
 	END`
 
 // StorableText returns s as PostgreSQL can store it in text and jsonb —

@@ -2,6 +2,7 @@ package outbox_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"sync"
 	"sync/atomic"
@@ -570,4 +571,61 @@ func TestAddNotifiesUnlessTheRelayIsAwake(t *testing.T) {
 			t.Fatal("an Add did not notify while the relay slept")
 		}
 	})
+}
+
+// TestPendingFlushesInOrderWithOneStatement: messages queued on a Pending
+// are stored by Flush in the order queued — one key's rows keep their
+// order for the relay — with their trace headers, and a Flush with
+// nothing queued sends nothing.
+func TestPendingFlushesInOrderWithOneStatement(t *testing.T) {
+	db := testenv.DB(t)
+	ctx := context.Background()
+	tx, err := db.BeginTxx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	var p outbox.Pending
+	if err := p.Flush(ctx, failingExecer{}); err != nil {
+		t.Fatalf("an empty Flush sent a statement: %v", err)
+	}
+	for i := range 5 {
+		if err := p.Add(ctx, outbox.Message{Topic: "t", Key: []byte("k"), Value: []byte{byte('a' + i), 0xff}, Headers: map[string]string{"n": string(rune('0' + i))}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if p.Len() != 5 {
+		t.Fatalf("Len = %d, want 5", p.Len())
+	}
+	if err := p.Flush(ctx, tx); err != nil {
+		t.Fatal(err)
+	}
+	if p.Len() != 0 {
+		t.Fatalf("Len after Flush = %d, want 0", p.Len())
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	var rows []struct {
+		Value []byte `db:"value"`
+		N     string `db:"n"`
+	}
+	if err := db.Select(&rows, `SELECT value, headers->>'n' AS n FROM outbox WHERE topic = 't' ORDER BY id`); err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 5 {
+		t.Fatalf("%d rows stored, want 5", len(rows))
+	}
+	for i, r := range rows {
+		if string(r.Value) != string([]byte{byte('a' + i), 0xff}) || r.N != string(rune('0'+i)) {
+			t.Fatalf("row %d = %q %q: not in the order queued, or not as queued", i, r.Value, r.N)
+		}
+	}
+}
+
+// failingExecer fails every statement.
+type failingExecer struct{}
+
+func (failingExecer) ExecContext(context.Context, string, ...any) (sql.Result, error) {
+	return nil, errors.New("no statement expected")
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/choreo-saga/choreo/pkg/consumer"
 	"github.com/choreo-saga/choreo/pkg/failpoint"
 	"github.com/choreo-saga/choreo/pkg/idem"
+	"github.com/choreo-saga/choreo/pkg/outbox"
 )
 
 // MaxBatch caps the events applied in one transaction. A bigger batch
@@ -267,6 +268,7 @@ func (b *batcher) apply(ctx context.Context, ds []*delivery) error {
 		return err
 	}
 	at := b.now()
+	var emitted outbox.Pending // every reaction's events: one INSERT
 	for _, d := range ds {
 		if !first[d.Event.ID] {
 			d.Log.Info("duplicate event skipped")
@@ -274,7 +276,7 @@ func (b *batcher) apply(ctx context.Context, ds []*delivery) error {
 			continue
 		}
 		delete(first, d.Event.ID) // a second copy in this batch is a duplicate
-		d.Tx = &Tx{ExtContext: sqlTx, Log: d.Log, source: b.spec.Name, produces: b.spec.Produces, orderID: d.Event.OrderID, now: at}
+		d.Tx = &Tx{ExtContext: sqlTx, Log: d.Log, source: b.spec.Name, produces: b.spec.Produces, orderID: d.Event.OrderID, now: at, outbox: &emitted}
 		// The transaction's deadline, the delivery's span: what the
 		// reaction emits carries its trace.
 		if err := b.react(trace.ContextWithSpan(ctx, d.span), d.Delivery); err != nil {
@@ -283,6 +285,9 @@ func (b *batcher) apply(ctx context.Context, ds []*delivery) error {
 			}
 			return err
 		}
+	}
+	if err := emitted.Flush(ctx, sqlTx); err != nil {
+		return err
 	}
 	if err := sqlTx.Commit(); err != nil {
 		return fmt.Errorf("commit: %w", err)

@@ -21,6 +21,7 @@ import (
 	"github.com/choreo-saga/choreo/pkg/events"
 	"github.com/choreo-saga/choreo/pkg/failpoint"
 	"github.com/choreo-saga/choreo/pkg/idem"
+	"github.com/choreo-saga/choreo/pkg/outbox"
 	"github.com/choreo-saga/choreo/pkg/tracing"
 )
 
@@ -289,8 +290,12 @@ func Transaction(db *sqlx.DB, service, produces string, now func() time.Time) Mi
 				return fmt.Errorf("begin: %w", err)
 			}
 			defer sqlTx.Rollback() //nolint:errcheck // a no-op after Commit
-			d.Tx = &Tx{ExtContext: sqlTx, Log: d.Log, source: service, produces: produces, orderID: d.Event.OrderID, now: now()}
+			var emitted outbox.Pending
+			d.Tx = &Tx{ExtContext: sqlTx, Log: d.Log, source: service, produces: produces, orderID: d.Event.OrderID, now: now(), outbox: &emitted}
 			if err := next(ctx, d); err != nil {
+				return err
+			}
+			if err := emitted.Flush(ctx, sqlTx); err != nil {
 				return err
 			}
 			if err := sqlTx.Commit(); err != nil {

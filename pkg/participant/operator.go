@@ -15,6 +15,7 @@ import (
 	"github.com/choreo-saga/choreo/pkg/consumer"
 	"github.com/choreo-saga/choreo/pkg/fault"
 	"github.com/choreo-saga/choreo/pkg/idem"
+	"github.com/choreo-saga/choreo/pkg/outbox"
 	"github.com/choreo-saga/choreo/pkg/park"
 	"github.com/choreo-saga/choreo/pkg/pg"
 )
@@ -281,8 +282,12 @@ func (o *Operator) replay(ctx context.Context, tx *sqlx.Tx, d *Delivery) error {
 		d.Outcome = "duplicate"
 		return nil
 	}
-	d.Tx = &Tx{ExtContext: tx, Log: d.Log, source: o.spec.Name, produces: o.spec.Produces, orderID: d.Event.OrderID, now: o.now()}
-	return o.react(ctx, d)
+	var emitted outbox.Pending
+	d.Tx = &Tx{ExtContext: tx, Log: d.Log, source: o.spec.Name, produces: o.spec.Produces, orderID: d.Event.OrderID, now: o.now(), outbox: &emitted}
+	if err := o.react(ctx, d); err != nil {
+		return err
+	}
+	return emitted.Flush(ctx, tx)
 }
 
 func btoi(b bool) int {

@@ -62,6 +62,9 @@ type Tx struct {
 	produces string // the only topic it may emit to
 	orderID  string // the saga the handled event belongs to
 	now      time.Time
+	// outbox collects what the transaction's reactions emit, for the
+	// runtime to store with one statement before it commits.
+	outbox *outbox.Pending
 }
 
 // Now is the time the runtime started handling the event: every timestamp
@@ -70,7 +73,9 @@ func (tx *Tx) Now() time.Time { return tx.now }
 
 // Emit queues p, about the same order as the event being handled, in the
 // outbox within tx: it is published after, and only if, tx commits. The
-// topic follows from p's type; a service emits only to its own topic.
+// topic follows from p's type; a service emits only to its own topic. The
+// runtime writes everything a transaction emits with one statement, as it
+// commits.
 func (tx *Tx) Emit(ctx context.Context, p events.Payload) error {
 	e, err := events.New(tx.source, tx.orderID, p, tx.now)
 	if err != nil {
@@ -79,7 +84,11 @@ func (tx *Tx) Emit(ctx context.Context, p events.Payload) error {
 	if topic, _ := events.TopicOf(e.Type); topic != tx.produces {
 		return fmt.Errorf("emit %s: the %s service produces to %s, not %s", e.Type, tx.source, tx.produces, topic)
 	}
-	return Enqueue(ctx, tx, e)
+	m, err := message(e)
+	if err != nil {
+		return err
+	}
+	return tx.outbox.Add(ctx, m)
 }
 
 // Enqueue stores the event e in the outbox within tx, on the topic its type
@@ -88,15 +97,26 @@ func (tx *Tx) Emit(ctx context.Context, p events.Payload) error {
 // is for an API handler that starts a saga (the order service's POST
 // /orders) in a transaction of its own.
 func Enqueue(ctx context.Context, tx outbox.Execer, e events.Envelope) error {
-	topic, ok := events.TopicOf(e.Type)
-	if !ok {
-		return fmt.Errorf("enqueue %s: %w: %q", e.ID, events.ErrUnknownType, e.Type)
-	}
-	value, err := e.Encode()
+	m, err := message(e)
 	if err != nil {
 		return err
 	}
-	return outbox.Add(ctx, tx, outbox.Message{
+	return outbox.Add(ctx, tx, m)
+}
+
+// message is e as the outbox keeps it: on the topic its type is produced
+// to, keyed by its order id, so that all of one order's events share a
+// partition and keep their order.
+func message(e events.Envelope) (outbox.Message, error) {
+	topic, ok := events.TopicOf(e.Type)
+	if !ok {
+		return outbox.Message{}, fmt.Errorf("enqueue %s: %w: %q", e.ID, events.ErrUnknownType, e.Type)
+	}
+	value, err := e.Encode()
+	if err != nil {
+		return outbox.Message{}, err
+	}
+	return outbox.Message{
 		Topic: topic,
 		Key:   []byte(e.OrderID),
 		Value: value,
@@ -104,5 +124,5 @@ func Enqueue(ctx context.Context, tx outbox.Execer, e events.Envelope) error {
 			events.HeaderEventID:   e.ID,
 			events.HeaderEventType: e.Type,
 		},
-	})
+	}, nil
 }
