@@ -151,7 +151,9 @@ const (
 // wakeSQL selects one row, and queues the NOTIFY of Channel ($1) when no
 // relay is awake ($2: relayAwakeID, $3: relayWritingID). CASE evaluates
 // its branches in order: the writing lock is taken before the awake one
-// is tested.
+// is tested. Any holder of relayAwakeID — or anyone waiting
+// for it — reads as "a relay is awake": only the leader may take it, and
+// only with pg_try_advisory_lock, never with a blocking lock.
 const wakeSQL = `
 	SELECT CASE
 		WHEN NOT pg_try_advisory_xact_lock_shared($3::bigint # 'outbox'::regclass::oid::bigint) THEN pg_notify($1, '')

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -71,6 +72,9 @@ type row struct {
 	Key     []byte `db:"key"`
 	Value   []byte `db:"value"`
 	Headers []byte `db:"headers"`
+	// Found is how many rows the round's query found before the byte cap
+	// (see byteCapped); 0 for the heads of blocked keys.
+	Found int `db:"found"`
 }
 
 // blockKey is what a row that failed holds back: the later rows of its
@@ -101,24 +105,45 @@ const (
 // and Run backs off instead.
 func (r *Relay) maxBlocked() int { return 16 * r.cfg.BatchSize }
 
-const selectPublishable = `
-		SELECT id, topic, key, value, headers
+var selectPublishable = byteCapped(`
+		SELECT id, txid, topic, key, value, headers
 		FROM outbox
 		WHERE sent_at IS NULL AND parked_at IS NULL
 		  AND txid < pg_snapshot_xmin(pg_current_snapshot())
 		ORDER BY txid, id
-		LIMIT $1`
+		LIMIT $1`)
 
 // selectUnblocked is selectPublishable without the rows of blocked keys.
-const selectUnblocked = `
-		SELECT id, topic, key, value, headers
+var selectUnblocked = byteCapped(`
+		SELECT id, txid, topic, key, value, headers
 		FROM outbox
 		WHERE sent_at IS NULL AND parked_at IS NULL
 		  AND txid < pg_snapshot_xmin(pg_current_snapshot())
 		  AND NOT (key IS NOT NULL AND (topic, key) IN (SELECT * FROM unnest($2::text[], $3::bytea[])))
 		  AND id <> ALL($4::bigint[])
 		ORDER BY txid, id
-		LIMIT $1`
+		LIMIT $1`)
+
+// maxRoundBytes caps the bytes of values one round reads and publishes
+// (always at least one row): a batch of BatchSize rows is a few hundred
+// KiB of ordinary events, but a burst of dead letters of up to 512 KiB
+// each would otherwise take half a GiB into the relay's memory at once.
+const maxRoundBytes = 32 << 20
+
+// byteCapped keeps, of the rows query selects (with txid), those whose
+// values before them in the round's order stay under maxRoundBytes, and
+// says in each row how many the query found, so the round knows whether
+// more wait. PostgreSQL reads a long value's length without reading it.
+func byteCapped(query string) string {
+	return `
+		SELECT id, topic, key, value, headers, found FROM (
+			SELECT q.*, count(*) OVER () AS found,
+			       sum(octet_length(q.value)) OVER (ORDER BY q.txid, q.id) - octet_length(q.value) AS before
+			FROM (` + query + `) q
+		) capped
+		WHERE before < ` + strconv.Itoa(maxRoundBytes) + `
+		ORDER BY txid, id`
+}
 
 // selectHeads reads the oldest publishable row of each blocked key.
 const selectHeads = `
@@ -204,7 +229,7 @@ func (r *Relay) round(ctx context.Context) (res roundResult, err error) {
 			return res, fmt.Errorf("outbox: select unsent: %w", err)
 		}
 	}
-	res.full = len(rows) == limit
+	res.full = len(rows) > 0 && rows[0].Found == limit // more may wait
 	probed := len(heads) > 0
 	rows = append(heads, rows...)
 	if len(rows) > 0 {

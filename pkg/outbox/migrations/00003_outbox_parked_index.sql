@@ -11,6 +11,10 @@
 --   CREATE INDEX CONCURRENTLY outbox_parked ON outbox (id)
 --     WHERE parked_at IS NOT NULL AND sent_at IS NULL;
 -- — and this statement finds it there.
+-- The build waits for the SHARE lock behind open outbox writers, and every
+-- new writer would queue behind it: give up after a few seconds instead
+-- (the service fails to start and tries again) rather than stall them all.
+SET LOCAL lock_timeout = '5s';
 CREATE INDEX IF NOT EXISTS outbox_parked ON outbox (id)
     WHERE parked_at IS NOT NULL AND sent_at IS NULL;
 
