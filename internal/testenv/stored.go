@@ -5,7 +5,9 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/google/uuid"
 	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
 
 	"github.com/choreo-saga/choreo/pkg/fault"
 	"github.com/choreo-saga/choreo/pkg/pg"
@@ -70,4 +72,17 @@ func InTx(t testing.TB, db *sqlx.DB, fn func(ctx context.Context, tx *sqlx.Tx) e
 	if err := pg.InTx(ctx, db, func(tx *sqlx.Tx) error { return fn(ctx, tx) }); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// ID returns prefix, a dash and 13 random hex digits: an id (a SKU, a
+// customer, an order) no other test or run uses, so tests sharing a
+// database never see each other's rows.
+func ID(prefix string) string { return prefix + "-" + uuid.NewString()[:13] }
+
+// IsViolation reports whether err is a PostgreSQL error of the named
+// condition, e.g. "check_violation" or "unique_violation": what a test of
+// a table's constraints expects a forbidden write to fail with.
+func IsViolation(err error, name string) bool {
+	var pqErr *pq.Error
+	return errors.As(err, &pqErr) && pqErr.Code.Name() == name
 }
