@@ -86,3 +86,29 @@ func IsViolation(err error, name string) bool {
 	var pqErr *pq.Error
 	return errors.As(err, &pqErr) && pqErr.Code.Name() == name
 }
+
+// Change is a named write a test makes to one row.
+type Change struct {
+	Name  string
+	Apply func() error
+}
+
+// EachChangeRaisesVersion makes changes in order, each in a subtest of its
+// name, and fails unless each raised the row's version, as version reads
+// it, by exactly one from first: the version is what an operator's
+// conditional PUT names, so every writer — a saga's, an operator's, one by
+// hand — must raise it or a PUT could erase its change.
+func EachChangeRaisesVersion(t *testing.T, version func() (int64, error), first int64, changes []Change) {
+	t.Helper()
+	for i, c := range changes {
+		t.Run(c.Name, func(t *testing.T) {
+			if err := c.Apply(); err != nil {
+				t.Fatal(err)
+			}
+			got, err := version()
+			if want := first + int64(i) + 1; err != nil || got != want {
+				t.Fatalf("version = %d (%v), want %d", got, err, want)
+			}
+		})
+	}
+}

@@ -5,13 +5,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jmoiron/sqlx"
 
 	"github.com/choreo-saga/choreo/internal/testenv"
 	"github.com/choreo-saga/choreo/pkg/events"
-	"github.com/choreo-saga/choreo/pkg/pg"
-	"github.com/choreo-saga/choreo/services/inventory"
 	"github.com/choreo-saga/choreo/services/inventory/internal/domain"
 	"github.com/choreo-saga/choreo/services/inventory/internal/store"
 )
@@ -21,7 +18,7 @@ import (
 // saga reason, a tombstone's reason without its note, and when each was
 // recorded, changed and released.
 func TestReservationRecord(t *testing.T) {
-	db := testenv.DB(t, inventory.Schema)
+	db := testDB(t)
 	st := store.New(db)
 	ctx := context.Background()
 	items := []events.Item{{SKU: "SKU-1", Quantity: 3, UnitPrice: 100}}
@@ -42,18 +39,12 @@ func TestReservationRecord(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tt.r.OrderID = uuid.NewString()
-			err := pg.InTx(ctx, db, func(tx *sqlx.Tx) error { return store.InsertReservation(ctx, tx, tt.r, tt.detail) })
-			if err != nil {
-				t.Fatal(err)
-			}
+			tt.r.OrderID = testenv.ID("ord")
+			testenv.InTx(t, db, func(ctx context.Context, tx *sqlx.Tx) error { return store.InsertReservation(ctx, tx, tt.r, tt.detail) })
 			if tt.release != "" {
-				err := pg.InTx(ctx, db, func(tx *sqlx.Tx) error {
+				testenv.InTx(t, db, func(ctx context.Context, tx *sqlx.Tx) error {
 					return store.SetReservationStatus(ctx, tx, tt.r.OrderID, domain.StatusReleased, tt.release)
 				})
-				if err != nil {
-					t.Fatal(err)
-				}
 			}
 			got, err := st.ReservationRecord(ctx, tt.r.OrderID)
 			if err != nil {

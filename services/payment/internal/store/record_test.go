@@ -7,6 +7,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/choreo-saga/choreo/internal/testenv"
 	"github.com/choreo-saga/choreo/pkg/events"
 	"github.com/choreo-saga/choreo/services/payment/internal/domain"
 	"github.com/choreo-saga/choreo/services/payment/internal/store"
@@ -37,20 +38,16 @@ func TestPaymentRecord(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tt.p.OrderID = uniq("ord")
-			if err := inTx(db, func(tx *sqlx.Tx) error { return store.InsertPayment(ctx, tx, tt.p, tt.detail) }); err != nil {
-				t.Fatal(err)
-			}
+			tt.p.OrderID = testenv.ID("ord")
+			testenv.InTx(t, db, func(ctx context.Context, tx *sqlx.Tx) error { return store.InsertPayment(ctx, tx, tt.p, tt.detail) })
 			created, err := st.PaymentRecord(ctx, tt.p.OrderID)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if tt.refund != "" {
-				if err := inTx(db, func(tx *sqlx.Tx) error {
+				testenv.InTx(t, db, func(ctx context.Context, tx *sqlx.Tx) error {
 					return store.SetPaymentStatus(ctx, tx, tt.p.OrderID, domain.StatusRefunded, tt.refund)
-				}); err != nil {
-					t.Fatal(err)
-				}
+				})
 			}
 			got, err := st.PaymentRecord(ctx, tt.p.OrderID)
 			if err != nil {
