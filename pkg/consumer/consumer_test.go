@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
-	"github.com/google/uuid"
 
 	"github.com/choreo-saga/choreo/internal/testenv"
 	"github.com/choreo-saga/choreo/pkg/broker"
@@ -20,18 +19,7 @@ import (
 // and keep their order.
 func produce(t *testing.T, topic string, values ...string) {
 	t.Helper()
-	p, err := broker.NewSyncProducer(testenv.Brokers(t), "consumer-test")
-	if err != nil {
-		t.Fatalf("%v; %s", err, testenv.HowToStart)
-	}
-	defer p.Close()
-	for _, v := range values {
-		if _, _, err := p.SendMessage(&sarama.ProducerMessage{
-			Topic: topic, Key: sarama.StringEncoder("k"), Value: sarama.StringEncoder(v),
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	testenv.Produce(t, topic, "k", values...)
 }
 
 // recorder collects what a handler and dead-letter function saw.
@@ -93,7 +81,7 @@ func waitFor(t *testing.T, seen <-chan string, want ...string) {
 func TestTransientErrorsAreRetriedInOrderNeverSkipped(t *testing.T) {
 	topic := testenv.Topic(t, "consumer-retry")
 	rec := newRecorder()
-	stop := run(t, "g-"+uuid.NewString(), topic, func(ctx context.Context, m *sarama.ConsumerMessage) error {
+	stop := run(t, testenv.ID("g"), topic, func(ctx context.Context, m *sarama.ConsumerMessage) error {
 		v := string(m.Value)
 		rec.mu.Lock()
 		rec.attempts[v]++
@@ -117,7 +105,7 @@ func TestTransientErrorsAreRetriedInOrderNeverSkipped(t *testing.T) {
 func TestPermanentFailureIsDeadLetteredAndConsumptionContinues(t *testing.T) {
 	topic := testenv.Topic(t, "consumer-dlq")
 	rec := newRecorder()
-	stop := run(t, "g-"+uuid.NewString(), topic, func(ctx context.Context, m *sarama.ConsumerMessage) error {
+	stop := run(t, testenv.ID("g"), topic, func(ctx context.Context, m *sarama.ConsumerMessage) error {
 		if string(m.Value) == "poison" {
 			return consumer.Permanent(fmt.Errorf("undecodable"))
 		}
@@ -138,7 +126,7 @@ func TestPermanentFailureIsDeadLetteredAndConsumptionContinues(t *testing.T) {
 // it, and not before the one that succeeded.
 func TestOffsetIsCommittedOnlyAfterSuccess(t *testing.T) {
 	topic := testenv.Topic(t, "consumer-offsets")
-	group := "g-" + uuid.NewString()
+	group := testenv.ID("g")
 	rec := newRecorder()
 	stop := run(t, group, topic, func(ctx context.Context, m *sarama.ConsumerMessage) error {
 		if string(m.Value) == "m2" {
@@ -166,7 +154,7 @@ func TestOffsetIsCommittedOnlyAfterSuccess(t *testing.T) {
 // member does not see the message again.
 func TestShutdownFinishesTheMessageInHand(t *testing.T) {
 	topic := testenv.Topic(t, "consumer-shutdown")
-	group := "g-" + uuid.NewString()
+	group := testenv.ID("g")
 	started := make(chan struct{})
 	var finished sync.WaitGroup
 	finished.Add(1)
@@ -202,8 +190,8 @@ func TestShutdownFinishesTheMessageInHand(t *testing.T) {
 // the same generation — no rebalance, no wait for its old session to expire.
 func TestStaticMemberRestartKeepsItsPartitions(t *testing.T) {
 	topic := testenv.Topic(t, "static")
-	group := "static-" + uuid.NewString()
-	instance := "i-" + uuid.NewString()[:8]
+	group := testenv.ID("static")
+	instance := testenv.ID("i")
 	start := func() (*consumer.Group, func()) {
 		g, err := consumer.New(consumer.Config{
 			Brokers: testenv.Brokers(t), GroupID: group, Topics: []string{topic}, InstanceID: instance,

@@ -17,7 +17,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/choreo-saga/choreo/internal/testenv"
-	"github.com/choreo-saga/choreo/pkg/broker"
 	"github.com/choreo-saga/choreo/pkg/events"
 	"github.com/choreo-saga/choreo/pkg/outbox"
 )
@@ -334,16 +333,10 @@ func TestPermanentFailuresAreParkedAndTheRestFlows(t *testing.T) {
 // publishes the others.
 func TestBatchRejectionParksOnlyTheOffendingRow(t *testing.T) {
 	db := newDB(t)
-	topic := fmt.Sprintf("test.outbox-small.%s", uuid.NewString()[:8])
-	admin, err := sarama.NewClusterAdmin(testenv.Brokers(t), broker.Config("test"))
-	if err != nil {
-		t.Fatalf("%v; %s", err, testenv.HowToStart)
-	}
+	topic := testenv.ID("test.outbox-small")
 	limit := "1000"
-	err = admin.CreateTopic(topic, &sarama.TopicDetail{NumPartitions: 1, ReplicationFactor: 1,
-		ConfigEntries: map[string]*string{"max.message.bytes": &limit}}, false)
-	admin.Close()
-	if err != nil {
+	if err := testenv.Admin(t).CreateTopic(topic, &sarama.TopicDetail{NumPartitions: 1, ReplicationFactor: 1,
+		ConfigEntries: map[string]*string{"max.message.bytes": &limit}}, false); err != nil {
 		t.Fatal(err)
 	}
 
