@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jmoiron/sqlx"
@@ -110,5 +111,28 @@ func EachChangeRaisesVersion(t *testing.T, version func() (int64, error), first 
 				t.Fatalf("version = %d (%v), want %d", got, err, want)
 			}
 		})
+	}
+}
+
+// WantRecordTimes checks the times a store reads a record back with, as
+// its API answers them: created and updated in UTC, updated unchanged
+// until the record changes and never before created; ended (a release, a
+// refund) set exactly when the record has ended, at its last change, in
+// UTC, and after created when it ended by a change rather than at its
+// insert (a tombstone).
+func WantRecordTimes(t testing.TB, created, updated time.Time, ended *time.Time, hasEnded, changed bool) {
+	t.Helper()
+	if created.IsZero() || created.Location() != time.UTC || updated.Location() != time.UTC || updated.Before(created) {
+		t.Fatalf("created_at %v, updated_at %v: want UTC times, created first", created, updated)
+	}
+	switch {
+	case !hasEnded:
+		if ended != nil || !updated.Equal(created) {
+			t.Fatalf("ended at %v, updated_at %v; want none, unchanged", ended, updated)
+		}
+	case ended == nil || !ended.Equal(updated) || ended.Location() != time.UTC:
+		t.Fatalf("ended at %v, want the last change's time %v", ended, updated)
+	case changed && !ended.After(created):
+		t.Fatalf("ended at %v, want after the insert at %v", ended, created)
 	}
 }

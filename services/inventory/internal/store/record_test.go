@@ -3,7 +3,6 @@ package store_test
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/jmoiron/sqlx"
 
@@ -53,19 +52,7 @@ func TestReservationRecord(t *testing.T) {
 			if got.Reason != tt.wantReason || got.Detail != tt.wantDetail || got.OrderID != tt.r.OrderID || len(got.Items) != len(tt.r.Items) {
 				t.Fatalf("ReservationRecord = %+v, want reason %q, detail %q", got, tt.wantReason, tt.wantDetail)
 			}
-			if got.CreatedAt.IsZero() || got.CreatedAt.Location() != time.UTC || got.UpdatedAt.Before(got.CreatedAt) {
-				t.Fatalf("created_at %v, updated_at %v: want UTC times, created first", got.CreatedAt, got.UpdatedAt)
-			}
-			switch {
-			case got.Status != domain.StatusReleased:
-				if got.ReleasedAt != nil {
-					t.Fatalf("released_at = %v, want none", got.ReleasedAt)
-				}
-			case got.ReleasedAt == nil || !got.ReleasedAt.Equal(got.UpdatedAt) || got.ReleasedAt.Location() != time.UTC:
-				t.Fatalf("released_at = %v, want the release's time %v", got.ReleasedAt, got.UpdatedAt)
-			case tt.release != "" && !got.ReleasedAt.After(got.CreatedAt):
-				t.Fatalf("released_at = %v, want after the reserve at %v", got.ReleasedAt, got.CreatedAt)
-			}
+			testenv.WantRecordTimes(t, got.CreatedAt, got.UpdatedAt, got.ReleasedAt, got.Status == domain.StatusReleased, tt.release != "")
 		})
 	}
 }
