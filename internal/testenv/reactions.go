@@ -35,6 +35,12 @@ func NewReactions[C any](t testing.TB, spec func(C) (participant.Spec, error), c
 	return &Reactions{DB: db, Handler: s.Handler(db, Logger(t)), t: t, spec: s}
 }
 
+// Event wraps p in a fresh envelope for orderID (Event).
+func (r *Reactions) Event(orderID string, p events.Payload) events.Envelope {
+	r.t.Helper()
+	return Event(r.t, orderID, p)
+}
+
 // Deliver hands e to the handler as the consumer group would, from the
 // topic its producer writes to (Message), and returns what the handler
 // returned.

@@ -27,24 +27,17 @@ import (
 // competing orders and the lock order.
 
 // fixture is one test's view of the service: its reactions on a database
-// of their own (testenv.Reactions), its store, and the address every order
-// ships to.
+// of their own (testenv.Reactions) and its store.
 type fixture struct {
 	*testenv.Reactions
-	t       *testing.T
-	st      *store.Store
-	address events.Address
+	t  *testing.T
+	st *store.Store
 }
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	r := testenv.NewReactions(t, inventory.Spec, inventory.DefaultConfig())
-	return &fixture{
-		Reactions: r,
-		t:         t,
-		st:        store.New(r.DB),
-		address:   events.Address{Country: "JP", PostalCode: "100-0001", Line1: "1-1 Chiyoda"},
-	}
+	return &fixture{Reactions: r, t: t, st: store.New(r.DB)}
 }
 
 // sku creates a SKU with available units.
@@ -60,19 +53,14 @@ func (f *fixture) sku(available int64) string {
 // order returns a fresh order id.
 func (f *fixture) order() string { return testenv.ID("ord") }
 
-func (f *fixture) envelope(orderID string, p events.Payload) events.Envelope {
-	f.t.Helper()
-	return testenv.Event(f.t, orderID, p)
-}
-
 func (f *fixture) paid(orderID string, items ...events.Item) events.Envelope {
-	return f.envelope(orderID, events.PaymentCompleted{
-		CustomerID: "c-1", Amount: 1000, Currency: "JPY", Items: items, ShippingAddress: f.address,
+	return f.Event(orderID, events.PaymentCompleted{
+		CustomerID: "c-1", Amount: 1000, Currency: "JPY", Items: items, ShippingAddress: testenv.Address,
 	})
 }
 
 func (f *fixture) shipmentFailed(orderID string) events.Envelope {
-	return f.envelope(orderID, events.ShipmentFailed{Country: "AQ", Reason: events.ReasonShippingUnavailable})
+	return f.Event(orderID, events.ShipmentFailed{Country: "AQ", Reason: events.ReasonShippingUnavailable})
 }
 
 func (f *fixture) mustStock(sku string, available, reserved int64) {
@@ -108,13 +96,8 @@ func TestReserveMovesUnitsAndEmitsOneEvent(t *testing.T) {
 	if r := f.reservation(id); r.Status != domain.StatusReserved || !reflect.DeepEqual(r.Items, items) {
 		t.Fatalf("reservation = %+v, want RESERVED with the order's items", r)
 	}
-	out := f.Emitted(id)
-	if len(out) != 1 || out[0].Type != events.TypeInventoryReserved {
-		t.Fatalf("emitted %d events %v, want one InventoryReserved", len(out), out)
-	}
-	var p events.InventoryReserved
-	testenv.Payload(t, out[0], &p)
-	if !reflect.DeepEqual(p.Items, items) || p.ShippingAddress != f.address {
+	p := testenv.Last[events.InventoryReserved](t, f.Emitted(id), 1)
+	if !reflect.DeepEqual(p.Items, items) || p.ShippingAddress != testenv.Address {
 		t.Fatalf("InventoryReserved = %+v, want the PaymentCompleted items and address", p)
 	}
 }
@@ -136,12 +119,7 @@ func TestRejectChangesNoStock(t *testing.T) {
 	if r := f.reservation(id); r.Status != domain.StatusRejected || !reflect.DeepEqual(r.Items, items) {
 		t.Fatalf("reservation = %+v, want REJECTED with the requested items", r)
 	}
-	out := f.Emitted(id)
-	if len(out) != 1 || out[0].Type != events.TypeInventoryRejected {
-		t.Fatalf("emitted %v, want one InventoryRejected", out)
-	}
-	var p events.InventoryRejected
-	testenv.Payload(t, out[0], &p)
+	p := testenv.Last[events.InventoryRejected](t, f.Emitted(id), 1)
 	want := []events.Shortage{{SKU: a, Requested: 2, Available: 1}, {SKU: ghost, Requested: 1, Available: 0}}
 	if a > ghost {
 		want[0], want[1] = want[1], want[0]
@@ -172,12 +150,7 @@ func TestReleaseReturnsUnits(t *testing.T) {
 	if r := f.reservation(id); r.Status != domain.StatusReleased || !reflect.DeepEqual(r.Items, items) {
 		t.Fatalf("reservation = %+v, want RELEASED with the items it held", r)
 	}
-	out := f.Emitted(id)
-	if len(out) != 2 || out[1].Type != events.TypeInventoryReleased {
-		t.Fatalf("emitted %v, want InventoryReserved then InventoryReleased", out)
-	}
-	var p events.InventoryReleased
-	testenv.Payload(t, out[1], &p)
+	p := testenv.Last[events.InventoryReleased](t, f.Emitted(id), 2)
 	if !reflect.DeepEqual(p.Items, items) || p.Reason != events.ReasonShippingUnavailable {
 		t.Fatalf("InventoryReleased = %+v", p)
 	}
@@ -202,12 +175,8 @@ func TestReleaseBeforeReserveLeavesTombstone(t *testing.T) {
 	if r.Status != domain.StatusReleased || r.Items == nil || len(r.Items) != 0 {
 		t.Fatalf("reservation = %#v, want RELEASED with no items", r)
 	}
-	out := f.Emitted(id)
-	if len(out) != 1 || out[0].Type != events.TypeInventoryReleased {
-		t.Fatalf("emitted %v, want one InventoryReleased", out)
-	}
-	var p events.InventoryReleased
-	if testenv.Payload(t, out[0], &p); len(p.Items) != 0 || p.Reason != events.ReasonShippingUnavailable {
+	p := testenv.Last[events.InventoryReleased](t, f.Emitted(id), 1)
+	if len(p.Items) != 0 || p.Reason != events.ReasonShippingUnavailable {
 		t.Fatalf("InventoryReleased = %+v, want no items", p)
 	}
 
@@ -414,7 +383,7 @@ func TestReserveAndReleaseShareOneLockOrder(t *testing.T) {
 }
 
 func (f *fixture) cancelRequested(orderID string) events.Envelope {
-	return f.envelope(orderID, events.OrderCancelRequested{Reason: events.ReasonCustomerCancelled})
+	return f.Event(orderID, events.OrderCancelRequested{Reason: events.ReasonCustomerCancelled})
 }
 
 // cancelAcks returns the InventoryCancelled events queued for the order.

@@ -26,24 +26,17 @@ import (
 // service decides and emits.
 
 // fixture is one test's view of the service: its reactions on a database
-// of their own (testenv.Reactions), its store, and the address every order
-// ships to.
+// of their own (testenv.Reactions) and its store.
 type fixture struct {
 	*testenv.Reactions
-	t       *testing.T
-	st      *store.Store
-	address events.Address
+	t  *testing.T
+	st *store.Store
 }
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	r := testenv.NewReactions(t, payment.Spec, payment.DefaultConfig())
-	return &fixture{
-		Reactions: r,
-		t:         t,
-		st:        store.New(r.DB),
-		address:   events.Address{Country: "JP", PostalCode: "100-0001", Line1: "1-1 Chiyoda"},
-	}
+	return &fixture{Reactions: r, t: t, st: store.New(r.DB)}
 }
 
 // customer opens an account with balance in JPY and returns its id.
@@ -65,11 +58,6 @@ func (f *fixture) customerIn(balance int64, currency string) string {
 // order returns a fresh order id.
 func (f *fixture) order() string { return uuid.NewString() }
 
-func (f *fixture) envelope(orderID string, p events.Payload) events.Envelope {
-	f.t.Helper()
-	return testenv.Event(f.t, orderID, p)
-}
-
 // items returns two order lines whose total is amount.
 func items(amount int64) []events.Item {
 	return []events.Item{{SKU: "sku-a", Quantity: 1, UnitPrice: amount - amount/2}, {SKU: "sku-b", Quantity: 1, UnitPrice: amount / 2}}
@@ -77,19 +65,19 @@ func items(amount int64) []events.Item {
 
 // created is the order service's OrderCreated for amount.
 func (f *fixture) created(orderID, customerID string, amount int64) events.Envelope {
-	return f.envelope(orderID, events.OrderCreated{
-		CustomerID: customerID, Items: items(amount), TotalAmount: amount, Currency: "JPY", ShippingAddress: f.address,
+	return f.Event(orderID, events.OrderCreated{
+		CustomerID: customerID, Items: items(amount), TotalAmount: amount, Currency: "JPY", ShippingAddress: testenv.Address,
 	})
 }
 
 func (f *fixture) rejected(orderID string) events.Envelope {
-	return f.envelope(orderID, events.InventoryRejected{
+	return f.Event(orderID, events.InventoryRejected{
 		Reason: events.ReasonOutOfStock, Shortages: []events.Shortage{{SKU: "sku-a", Requested: 1, Available: 0}},
 	})
 }
 
 func (f *fixture) released(orderID string) events.Envelope {
-	return f.envelope(orderID, events.InventoryReleased{Items: items(1000), Reason: events.ReasonShippingUnavailable})
+	return f.Event(orderID, events.InventoryReleased{Items: items(1000), Reason: events.ReasonShippingUnavailable})
 }
 
 func (f *fixture) mustBalance(customerID string, want int64) {
@@ -178,22 +166,14 @@ func TestCharge(t *testing.T) {
 
 			out := f.Emitted(id)
 			if tt.wantStatus == domain.StatusCompleted {
-				if len(out) != 1 || out[0].Type != events.TypePaymentCompleted {
-					t.Fatalf("emitted %v, want one PaymentCompleted", types(out))
-				}
-				var got events.PaymentCompleted
-				testenv.Payload(t, out[0], &got)
-				want := events.PaymentCompleted{CustomerID: cust, Amount: tt.amount, Currency: "JPY", Items: items(tt.amount), ShippingAddress: f.address}
+				got := testenv.Last[events.PaymentCompleted](t, out, 1)
+				want := events.PaymentCompleted{CustomerID: cust, Amount: tt.amount, Currency: "JPY", Items: items(tt.amount), ShippingAddress: testenv.Address}
 				if !reflect.DeepEqual(got, want) {
 					t.Fatalf("PaymentCompleted = %+v, want %+v (the order's items and address)", got, want)
 				}
 				return
 			}
-			if len(out) != 1 || out[0].Type != events.TypePaymentDeclined {
-				t.Fatalf("emitted %v, want one PaymentDeclined", types(out))
-			}
-			var got events.PaymentDeclined
-			testenv.Payload(t, out[0], &got)
+			got := testenv.Last[events.PaymentDeclined](t, out, 1)
 			if want := (events.PaymentDeclined{CustomerID: cust, Amount: tt.amount, Detail: tt.wantDetail}); got != want {
 				t.Fatalf("PaymentDeclined = %+v, want %+v", got, want)
 			}
@@ -348,12 +328,7 @@ func TestRefundBeforeChargeLeavesTombstone(t *testing.T) {
 			if want := (domain.Payment{OrderID: id, Status: domain.StatusRefunded}); p != want || detail == "" {
 				t.Fatalf("payment = %+v detail %q, want a REFUNDED tombstone of amount 0 that says why", p, detail)
 			}
-			out := f.Emitted(id)
-			if len(out) != 1 || out[0].Type != events.TypePaymentRefunded {
-				t.Fatalf("emitted %v, want one PaymentRefunded", types(out))
-			}
-			var refunded events.PaymentRefunded
-			testenv.Payload(t, out[0], &refunded)
+			refunded := testenv.Last[events.PaymentRefunded](t, f.Emitted(id), 1)
 			if want := (events.PaymentRefunded{Amount: 0, Reason: tt.wantReason}); refunded != want {
 				t.Fatalf("PaymentRefunded = %+v, want %+v", refunded, want)
 			}
@@ -475,7 +450,7 @@ func TestInvalidPayloadsAreRefused(t *testing.T) {
 }
 
 func (f *fixture) cancelRequested(orderID string) events.Envelope {
-	return f.envelope(orderID, events.OrderCancelRequested{Reason: events.ReasonCustomerCancelled})
+	return f.Event(orderID, events.OrderCancelRequested{Reason: events.ReasonCustomerCancelled})
 }
 
 // cancelAcks returns the PaymentCancelled events queued for the order.
