@@ -17,8 +17,7 @@ import (
 // saga reason, a tombstone's reason without its note, and when each was
 // recorded, changed and released.
 func TestReservationRecord(t *testing.T) {
-	db := testDB(t)
-	st := store.New(db)
+	db, st := newStore(t)
 	ctx := context.Background()
 	items := []events.Item{{SKU: "SKU-1", Quantity: 3, UnitPrice: 100}}
 	shortage := "out of stock: SKU-1 requested 3 available 1"

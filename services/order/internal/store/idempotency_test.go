@@ -5,13 +5,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
-
+	"github.com/choreo-saga/choreo/internal/testenv"
 	"github.com/choreo-saga/choreo/pkg/events"
 	"github.com/choreo-saga/choreo/services/order"
 	"github.com/choreo-saga/choreo/services/order/internal/domain"
 	"github.com/choreo-saga/choreo/services/order/internal/ordertest"
-	"github.com/choreo-saga/choreo/services/order/internal/store"
 )
 
 // announce returns o's OrderCreated envelope, as the handler builds it.
@@ -34,10 +32,9 @@ func keyed(t *testing.T, d domain.Draft, key string) domain.Order {
 }
 
 func TestCreateKeyIsScopedPerCustomer(t *testing.T) {
-	db := testDB(t)
-	st := store.New(db)
+	db, st := newStore(t)
 	ctx := context.Background()
-	key := "test-" + uuid.NewString()
+	key := testenv.ID("test")
 	d1, d2 := ordertest.Draft(t, 1), ordertest.Draft(t, 1)
 	var ids []string
 	for _, d := range []domain.Draft{d1, d2} {
@@ -63,10 +60,9 @@ func TestCreateKeyIsScopedPerCustomer(t *testing.T) {
 }
 
 func TestCreateReplayReturnsTheDerivedID(t *testing.T) {
-	db := testDB(t)
-	st := store.New(db)
+	db, st := newStore(t)
 	ctx := context.Background()
-	key := "test-" + uuid.NewString()
+	key := testenv.ID("test")
 	d := ordertest.Draft(t, 2)
 	want := domain.IdempotentOrderID(d.CustomerID, key)
 

@@ -76,8 +76,7 @@ func newestFirst(t *testing.T, db *sqlx.DB, where string, args ...any) []string 
 }
 
 func TestListPagesThroughEqualTimestampsWithoutLossOrRepeat(t *testing.T) {
-	db := testDB(t)
-	st := store.New(db)
+	db, st := newStore(t)
 	customer := "c-" + uuid.NewString()[:8]
 	for range 11 {
 		createFor(t, st, customer)
@@ -128,8 +127,7 @@ func TestListPagesThroughEqualTimestampsWithoutLossOrRepeat(t *testing.T) {
 }
 
 func TestListFilters(t *testing.T) {
-	db := testDB(t)
-	st := store.New(db)
+	db, st := newStore(t)
 	ctx := context.Background()
 	a, b := "c-"+uuid.NewString()[:8], "c-"+uuid.NewString()[:8]
 	var aIDs []string
@@ -202,7 +200,7 @@ func TestListFilters(t *testing.T) {
 // rightly prefer them; what is checked is that an index exists that needs
 // neither.
 func TestListIsServedByAnIndex(t *testing.T) {
-	db := testDB(t)
+	db, _ := newStore(t)
 	ctx := context.Background()
 	after := &domain.Cursor{CreatedAt: time.Now().UTC(), ID: uuid.NewString()}
 	tests := []struct {

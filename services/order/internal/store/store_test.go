@@ -21,12 +21,9 @@ import (
 	"github.com/choreo-saga/choreo/services/order/internal/store"
 )
 
-// testDB returns a database of the test's own with the order tables in
-// place, dropped when the test ends.
-func testDB(t *testing.T) *sqlx.DB {
-	t.Helper()
-	return testenv.DB(t, order.Schema)
-}
+// newStore returns the order store on a database of the test's own
+// (testenv.Store), and the database.
+func newStore(t *testing.T) (*sqlx.DB, *store.Store) { return testenv.Store(t, order.Schema, store.New) }
 
 func countOrders(t *testing.T, db *sqlx.DB, where string, arg any) int {
 	t.Helper()
@@ -51,8 +48,7 @@ func countOutbox(t *testing.T, db *sqlx.DB, orderIDs ...string) int {
 }
 
 func TestCreateWritesOrderAndItsEventInOneTransaction(t *testing.T) {
-	db := testDB(t)
-	st := store.New(db)
+	db, st := newStore(t)
 	ctx := context.Background()
 	d := ordertest.Draft(t, 2)
 	o, e := ordertest.New(t, d)
@@ -114,8 +110,7 @@ func TestCreateWritesOrderAndItsEventInOneTransaction(t *testing.T) {
 }
 
 func TestCreateWithoutKeyAlwaysCreates(t *testing.T) {
-	db := testDB(t)
-	st := store.New(db)
+	db, st := newStore(t)
 	d := ordertest.Draft(t, 1)
 	o1, e1 := ordertest.New(t, d)
 	o2, e2 := ordertest.New(t, d)
@@ -133,10 +128,9 @@ func TestCreateWithoutKeyAlwaysCreates(t *testing.T) {
 }
 
 func TestCreateConcurrentSameKeyCreatesOneOrderAndOneSaga(t *testing.T) {
-	db := testDB(t)
-	st := store.New(db)
+	db, st := newStore(t)
 	ctx := context.Background()
-	key := "test-" + uuid.NewString()
+	key := testenv.ID("test")
 	d := ordertest.Draft(t, 3)
 
 	const racers = 20
@@ -196,10 +190,9 @@ func TestCreateConcurrentSameKeyCreatesOneOrderAndOneSaga(t *testing.T) {
 }
 
 func TestCreateSameKeyDifferentRequestIsRejected(t *testing.T) {
-	db := testDB(t)
-	st := store.New(db)
+	db, st := newStore(t)
 	ctx := context.Background()
-	key := "test-" + uuid.NewString()
+	key := testenv.ID("test")
 	d := ordertest.Draft(t, 1)
 
 	first, e := ordertest.New(t, d)
@@ -233,8 +226,7 @@ func TestCreateSameKeyDifferentRequestIsRejected(t *testing.T) {
 }
 
 func TestCreateRejectsMismatchedAnnouncement(t *testing.T) {
-	db := testDB(t)
-	st := store.New(db)
+	db, st := newStore(t)
 	o, _ := ordertest.New(t, ordertest.Draft(t, 1))
 	_, wrong := ordertest.New(t, ordertest.Draft(t, 1))
 	if _, _, err := st.Create(context.Background(), o, "", wrong); err == nil {
@@ -246,7 +238,7 @@ func TestCreateRejectsMismatchedAnnouncement(t *testing.T) {
 }
 
 func TestOrderNotFound(t *testing.T) {
-	st := store.New(testDB(t))
+	_, st := newStore(t)
 	for _, id := range []string{uuid.NewString(), "not-a-uuid", ""} {
 		if _, err := st.Order(context.Background(), id); !errors.Is(err, fault.NotFound) {
 			t.Errorf("Order(%q) = %v, want fault.NotFound", id, err)
@@ -255,8 +247,7 @@ func TestOrderNotFound(t *testing.T) {
 }
 
 func TestLockOrderAndSetStatus(t *testing.T) {
-	db := testDB(t)
-	st := store.New(db)
+	db, st := newStore(t)
 	ctx := context.Background()
 	o, e := ordertest.New(t, ordertest.Draft(t, 1))
 	if _, _, err := st.Create(ctx, o, "", e); err != nil {
@@ -322,8 +313,7 @@ func cancelRequests(t *testing.T, db *sqlx.DB, id string) []string {
 
 func TestCancel(t *testing.T) {
 	ctx := context.Background()
-	db := testDB(t)
-	st := store.New(db)
+	db, st := newStore(t)
 
 	t.Run("PendingBecomesCancellingAndQueuesOneRequest", func(t *testing.T) {
 		o := created(t, st)
@@ -370,8 +360,7 @@ func TestCancel(t *testing.T) {
 // each cancel once between them.
 func TestTimeOut(t *testing.T) {
 	ctx := context.Background()
-	db := testDB(t)
-	st := store.New(db)
+	db, st := newStore(t)
 	var old []string
 	for range 12 {
 		old = append(old, created(t, st).ID)

@@ -17,8 +17,7 @@ import (
 // without the note its detail carries, and when each was recorded,
 // changed and refunded.
 func TestPaymentRecord(t *testing.T) {
-	db := testDB(t)
-	st := store.New(db)
+	db, st := newStore(t)
 	ctx := context.Background()
 	tests := []struct {
 		name       string

@@ -17,12 +17,9 @@ import (
 	"github.com/choreo-saga/choreo/services/payment/internal/store"
 )
 
-// testDB returns a database of the test's own with the payment tables in
-// place, dropped when the test ends.
-func testDB(t *testing.T) *sqlx.DB {
-	t.Helper()
-	return testenv.DB(t, payment.Schema)
-}
+// newStore returns the payment store on a database of the test's own
+// (testenv.Store), and the database.
+func newStore(t *testing.T) (*sqlx.DB, *store.Store) { return testenv.Store(t, payment.Schema, store.New) }
 
 // addBalance adds delta to the account's balance in a transaction of its
 // own, as a saga's charge (negative) or refund does, failing the test on
@@ -55,8 +52,7 @@ func mustBalance(t *testing.T, st *store.Store, customerID string, want int64) {
 // debited since it was opened: only a PUT naming the current version
 // replaces the balance, and the currency never changes.
 func TestPutAccount(t *testing.T) {
-	db := testDB(t)
-	st := store.New(db)
+	db, st := newStore(t)
 	ctx := context.Background()
 	c, ghost, usd := testenv.ID("c"), testenv.ID("ghost"), testenv.ID("usd")
 	if _, err := st.PutAccount(ctx, c, 1000, "", nil, false); err != nil { // version 1, JPY by default
@@ -114,8 +110,7 @@ func TestPutAccount(t *testing.T) {
 // prevents: an operator reads an account, a refund credits it, and the
 // operator's PUT with the version read is refused, not applied over it.
 func TestRefundBetweenReadAndPutIsNotErased(t *testing.T) {
-	db := testDB(t)
-	st := store.New(db)
+	db, st := newStore(t)
 	ctx := context.Background()
 	c := testenv.ID("race")
 	open(t, st, c, 100)
@@ -133,8 +128,7 @@ func TestRefundBetweenReadAndPutIsNotErased(t *testing.T) {
 // TestEveryChangeRaisesTheVersion: a saga's debit and refund, an
 // operator's deposit and PUT, and an UPDATE by hand each raise it by one.
 func TestEveryChangeRaisesTheVersion(t *testing.T) {
-	db := testDB(t)
-	st := store.New(db)
+	db, st := newStore(t)
 	ctx := context.Background()
 	c := testenv.ID("v")
 	open(t, st, c, 1000)
@@ -156,8 +150,7 @@ func TestEveryChangeRaisesTheVersion(t *testing.T) {
 }
 
 func TestDeposit(t *testing.T) {
-	db := testDB(t)
-	st := store.New(db)
+	_, st := newStore(t)
 	ctx := context.Background()
 	c := testenv.ID("dep")
 	open(t, st, c, 100)
@@ -190,8 +183,7 @@ func TestDeposit(t *testing.T) {
 // TestDepositsCommuteWithDebits runs deposits and debits of one account at
 // once: a delta is applied in one UPDATE, so none is lost.
 func TestDepositsCommuteWithDebits(t *testing.T) {
-	db := testDB(t)
-	st := store.New(db)
+	db, st := newStore(t)
 	ctx := context.Background()
 	c := testenv.ID("delta")
 	open(t, st, c, 1000)
@@ -212,8 +204,7 @@ func TestDepositsCommuteWithDebits(t *testing.T) {
 }
 
 func TestUnknownIsNotFound(t *testing.T) {
-	db := testDB(t)
-	st := store.New(db)
+	db, st := newStore(t)
 	ctx := context.Background()
 	if _, err := st.Account(ctx, testenv.ID("ghost")); !errors.Is(err, fault.NotFound) {
 		t.Errorf("Account of unknown customer: err = %v, want fault.NotFound", err)
@@ -236,8 +227,7 @@ func TestUnknownIsNotFound(t *testing.T) {
 }
 
 func TestAddBalance(t *testing.T) {
-	db := testDB(t)
-	st := store.New(db)
+	db, st := newStore(t)
 	ctx := context.Background()
 	c := testenv.ID("c")
 	open(t, st, c, 1000)
@@ -264,8 +254,7 @@ func TestAddBalance(t *testing.T) {
 // TestCheckForbidsNegativeBalance shows the table itself refuses to overdraw,
 // whatever a code path computes.
 func TestCheckForbidsNegativeBalance(t *testing.T) {
-	db := testDB(t)
-	st := store.New(db)
+	db, st := newStore(t)
 	ctx := context.Background()
 	c := testenv.ID("c")
 	open(t, st, c, 100)
@@ -307,8 +296,7 @@ func TestCheckForbidsNegativeBalance(t *testing.T) {
 }
 
 func TestPaymentRoundTrip(t *testing.T) {
-	db := testDB(t)
-	st := store.New(db)
+	db, st := newStore(t)
 	ctx := context.Background()
 	p := domain.Payment{OrderID: testenv.ID("ord"), CustomerID: testenv.ID("c"), Amount: 2500, Currency: "JPY", Status: domain.StatusCompleted}
 	if err := pg.InTx(ctx, db, func(tx *sqlx.Tx) error { return store.InsertPayment(ctx, tx, p, "") }); err != nil {
@@ -345,7 +333,7 @@ func TestPaymentRoundTrip(t *testing.T) {
 // TestPaymentConstraints shows the payments table refuses a second record
 // for an order, a negative amount and an unknown status.
 func TestPaymentConstraints(t *testing.T) {
-	db := testDB(t)
+	db, _ := newStore(t)
 	ctx := context.Background()
 	taken := domain.Payment{OrderID: testenv.ID("ord"), CustomerID: "c", Amount: 1, Currency: "JPY", Status: domain.StatusCompleted}
 	if err := pg.InTx(ctx, db, func(tx *sqlx.Tx) error { return store.InsertPayment(ctx, tx, taken, "") }); err != nil {
