@@ -19,7 +19,9 @@ import (
 
 // newStore returns the inventory store on a database of the test's own
 // (testenv.Store), and the database.
-func newStore(t *testing.T) (*sqlx.DB, *store.Store) { return testenv.Store(t, inventory.Schema, store.New) }
+func newStore(t *testing.T) (*sqlx.DB, *store.Store) {
+	return testenv.Store(t, inventory.Schema, store.New)
+}
 
 // putStock creates a SKU.
 func putStock(t *testing.T, st *store.Store, sku string, available int64) {

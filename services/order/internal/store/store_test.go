@@ -23,7 +23,9 @@ import (
 
 // newStore returns the order store on a database of the test's own
 // (testenv.Store), and the database.
-func newStore(t *testing.T) (*sqlx.DB, *store.Store) { return testenv.Store(t, order.Schema, store.New) }
+func newStore(t *testing.T) (*sqlx.DB, *store.Store) {
+	return testenv.Store(t, order.Schema, store.New)
+}
 
 func countOrders(t *testing.T, db *sqlx.DB, where string, arg any) int {
 	t.Helper()

@@ -19,7 +19,9 @@ import (
 
 // newStore returns the payment store on a database of the test's own
 // (testenv.Store), and the database.
-func newStore(t *testing.T) (*sqlx.DB, *store.Store) { return testenv.Store(t, payment.Schema, store.New) }
+func newStore(t *testing.T) (*sqlx.DB, *store.Store) {
+	return testenv.Store(t, payment.Schema, store.New)
+}
 
 // addBalance adds delta to the account's balance in a transaction of its
 // own, as a saga's charge (negative) or refund does, failing the test on
