@@ -81,11 +81,7 @@ func waitRecord(t *testing.T, svc, path, want string) {
 // orderStatus returns the order's current status and reason.
 func orderStatus(t *testing.T, id string) order {
 	t.Helper()
-	var o order
-	if s := get(t, "order", "/orders/"+id, &o); s != http.StatusOK {
-		t.Fatalf("GET /orders/%s = %d", id, s)
-	}
-	return o
+	return mustGet[order](t, "order", "/orders/"+id)
 }
 
 // wantUndone waits for the order to end CANCELLED with reason and checks
