@@ -8,6 +8,7 @@ import (
 
 	"github.com/choreo-saga/choreo/internal/testenv"
 	"github.com/choreo-saga/choreo/pkg/events"
+	"github.com/choreo-saga/choreo/services/inventory"
 	"github.com/choreo-saga/choreo/services/inventory/internal/domain"
 	"github.com/choreo-saga/choreo/services/inventory/internal/store"
 )
@@ -17,7 +18,7 @@ import (
 // saga reason, a tombstone's reason without its note, and when each was
 // recorded, changed and released.
 func TestReservationRecord(t *testing.T) {
-	db, st := newStore(t)
+	db, st := testenv.Store(t, inventory.Schema, store.New)
 	ctx := context.Background()
 	items := []events.Item{{SKU: "SKU-1", Quantity: 3, UnitPrice: 100}}
 	shortage := "out of stock: SKU-1 requested 3 available 1"

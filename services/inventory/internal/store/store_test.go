@@ -17,12 +17,6 @@ import (
 	"github.com/choreo-saga/choreo/services/inventory/internal/store"
 )
 
-// newStore returns the inventory store on a database of the test's own
-// (testenv.Store), and the database.
-func newStore(t *testing.T) (*sqlx.DB, *store.Store) {
-	return testenv.Store(t, inventory.Schema, store.New)
-}
-
 // putStock creates a SKU.
 func putStock(t *testing.T, st *store.Store, sku string, available int64) {
 	t.Helper()
@@ -62,7 +56,7 @@ func release(t *testing.T, db *sqlx.DB, units map[string]int64) {
 // since it was created: only a PUT naming the current version replaces its
 // units (the reserved ones stay); the others leave the row as it is.
 func TestPutStock(t *testing.T) {
-	db, st := newStore(t)
+	db, st := testenv.Store(t, inventory.Schema, store.New)
 	ctx := context.Background()
 	sku, ghost := testenv.ID("put"), testenv.ID("ghost")
 	putStock(t, st, sku, 5)                  // version 1
@@ -100,7 +94,7 @@ func TestPutStock(t *testing.T) {
 // prevents: an operator reads a SKU, a release returns units, and the
 // operator's PUT with the version read is refused, not applied over it.
 func TestReleaseBetweenReadAndPutIsNotErased(t *testing.T) {
-	db, st := newStore(t)
+	db, st := testenv.Store(t, inventory.Schema, store.New)
 	ctx := context.Background()
 	sku := testenv.ID("race")
 	putStock(t, st, sku, 5)
@@ -116,7 +110,7 @@ func TestReleaseBetweenReadAndPutIsNotErased(t *testing.T) {
 // TestEveryChangeRaisesTheVersion: a saga's reserve and release, an
 // operator's restock and PUT, and an UPDATE by hand each raise it by one.
 func TestEveryChangeRaisesTheVersion(t *testing.T) {
-	db, st := newStore(t)
+	db, st := testenv.Store(t, inventory.Schema, store.New)
 	ctx := context.Background()
 	sku := testenv.ID("v")
 	putStock(t, st, sku, 5)
@@ -139,7 +133,7 @@ func TestEveryChangeRaisesTheVersion(t *testing.T) {
 func ptr[T any](v T) *T { return &v }
 
 func TestRestock(t *testing.T) {
-	db, st := newStore(t)
+	db, st := testenv.Store(t, inventory.Schema, store.New)
 	ctx := context.Background()
 	sku := testenv.ID("restock")
 	putStock(t, st, sku, 5)
@@ -174,7 +168,7 @@ func TestRestock(t *testing.T) {
 // TestRestocksCommuteWithReserves runs restocks and reserves of one SKU at
 // once: a delta is applied in one UPDATE, so none is lost.
 func TestRestocksCommuteWithReserves(t *testing.T) {
-	db, st := newStore(t)
+	db, st := testenv.Store(t, inventory.Schema, store.New)
 	ctx := context.Background()
 	sku := testenv.ID("delta")
 	putStock(t, st, sku, 100)
@@ -195,7 +189,7 @@ func TestRestocksCommuteWithReserves(t *testing.T) {
 }
 
 func TestUnknownIsNotFound(t *testing.T) {
-	_, st := newStore(t)
+	_, st := testenv.Store(t, inventory.Schema, store.New)
 	if _, err := st.Stock(context.Background(), testenv.ID("ghost")); !errors.Is(err, fault.NotFound) {
 		t.Errorf("Stock of unknown sku: err = %v, want fault.NotFound", err)
 	}
@@ -205,7 +199,7 @@ func TestUnknownIsNotFound(t *testing.T) {
 }
 
 func TestLockStockReturnsAvailableOfKnownSkus(t *testing.T) {
-	db, st := newStore(t)
+	db, st := testenv.Store(t, inventory.Schema, store.New)
 	a, b, ghost := testenv.ID("a"), testenv.ID("b"), testenv.ID("ghost")
 	putStock(t, st, a, 3)
 	putStock(t, st, b, 0)
@@ -222,7 +216,7 @@ func TestLockStockReturnsAvailableOfKnownSkus(t *testing.T) {
 }
 
 func TestReserveMovesUnits(t *testing.T) {
-	db, st := newStore(t)
+	db, st := testenv.Store(t, inventory.Schema, store.New)
 	a, b := testenv.ID("a"), testenv.ID("b")
 	putStock(t, st, a, 5)
 	putStock(t, st, b, 1)
@@ -232,7 +226,7 @@ func TestReserveMovesUnits(t *testing.T) {
 }
 
 func TestReleaseReturnsUnits(t *testing.T) {
-	db, st := newStore(t)
+	db, st := testenv.Store(t, inventory.Schema, store.New)
 	a := testenv.ID("a")
 	putStock(t, st, a, 5)
 	reserve(t, db, map[string]int64{a: 4})
@@ -243,7 +237,7 @@ func TestReleaseReturnsUnits(t *testing.T) {
 // TestCheckForbidsNegativeStock shows the table itself refuses to oversell
 // or over-return, whatever a code path computes.
 func TestCheckForbidsNegativeStock(t *testing.T) {
-	db, st := newStore(t)
+	db, st := testenv.Store(t, inventory.Schema, store.New)
 	a := testenv.ID("a")
 	putStock(t, st, a, 2)
 	ctx := context.Background()
@@ -272,7 +266,7 @@ func TestCheckForbidsNegativeStock(t *testing.T) {
 
 func TestMoveOfUnknownSkuFails(t *testing.T) {
 	ctx := context.Background()
-	db, _ := newStore(t)
+	db, _ := testenv.Store(t, inventory.Schema, store.New)
 	err := pg.InTx(ctx, db, func(tx *sqlx.Tx) error {
 		return store.Reserve(ctx, tx, map[string]int64{testenv.ID("ghost"): 1})
 	})
@@ -282,7 +276,7 @@ func TestMoveOfUnknownSkuFails(t *testing.T) {
 }
 
 func TestReservationRoundTrip(t *testing.T) {
-	db, st := newStore(t)
+	db, st := testenv.Store(t, inventory.Schema, store.New)
 	ctx := context.Background()
 	items := []events.Item{{SKU: "a", Quantity: 2, UnitPrice: 150}, {SKU: "b", Quantity: 1, UnitPrice: 99}}
 
@@ -339,7 +333,7 @@ func TestReservationRoundTrip(t *testing.T) {
 }
 
 func TestSecondReservationOfAnOrderIsRefused(t *testing.T) {
-	db, _ := newStore(t)
+	db, _ := testenv.Store(t, inventory.Schema, store.New)
 	ctx := context.Background()
 	id := testenv.ID("ord")
 	r := domain.Reservation{OrderID: id, Status: domain.StatusReserved, Items: []events.Item{{SKU: "a", Quantity: 1}}}

@@ -10,6 +10,7 @@ import (
 	"github.com/choreo-saga/choreo/services/order"
 	"github.com/choreo-saga/choreo/services/order/internal/domain"
 	"github.com/choreo-saga/choreo/services/order/internal/ordertest"
+	"github.com/choreo-saga/choreo/services/order/internal/store"
 )
 
 // announce returns o's OrderCreated envelope, as the handler builds it.
@@ -32,7 +33,7 @@ func keyed(t *testing.T, d domain.Draft, key string) domain.Order {
 }
 
 func TestCreateKeyIsScopedPerCustomer(t *testing.T) {
-	db, st := newStore(t)
+	db, st := testenv.Store(t, order.Schema, store.New)
 	ctx := context.Background()
 	key := testenv.ID("test")
 	d1, d2 := ordertest.Draft(t, 1), ordertest.Draft(t, 1)
@@ -60,7 +61,7 @@ func TestCreateKeyIsScopedPerCustomer(t *testing.T) {
 }
 
 func TestCreateReplayReturnsTheDerivedID(t *testing.T) {
-	db, st := newStore(t)
+	db, st := testenv.Store(t, order.Schema, store.New)
 	ctx := context.Background()
 	key := testenv.ID("test")
 	d := ordertest.Draft(t, 2)

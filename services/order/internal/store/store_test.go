@@ -21,12 +21,6 @@ import (
 	"github.com/choreo-saga/choreo/services/order/internal/store"
 )
 
-// newStore returns the order store on a database of the test's own
-// (testenv.Store), and the database.
-func newStore(t *testing.T) (*sqlx.DB, *store.Store) {
-	return testenv.Store(t, order.Schema, store.New)
-}
-
 func countOrders(t *testing.T, db *sqlx.DB, where string, arg any) int {
 	t.Helper()
 	var n int
@@ -50,7 +44,7 @@ func countOutbox(t *testing.T, db *sqlx.DB, orderIDs ...string) int {
 }
 
 func TestCreateWritesOrderAndItsEventInOneTransaction(t *testing.T) {
-	db, st := newStore(t)
+	db, st := testenv.Store(t, order.Schema, store.New)
 	ctx := context.Background()
 	d := ordertest.Draft(t, 2)
 	o, e := ordertest.New(t, d)
@@ -112,7 +106,7 @@ func TestCreateWritesOrderAndItsEventInOneTransaction(t *testing.T) {
 }
 
 func TestCreateWithoutKeyAlwaysCreates(t *testing.T) {
-	db, st := newStore(t)
+	db, st := testenv.Store(t, order.Schema, store.New)
 	d := ordertest.Draft(t, 1)
 	o1, e1 := ordertest.New(t, d)
 	o2, e2 := ordertest.New(t, d)
@@ -130,7 +124,7 @@ func TestCreateWithoutKeyAlwaysCreates(t *testing.T) {
 }
 
 func TestCreateConcurrentSameKeyCreatesOneOrderAndOneSaga(t *testing.T) {
-	db, st := newStore(t)
+	db, st := testenv.Store(t, order.Schema, store.New)
 	ctx := context.Background()
 	key := testenv.ID("test")
 	d := ordertest.Draft(t, 3)
@@ -192,7 +186,7 @@ func TestCreateConcurrentSameKeyCreatesOneOrderAndOneSaga(t *testing.T) {
 }
 
 func TestCreateSameKeyDifferentRequestIsRejected(t *testing.T) {
-	db, st := newStore(t)
+	db, st := testenv.Store(t, order.Schema, store.New)
 	ctx := context.Background()
 	key := testenv.ID("test")
 	d := ordertest.Draft(t, 1)
@@ -228,7 +222,7 @@ func TestCreateSameKeyDifferentRequestIsRejected(t *testing.T) {
 }
 
 func TestCreateRejectsMismatchedAnnouncement(t *testing.T) {
-	db, st := newStore(t)
+	db, st := testenv.Store(t, order.Schema, store.New)
 	o, _ := ordertest.New(t, ordertest.Draft(t, 1))
 	_, wrong := ordertest.New(t, ordertest.Draft(t, 1))
 	if _, _, err := st.Create(context.Background(), o, "", wrong); err == nil {
@@ -240,7 +234,7 @@ func TestCreateRejectsMismatchedAnnouncement(t *testing.T) {
 }
 
 func TestOrderNotFound(t *testing.T) {
-	_, st := newStore(t)
+	_, st := testenv.Store(t, order.Schema, store.New)
 	for _, id := range []string{uuid.NewString(), "not-a-uuid", ""} {
 		if _, err := st.Order(context.Background(), id); !errors.Is(err, fault.NotFound) {
 			t.Errorf("Order(%q) = %v, want fault.NotFound", id, err)
@@ -249,7 +243,7 @@ func TestOrderNotFound(t *testing.T) {
 }
 
 func TestLockOrderAndSetStatus(t *testing.T) {
-	db, st := newStore(t)
+	db, st := testenv.Store(t, order.Schema, store.New)
 	ctx := context.Background()
 	o, e := ordertest.New(t, ordertest.Draft(t, 1))
 	if _, _, err := st.Create(ctx, o, "", e); err != nil {
@@ -315,7 +309,7 @@ func cancelRequests(t *testing.T, db *sqlx.DB, id string) []string {
 
 func TestCancel(t *testing.T) {
 	ctx := context.Background()
-	db, st := newStore(t)
+	db, st := testenv.Store(t, order.Schema, store.New)
 
 	t.Run("PendingBecomesCancellingAndQueuesOneRequest", func(t *testing.T) {
 		o := created(t, st)
@@ -362,7 +356,7 @@ func TestCancel(t *testing.T) {
 // each cancel once between them.
 func TestTimeOut(t *testing.T) {
 	ctx := context.Background()
-	db, st := newStore(t)
+	db, st := testenv.Store(t, order.Schema, store.New)
 	var old []string
 	for range 12 {
 		old = append(old, created(t, st).ID)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/choreo-saga/choreo/internal/testenv"
 	"github.com/choreo-saga/choreo/pkg/events"
+	"github.com/choreo-saga/choreo/services/payment"
 	"github.com/choreo-saga/choreo/services/payment/internal/domain"
 	"github.com/choreo-saga/choreo/services/payment/internal/store"
 )
@@ -17,7 +18,7 @@ import (
 // without the note its detail carries, and when each was recorded,
 // changed and refunded.
 func TestPaymentRecord(t *testing.T) {
-	db, st := newStore(t)
+	db, st := testenv.Store(t, payment.Schema, store.New)
 	ctx := context.Background()
 	tests := []struct {
 		name       string

@@ -17,12 +17,6 @@ import (
 	"github.com/choreo-saga/choreo/services/payment/internal/store"
 )
 
-// newStore returns the payment store on a database of the test's own
-// (testenv.Store), and the database.
-func newStore(t *testing.T) (*sqlx.DB, *store.Store) {
-	return testenv.Store(t, payment.Schema, store.New)
-}
-
 // addBalance adds delta to the account's balance in a transaction of its
 // own, as a saga's charge (negative) or refund does, failing the test on
 // error.
@@ -54,7 +48,7 @@ func mustBalance(t *testing.T, st *store.Store, customerID string, want int64) {
 // debited since it was opened: only a PUT naming the current version
 // replaces the balance, and the currency never changes.
 func TestPutAccount(t *testing.T) {
-	db, st := newStore(t)
+	db, st := testenv.Store(t, payment.Schema, store.New)
 	ctx := context.Background()
 	c, ghost, usd := testenv.ID("c"), testenv.ID("ghost"), testenv.ID("usd")
 	if _, err := st.PutAccount(ctx, c, 1000, "", nil, false); err != nil { // version 1, JPY by default
@@ -112,7 +106,7 @@ func TestPutAccount(t *testing.T) {
 // prevents: an operator reads an account, a refund credits it, and the
 // operator's PUT with the version read is refused, not applied over it.
 func TestRefundBetweenReadAndPutIsNotErased(t *testing.T) {
-	db, st := newStore(t)
+	db, st := testenv.Store(t, payment.Schema, store.New)
 	ctx := context.Background()
 	c := testenv.ID("race")
 	open(t, st, c, 100)
@@ -130,7 +124,7 @@ func TestRefundBetweenReadAndPutIsNotErased(t *testing.T) {
 // TestEveryChangeRaisesTheVersion: a saga's debit and refund, an
 // operator's deposit and PUT, and an UPDATE by hand each raise it by one.
 func TestEveryChangeRaisesTheVersion(t *testing.T) {
-	db, st := newStore(t)
+	db, st := testenv.Store(t, payment.Schema, store.New)
 	ctx := context.Background()
 	c := testenv.ID("v")
 	open(t, st, c, 1000)
@@ -152,7 +146,7 @@ func TestEveryChangeRaisesTheVersion(t *testing.T) {
 }
 
 func TestDeposit(t *testing.T) {
-	_, st := newStore(t)
+	_, st := testenv.Store(t, payment.Schema, store.New)
 	ctx := context.Background()
 	c := testenv.ID("dep")
 	open(t, st, c, 100)
@@ -185,7 +179,7 @@ func TestDeposit(t *testing.T) {
 // TestDepositsCommuteWithDebits runs deposits and debits of one account at
 // once: a delta is applied in one UPDATE, so none is lost.
 func TestDepositsCommuteWithDebits(t *testing.T) {
-	db, st := newStore(t)
+	db, st := testenv.Store(t, payment.Schema, store.New)
 	ctx := context.Background()
 	c := testenv.ID("delta")
 	open(t, st, c, 1000)
@@ -206,7 +200,7 @@ func TestDepositsCommuteWithDebits(t *testing.T) {
 }
 
 func TestUnknownIsNotFound(t *testing.T) {
-	db, st := newStore(t)
+	db, st := testenv.Store(t, payment.Schema, store.New)
 	ctx := context.Background()
 	if _, err := st.Account(ctx, testenv.ID("ghost")); !errors.Is(err, fault.NotFound) {
 		t.Errorf("Account of unknown customer: err = %v, want fault.NotFound", err)
@@ -229,7 +223,7 @@ func TestUnknownIsNotFound(t *testing.T) {
 }
 
 func TestAddBalance(t *testing.T) {
-	db, st := newStore(t)
+	db, st := testenv.Store(t, payment.Schema, store.New)
 	ctx := context.Background()
 	c := testenv.ID("c")
 	open(t, st, c, 1000)
@@ -256,7 +250,7 @@ func TestAddBalance(t *testing.T) {
 // TestCheckForbidsNegativeBalance shows the table itself refuses to overdraw,
 // whatever a code path computes.
 func TestCheckForbidsNegativeBalance(t *testing.T) {
-	db, st := newStore(t)
+	db, st := testenv.Store(t, payment.Schema, store.New)
 	ctx := context.Background()
 	c := testenv.ID("c")
 	open(t, st, c, 100)
@@ -298,7 +292,7 @@ func TestCheckForbidsNegativeBalance(t *testing.T) {
 }
 
 func TestPaymentRoundTrip(t *testing.T) {
-	db, st := newStore(t)
+	db, st := testenv.Store(t, payment.Schema, store.New)
 	ctx := context.Background()
 	p := domain.Payment{OrderID: testenv.ID("ord"), CustomerID: testenv.ID("c"), Amount: 2500, Currency: "JPY", Status: domain.StatusCompleted}
 	if err := pg.InTx(ctx, db, func(tx *sqlx.Tx) error { return store.InsertPayment(ctx, tx, p, "") }); err != nil {
@@ -335,7 +329,7 @@ func TestPaymentRoundTrip(t *testing.T) {
 // TestPaymentConstraints shows the payments table refuses a second record
 // for an order, a negative amount and an unknown status.
 func TestPaymentConstraints(t *testing.T) {
-	db, _ := newStore(t)
+	db, _ := testenv.Store(t, payment.Schema, store.New)
 	ctx := context.Background()
 	taken := domain.Payment{OrderID: testenv.ID("ord"), CustomerID: "c", Amount: 1, Currency: "JPY", Status: domain.StatusCompleted}
 	if err := pg.InTx(ctx, db, func(tx *sqlx.Tx) error { return store.InsertPayment(ctx, tx, taken, "") }); err != nil {
