@@ -181,61 +181,71 @@ func TestCharge(t *testing.T) {
 	}
 }
 
-func TestRefundCreditsTheCharge(t *testing.T) {
-	tests := []struct {
-		name       string
-		compensate func(f *fixture, orderID string) events.Envelope
-		other      func(f *fixture, orderID string) events.Envelope
-		wantReason string
-	}{
+// compensation is an event that refunds a charge, with the reason its
+// refund gives and the other compensation, which must not refund again.
+type compensation struct {
+	name       string
+	compensate func(f *fixture, orderID string) events.Envelope
+	other      func(f *fixture, orderID string) events.Envelope
+	wantReason string
+}
+
+// eachCompensation runs test once for each compensation, in a subtest of
+// its name, on a fixture of its own with a customer holding 10000 JPY and
+// a fresh order id.
+func eachCompensation(t *testing.T, test func(t *testing.T, f *fixture, tt compensation, cust, id string)) {
+	for _, tt := range []compensation{
 		{"InventoryRejected", (*fixture).rejected, (*fixture).released, events.ReasonOutOfStock},
 		{"InventoryReleased", (*fixture).released, (*fixture).rejected, events.ReasonShippingUnavailable},
-	}
-	for _, tt := range tests {
+	} {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFixture(t)
-			cust := f.customer(10000)
-			id := f.order()
-			f.MustDeliver(f.created(id, cust, 2500))
-			f.mustBalance(cust, 7500)
-
-			f.MustDeliver(tt.compensate(f, id))
-
-			f.mustBalance(cust, 10000)
-			p, detail := f.payment(id)
-			want := domain.Payment{OrderID: id, CustomerID: cust, Amount: 2500, Currency: "JPY", Status: domain.StatusRefunded}
-			if p != want || detail != tt.wantReason {
-				t.Fatalf("payment = %+v detail %q, want %+v detail %q", p, detail, want, tt.wantReason)
-			}
-			out := f.Emitted(id)
-			if got := types(out); !reflect.DeepEqual(got, []string{events.TypePaymentCompleted, events.TypePaymentRefunded}) {
-				t.Fatalf("emitted %v, want PaymentCompleted then PaymentRefunded", got)
-			}
-			var refunded events.PaymentRefunded
-			testenv.Payload(t, out[1], &refunded)
-			if w := (events.PaymentRefunded{CustomerID: cust, Amount: 2500, Reason: tt.wantReason}); refunded != w {
-				t.Fatalf("PaymentRefunded = %+v, want %+v", refunded, w)
-			}
-
-			t.Run("SecondRefundIsNoop", func(t *testing.T) {
-				// Another event id passes de-duplication; the REFUNDED
-				// record makes the domain skip.
-				for _, e := range []events.Envelope{tt.compensate(f, id), tt.other(f, id)} {
-					f.MustDeliver(e)
-					if n := f.Processed(e.ID); n != 1 {
-						t.Fatalf("processed_events rows for the second refund = %d, want 1", n)
-					}
-				}
-				f.mustBalance(cust, 10000)
-				if n := len(f.Emitted(id)); n != 2 {
-					t.Fatalf("%d events after a second refund, want still 2", n)
-				}
-				if p, _ := f.payment(id); p.Status != domain.StatusRefunded || p.Amount != 2500 {
-					t.Fatalf("payment = %+v, want REFUNDED 2500", p)
-				}
-			})
+			test(t, f, tt, f.customer(10000), f.order())
 		})
 	}
+}
+
+func TestRefundCreditsTheCharge(t *testing.T) {
+	eachCompensation(t, func(t *testing.T, f *fixture, tt compensation, cust, id string) {
+		f.MustDeliver(f.created(id, cust, 2500))
+		f.mustBalance(cust, 7500)
+
+		f.MustDeliver(tt.compensate(f, id))
+
+		f.mustBalance(cust, 10000)
+		p, detail := f.payment(id)
+		want := domain.Payment{OrderID: id, CustomerID: cust, Amount: 2500, Currency: "JPY", Status: domain.StatusRefunded}
+		if p != want || detail != tt.wantReason {
+			t.Fatalf("payment = %+v detail %q, want %+v detail %q", p, detail, want, tt.wantReason)
+		}
+		out := f.Emitted(id)
+		if got := types(out); !reflect.DeepEqual(got, []string{events.TypePaymentCompleted, events.TypePaymentRefunded}) {
+			t.Fatalf("emitted %v, want PaymentCompleted then PaymentRefunded", got)
+		}
+		var refunded events.PaymentRefunded
+		testenv.Payload(t, out[1], &refunded)
+		if w := (events.PaymentRefunded{CustomerID: cust, Amount: 2500, Reason: tt.wantReason}); refunded != w {
+			t.Fatalf("PaymentRefunded = %+v, want %+v", refunded, w)
+		}
+
+		t.Run("SecondRefundIsNoop", func(t *testing.T) {
+			// Another event id passes de-duplication; the REFUNDED
+			// record makes the domain skip.
+			for _, e := range []events.Envelope{tt.compensate(f, id), tt.other(f, id)} {
+				f.MustDeliver(e)
+				if n := f.Processed(e.ID); n != 1 {
+					t.Fatalf("processed_events rows for the second refund = %d, want 1", n)
+				}
+			}
+			f.mustBalance(cust, 10000)
+			if n := len(f.Emitted(id)); n != 2 {
+				t.Fatalf("%d events after a second refund, want still 2", n)
+			}
+			if p, _ := f.payment(id); p.Status != domain.StatusRefunded || p.Amount != 2500 {
+				t.Fatalf("payment = %+v, want REFUNDED 2500", p)
+			}
+		})
+	})
 }
 
 func TestRefundOfDeclinedPaymentIsNoop(t *testing.T) {
@@ -308,47 +318,34 @@ func TestRefundNeverCreditsAnotherCurrency(t *testing.T) {
 // OrderCreated it compensates, as a redelivery after a rebalance can: the
 // saga still ends, and the late charge takes no money.
 func TestRefundBeforeChargeLeavesTombstone(t *testing.T) {
-	tests := []struct {
-		name       string
-		compensate func(f *fixture, orderID string) events.Envelope
-		wantReason string
-	}{
-		{"InventoryRejected", (*fixture).rejected, events.ReasonOutOfStock},
-		{"InventoryReleased", (*fixture).released, events.ReasonShippingUnavailable},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			f := newFixture(t)
-			cust := f.customer(10000)
-			id := f.order()
+	eachCompensation(t, func(t *testing.T, f *fixture, tt compensation, cust, id string) {
 
-			f.MustDeliver(tt.compensate(f, id))
+		f.MustDeliver(tt.compensate(f, id))
 
-			p, detail := f.payment(id)
-			if want := (domain.Payment{OrderID: id, Status: domain.StatusRefunded}); p != want || detail == "" {
-				t.Fatalf("payment = %+v detail %q, want a REFUNDED tombstone of amount 0 that says why", p, detail)
+		p, detail := f.payment(id)
+		if want := (domain.Payment{OrderID: id, Status: domain.StatusRefunded}); p != want || detail == "" {
+			t.Fatalf("payment = %+v detail %q, want a REFUNDED tombstone of amount 0 that says why", p, detail)
+		}
+		refunded := testenv.Last[events.PaymentRefunded](t, f.Emitted(id), 1)
+		if want := (events.PaymentRefunded{Amount: 0, Reason: tt.wantReason}); refunded != want {
+			t.Fatalf("PaymentRefunded = %+v, want %+v", refunded, want)
+		}
+
+		t.Run("LateChargeIsNoop", func(t *testing.T) {
+			late := f.created(id, cust, 2500)
+			f.MustDeliver(late)
+			f.mustBalance(cust, 10000)
+			if n := len(f.Emitted(id)); n != 1 {
+				t.Fatalf("%d events after the late charge, want still 1", n)
 			}
-			refunded := testenv.Last[events.PaymentRefunded](t, f.Emitted(id), 1)
-			if want := (events.PaymentRefunded{Amount: 0, Reason: tt.wantReason}); refunded != want {
-				t.Fatalf("PaymentRefunded = %+v, want %+v", refunded, want)
+			if p, _ := f.payment(id); p.Status != domain.StatusRefunded || p.Amount != 0 {
+				t.Fatalf("payment = %+v, want the REFUNDED tombstone", p)
 			}
-
-			t.Run("LateChargeIsNoop", func(t *testing.T) {
-				late := f.created(id, cust, 2500)
-				f.MustDeliver(late)
-				f.mustBalance(cust, 10000)
-				if n := len(f.Emitted(id)); n != 1 {
-					t.Fatalf("%d events after the late charge, want still 1", n)
-				}
-				if p, _ := f.payment(id); p.Status != domain.StatusRefunded || p.Amount != 0 {
-					t.Fatalf("payment = %+v, want the REFUNDED tombstone", p)
-				}
-				if n := f.Processed(late.ID); n != 1 {
-					t.Fatalf("processed_events rows for the late charge = %d, want 1", n)
-				}
-			})
+			if n := f.Processed(late.ID); n != 1 {
+				t.Fatalf("processed_events rows for the late charge = %d, want 1", n)
+			}
 		})
-	}
+	})
 }
 
 // TestConcurrentOrdersNeverOverdraw charges one customer for several orders
