@@ -10,6 +10,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
+	"github.com/choreo-saga/choreo/pkg/events"
 	"github.com/choreo-saga/choreo/pkg/fault"
 	"github.com/choreo-saga/choreo/pkg/pg"
 )
@@ -134,5 +135,44 @@ func WantRecordTimes(t testing.TB, created, updated time.Time, ended *time.Time,
 		t.Fatalf("ended at %v, want the last change's time %v", ended, updated)
 	case changed && !ended.After(created):
 		t.Fatalf("ended at %v, want after the insert at %v", ended, created)
+	}
+}
+
+// WantCappedAdd runs, in order, the cases of an operator's add to an
+// amount a row holds (a restock of a SKU, a deposit to an account): add
+// of delta to id returns the new amount; an unknown id is fault.NotFound;
+// a sum above events.MaxAmount is a fault.Conflict that leaves the row as
+// it was; a sum of exactly events.MaxAmount is taken. add and amount get
+// the case's t to check the rest of the row with; amount reads id's amount
+// afterwards, which is start before the first case.
+func WantCappedAdd(t *testing.T, add func(t *testing.T, id string, delta int64) (int64, error), amount func(t *testing.T) int64,
+	id string, start, delta int64) {
+	t.Helper()
+	after := start + delta
+	tests := []struct {
+		name    string
+		id      string
+		delta   int64
+		wantErr error
+		want    int64 // id's amount afterwards
+	}{
+		{"AddsToTheAmount", id, delta, nil, after},
+		{"UnknownIsNotFound", ID("ghost"), 1, fault.NotFound, after},
+		{"AboveCapIsRefused", id, events.MaxAmount - after + 1, fault.Conflict, after},
+		{"UpToCap", id, events.MaxAmount - after, nil, events.MaxAmount},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := add(t, tt.id, tt.delta)
+			if !errors.Is(err, tt.wantErr) {
+				t.Fatalf("err = %v, want %v", err, tt.wantErr)
+			}
+			if err == nil && got != tt.want {
+				t.Fatalf("added: %d, want %d", got, tt.want)
+			}
+			if got := amount(t); got != tt.want {
+				t.Fatalf("afterwards: %d, want %d", got, tt.want)
+			}
+		})
 	}
 }

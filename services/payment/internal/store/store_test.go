@@ -9,7 +9,6 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/choreo-saga/choreo/internal/testenv"
-	"github.com/choreo-saga/choreo/pkg/events"
 	"github.com/choreo-saga/choreo/pkg/fault"
 	"github.com/choreo-saga/choreo/pkg/pg"
 	"github.com/choreo-saga/choreo/services/payment"
@@ -150,30 +149,16 @@ func TestDeposit(t *testing.T) {
 	ctx := context.Background()
 	c := testenv.ID("dep")
 	open(t, st, c, 100)
-	tests := []struct {
-		name        string
-		id          string
-		amount      int64
-		wantErr     error
-		wantBalance int64 // afterwards, of c
-	}{
-		{"AddsToBalance", c, 50, nil, 150},
-		{"UnknownAccount", testenv.ID("ghost"), 1, fault.NotFound, 150},
-		{"AboveCapIsRefused", c, events.MaxAmount - 149, fault.Conflict, 150},
-		{"UpToCap", c, events.MaxAmount - 150, nil, events.MaxAmount},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := st.Deposit(ctx, tt.id, tt.amount)
-			if !errors.Is(err, tt.wantErr) {
-				t.Fatalf("err = %v, want %v", err, tt.wantErr)
-			}
-			if err == nil && got.Balance != tt.wantBalance {
-				t.Fatalf("Deposit = %+v, want balance %d", got, tt.wantBalance)
-			}
-			mustBalance(t, st, c, tt.wantBalance)
-		})
-	}
+	testenv.WantCappedAdd(t, func(t *testing.T, id string, amount int64) (int64, error) {
+		got, err := st.Deposit(ctx, id, amount)
+		return got.Balance, err
+	}, func(t *testing.T) int64 {
+		got, err := st.Account(ctx, c)
+		if err != nil || got.Currency != "JPY" {
+			t.Fatalf("account = %+v, %v; want one in JPY", got, err)
+		}
+		return got.Balance
+	}, c, 100, 50)
 }
 
 // TestDepositsCommuteWithDebits runs deposits and debits of one account at
