@@ -46,3 +46,15 @@ func AllSucceed(t testing.TB, fns ...func() error) {
 		}
 	}
 }
+
+// AllSucceedTimes is AllSucceed of n copies of each of fns: how a test
+// races writes of a few kinds to one row (restocks and reserves, deposits
+// and debits) and then checks that none was lost.
+func AllSucceedTimes(t testing.TB, n int, fns ...func() error) {
+	t.Helper()
+	var all []func() error
+	for range n {
+		all = append(all, fns...)
+	}
+	AllSucceed(t, all...)
+}

@@ -169,15 +169,11 @@ func TestDepositsCommuteWithDebits(t *testing.T) {
 	c := testenv.ID("delta")
 	open(t, st, c, 1000)
 	const n = 16
-	var changes []func() error
-	for range n {
-		changes = append(changes,
-			func() error { _, err := st.Deposit(ctx, c, 30); return err },
-			func() error {
-				return pg.InTx(ctx, db, func(tx *sqlx.Tx) error { return store.AddBalance(ctx, tx, c, -10) })
-			})
-	}
-	testenv.AllSucceed(t, changes...)
+	testenv.AllSucceedTimes(t, n,
+		func() error { _, err := st.Deposit(ctx, c, 30); return err },
+		func() error {
+			return pg.InTx(ctx, db, func(tx *sqlx.Tx) error { return store.AddBalance(ctx, tx, c, -10) })
+		})
 	mustBalance(t, st, c, 1000+30*n-10*n)
 	if got, _ := st.Account(ctx, c); got.Version != 1+2*n {
 		t.Fatalf("version = %d, want %d (one per change)", got.Version, 1+2*n)
