@@ -124,10 +124,8 @@ func TestCreateWithoutKeyAlwaysCreates(t *testing.T) {
 }
 
 func TestCreateConcurrentSameKeyCreatesOneOrderAndOneSaga(t *testing.T) {
-	db, st := testenv.Store(t, order.Schema, store.New)
+	db, st, key, d := keyedCreate(t, 3)
 	ctx := context.Background()
-	key := testenv.ID("test")
-	d := ordertest.Draft(t, 3)
 
 	const racers = 20
 	type result struct {
@@ -186,10 +184,8 @@ func TestCreateConcurrentSameKeyCreatesOneOrderAndOneSaga(t *testing.T) {
 }
 
 func TestCreateSameKeyDifferentRequestIsRejected(t *testing.T) {
-	db, st := testenv.Store(t, order.Schema, store.New)
+	db, st, key, d := keyedCreate(t, 1)
 	ctx := context.Background()
-	key := testenv.ID("test")
-	d := ordertest.Draft(t, 1)
 
 	first, e := ordertest.New(t, d)
 	if _, _, err := st.Create(ctx, first, key, e); err != nil {
