@@ -74,6 +74,15 @@ func (f *fixture) mustStock(sku string, available, reserved int64) {
 	}
 }
 
+// mustReservation fails the test unless the order's reservation has
+// status and holds items, in the order's line order.
+func (f *fixture) mustReservation(orderID string, status domain.Status, items []events.Item) {
+	f.t.Helper()
+	if r := f.reservation(orderID); r.Status != status || !reflect.DeepEqual(r.Items, items) {
+		f.t.Fatalf("reservation = %+v, want %s with items %+v", r, status, items)
+	}
+}
+
 func (f *fixture) reservation(orderID string) domain.Reservation {
 	f.t.Helper()
 	r, err := f.st.Reservation(context.Background(), orderID)
@@ -93,9 +102,7 @@ func TestReserveMovesUnitsAndEmitsOneEvent(t *testing.T) {
 
 	f.mustStock(a, 2, 3)
 	f.mustStock(b, 1, 1)
-	if r := f.reservation(id); r.Status != domain.StatusReserved || !reflect.DeepEqual(r.Items, items) {
-		t.Fatalf("reservation = %+v, want RESERVED with the order's items", r)
-	}
+	f.mustReservation(id, domain.StatusReserved, items)
 	p := testenv.Last[events.InventoryReserved](t, f.Emitted(id), 1)
 	if !reflect.DeepEqual(p.Items, items) || p.ShippingAddress != testenv.Address {
 		t.Fatalf("InventoryReserved = %+v, want the PaymentCompleted items and address", p)
@@ -116,9 +123,7 @@ func TestRejectChangesNoStock(t *testing.T) {
 	if _, err := f.st.Stock(context.Background(), ghost); !errors.Is(err, fault.NotFound) {
 		t.Fatalf("unknown sku was created: err = %v", err)
 	}
-	if r := f.reservation(id); r.Status != domain.StatusRejected || !reflect.DeepEqual(r.Items, items) {
-		t.Fatalf("reservation = %+v, want REJECTED with the requested items", r)
-	}
+	f.mustReservation(id, domain.StatusRejected, items)
 	p := testenv.Last[events.InventoryRejected](t, f.Emitted(id), 1)
 	want := []events.Shortage{{SKU: a, Requested: 2, Available: 1}, {SKU: ghost, Requested: 1, Available: 0}}
 	if a > ghost {
@@ -147,9 +152,7 @@ func TestReleaseReturnsUnits(t *testing.T) {
 	f.MustDeliver(f.shipmentFailed(id))
 
 	f.mustStock(a, 5, 0)
-	if r := f.reservation(id); r.Status != domain.StatusReleased || !reflect.DeepEqual(r.Items, items) {
-		t.Fatalf("reservation = %+v, want RELEASED with the items it held", r)
-	}
+	f.mustReservation(id, domain.StatusReleased, items)
 	p := testenv.Last[events.InventoryReleased](t, f.Emitted(id), 2)
 	if !reflect.DeepEqual(p.Items, items) || p.Reason != events.ReasonShippingUnavailable {
 		t.Fatalf("InventoryReleased = %+v", p)
