@@ -124,3 +124,12 @@ func Last[P any, PP interface {
 	Payload(t, envs[n-1], PP(&p))
 	return p
 }
+
+// CancelRequested is the customer's cancel of orderID as the order service
+// announces it (OrderCancelRequested, customer_cancelled), in a fresh
+// envelope: what each participant's cancel undoes its step for. Its type
+// is that of a Setup's undo, so a conformance case can pass it as one.
+func CancelRequested(t *testing.T, orderID string) events.Envelope {
+	t.Helper()
+	return Event(t, orderID, events.OrderCancelRequested{Reason: events.ReasonCustomerCancelled})
+}

@@ -385,10 +385,6 @@ func TestReserveAndReleaseShareOneLockOrder(t *testing.T) {
 	}
 }
 
-func (f *fixture) cancelRequested(orderID string) events.Envelope {
-	return f.Event(orderID, events.OrderCancelRequested{Reason: events.ReasonCustomerCancelled})
-}
-
 // cancelAcks returns the InventoryCancelled events queued for the order.
 func (f *fixture) cancelAcks(orderID string) []events.InventoryCancelled {
 	f.t.Helper()
@@ -421,7 +417,7 @@ func TestCancel(t *testing.T) {
 		{"CancelThenReleaseReturnsOnce", func(f *fixture, o, s string) { f.MustDeliver(f.paid(o, events.Item{SKU: s, Quantity: 2})) },
 			func(f *fixture, o, s string) { f.MustDeliver(f.shipmentFailed(o)) }, domain.StatusReleased, 1},
 		{"SecondCancelRequestChangesNothing", func(f *fixture, o, s string) { f.MustDeliver(f.paid(o, events.Item{SKU: s, Quantity: 2})) },
-			func(f *fixture, o, s string) { f.MustDeliver(f.cancelRequested(o)) }, domain.StatusReleased, 1},
+			func(f *fixture, o, s string) { f.MustDeliver(testenv.CancelRequested(f.t, o)) }, domain.StatusReleased, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -430,7 +426,7 @@ func TestCancel(t *testing.T) {
 			if tt.before != nil {
 				tt.before(f, id, sku)
 			}
-			f.MustDeliver(f.cancelRequested(id))
+			f.MustDeliver(testenv.CancelRequested(f.t, id))
 			if tt.after != nil {
 				tt.after(f, id, sku)
 			}

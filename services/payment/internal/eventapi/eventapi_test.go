@@ -446,10 +446,6 @@ func TestInvalidPayloadsAreRefused(t *testing.T) {
 	})
 }
 
-func (f *fixture) cancelRequested(orderID string) events.Envelope {
-	return f.Event(orderID, events.OrderCancelRequested{Reason: events.ReasonCustomerCancelled})
-}
-
 // cancelAcks returns the PaymentCancelled events queued for the order.
 func (f *fixture) cancelAcks(orderID string) []events.PaymentCancelled {
 	f.t.Helper()
@@ -482,7 +478,7 @@ func TestCancel(t *testing.T) {
 		{"CancelThenRefundCreditsOnce", func(f *fixture, o, c string) { f.MustDeliver(f.created(o, c, 3000)) },
 			func(f *fixture, o, c string) { f.MustDeliver(f.released(o)) }, 10000, domain.StatusRefunded, 3000},
 		{"SecondCancelRequestChangesNothing", func(f *fixture, o, c string) { f.MustDeliver(f.created(o, c, 3000)) },
-			func(f *fixture, o, c string) { f.MustDeliver(f.cancelRequested(o)) }, 10000, domain.StatusRefunded, 3000},
+			func(f *fixture, o, c string) { f.MustDeliver(testenv.CancelRequested(f.t, o)) }, 10000, domain.StatusRefunded, 3000},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -491,7 +487,7 @@ func TestCancel(t *testing.T) {
 			if tt.before != nil {
 				tt.before(f, o, c)
 			}
-			f.MustDeliver(f.cancelRequested(o))
+			f.MustDeliver(testenv.CancelRequested(f.t, o))
 			if tt.after != nil {
 				tt.after(f, o, c)
 			}
@@ -521,7 +517,7 @@ func TestCancelAndRefundRacing(t *testing.T) {
 		f := newFixture(t)
 		c, o := f.customer(10000), f.order()
 		f.MustDeliver(f.created(o, c, 3000))
-		f.DeliverAll(f.released(o), f.cancelRequested(o))
+		f.DeliverAll(f.released(o), testenv.CancelRequested(f.t, o))
 		f.mustBalance(c, 10000)
 		if acks := f.cancelAcks(o); len(acks) != 1 {
 			t.Fatalf("PaymentCancelled = %+v, want one", acks)

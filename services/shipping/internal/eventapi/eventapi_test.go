@@ -29,6 +29,20 @@ func reactions(t *testing.T) *testenv.Reactions {
 	return testenv.NewReactions(t, shipping.Spec, cfg)
 }
 
+// wantShipment fails the test unless the order's shipment is want, but
+// for the order id, which is the order's.
+func wantShipment(t *testing.T, r *testenv.Reactions, orderID string, want domain.Shipment) {
+	t.Helper()
+	got, err := store.New(r.DB).Shipment(context.Background(), orderID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want.OrderID = orderID
+	if got != want {
+		t.Fatalf("shipment = %+v, want %+v", got, want)
+	}
+}
+
 func reserved(t *testing.T, orderID, country string) events.Envelope {
 	return testenv.Event(t, orderID, events.InventoryReserved{
 		Items:           []events.Item{{SKU: "sku-1", Quantity: 2, UnitPrice: 1500}},
@@ -55,14 +69,7 @@ func TestReservedDecidesTheShipment(t *testing.T) {
 			r := reactions(t)
 			orderID := uuid.NewString()
 			r.MustDeliver(reserved(t, orderID, tt.country))
-			got, err := store.New(r.DB).Shipment(context.Background(), orderID)
-			if err != nil {
-				t.Fatal(err)
-			}
-			tt.want.OrderID = orderID
-			if got != tt.want {
-				t.Errorf("shipment = %+v, want %+v", got, tt.want)
-			}
+			wantShipment(t, r, orderID, tt.want)
 			emitted := r.Emitted(orderID)
 			if len(emitted) != 1 {
 				t.Fatalf("%d events emitted, want 1", len(emitted))
@@ -160,10 +167,6 @@ func mustEncode(t *testing.T, e events.Envelope) []byte {
 	return b
 }
 
-func cancelRequested(t *testing.T, orderID string) events.Envelope {
-	return testenv.Event(t, orderID, events.OrderCancelRequested{Reason: events.ReasonCustomerCancelled})
-}
-
 // TestCancel: the order's cancel cancels a SCHEDULED shipment, leaves a
 // FAILED one as it is, and leaves a tombstone when it comes first, so the
 // reservation arriving after it — shipping was down during the cancel —
@@ -190,19 +193,12 @@ func TestCancel(t *testing.T) {
 			for _, c := range tt.before {
 				r.MustDeliver(reserved(t, orderID, c))
 			}
-			r.MustDeliver(cancelRequested(t, orderID))
-			r.MustDeliver(cancelRequested(t, orderID)) // a second request, a new event id
+			r.MustDeliver(testenv.CancelRequested(t, orderID))
+			r.MustDeliver(testenv.CancelRequested(t, orderID)) // a second request, a new event id
 			for _, c := range tt.after {
 				r.MustDeliver(reserved(t, orderID, c))
 			}
-			got, err := store.New(r.DB).Shipment(context.Background(), orderID)
-			if err != nil {
-				t.Fatal(err)
-			}
-			tt.want.OrderID = orderID
-			if got != tt.want {
-				t.Fatalf("shipment = %+v, want %+v", got, tt.want)
-			}
+			wantShipment(t, r, orderID, tt.want)
 			emitted := r.Emitted(orderID)
 			if len(tt.before) == 0 && len(testenv.Payloads[events.ShipmentScheduled](t, emitted)) > 0 {
 				t.Fatal("a shipment was scheduled after the cancel")
