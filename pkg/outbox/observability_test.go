@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
-	"github.com/google/uuid"
 	"github.com/jmoiron/sqlx"
 	"go.opentelemetry.io/otel"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -41,7 +40,7 @@ func (a *accepting) SendMessages(msgs []*sarama.ProducerMessage) error {
 func TestParkedRowsGaugeCountsTheTable(t *testing.T) {
 	db := newDB(t)
 	clock := newFakeClock()
-	name := t.Name() + "-" + uuid.NewString()[:8] // a gauge of its own under -count
+	name := testenv.ID(t.Name()) // a gauge of its own under -count
 	r := newRelay(t, db, &accepting{}, func(c *outbox.RelayConfig) {
 		c.Name = name
 		c.Clock = clock
@@ -73,7 +72,7 @@ func TestPublishLatencyIsObservedPerBatch(t *testing.T) {
 	db := newDB(t)
 	r := newRelay(t, db, &accepting{})
 	for range 3 {
-		insert(t, db, "t", event(t, uuid.NewString()))
+		insert(t, db, "t", anyEvent(t))
 	}
 	settle(t, db)
 	before := outbox.PublishBatches(t.Name())
@@ -98,7 +97,7 @@ func TestTraceContextCrossesTheOutbox(t *testing.T) {
 	db := newDB(t)
 	pub := &accepting{}
 	r := newRelay(t, db, pub)
-	e := event(t, uuid.NewString())
+	e := anyEvent(t)
 
 	ctx, span := tp.Tracer("test").Start(context.Background(), "request")
 	err := pg.InTx(ctx, db.DB, func(tx *sqlx.Tx) error { return outbox.Add(ctx, tx, message(t, "t", e)) })
