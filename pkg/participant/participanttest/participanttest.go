@@ -164,12 +164,12 @@ func second(t *testing.T, s Suite, c Case) (db *sqlx.DB, want any, e events.Enve
 }
 
 // wantAppliedOnce fails t unless e, handed over as how says, left the
-// state want, is marked processed once, and queued the case's events
-// after since.
+// state want (what applying it once leaves), is marked processed once,
+// and queued the case's events after since.
 func wantAppliedOnce(t *testing.T, s Suite, c Case, db *sqlx.DB, e events.Envelope, since int64, want any, how string) {
 	t.Helper()
 	if got := c.State(t, db, e); !reflect.DeepEqual(got, want) {
-		t.Errorf("state after %s %+v, after one delivery %+v", how, got, want)
+		t.Errorf("state after %s %+v, want %+v", how, got, want)
 	}
 	wantMarks(t, db, e, 1)
 	wantEmitted(t, s, db, e, since, c.Emits)
@@ -192,11 +192,7 @@ func redelivery(t *testing.T, s Suite, c Case) {
 	if got := duplicates(t, s.Spec.Name, e.Type) - dups; got != 2 {
 		t.Errorf("%v redeliveries skipped as duplicates, want 2", got)
 	}
-	if got := c.State(t, db, e); !reflect.DeepEqual(got, once) {
-		t.Errorf("state after 3 deliveries %+v, after 1 %+v", got, once)
-	}
-	wantMarks(t, db, e, 1)
-	wantEmitted(t, s, db, e, since, c.Emits)
+	wantAppliedOnce(t, s, c, db, e, since, once, "3 deliveries")
 }
 
 func concurrent(t *testing.T, s Suite, c Case) {
@@ -381,11 +377,7 @@ func parks(t *testing.T, s Suite, c Case) {
 		t.Fatalf("second replay: %+v, err %v; want nothing resolved", res, err)
 	}
 	deliver(t, s, db, e) // a redelivery: the order flows again, the event is a duplicate
-	if got := c.State(t, db, e); !reflect.DeepEqual(got, after) {
-		t.Errorf("state after a second replay and a redelivery %+v, after the replay %+v", got, after)
-	}
-	wantMarks(t, db, e, 1)
-	wantEmitted(t, s, db, e, since, c.Emits)
+	wantAppliedOnce(t, s, c, db, e, since, after, "a second replay and a redelivery")
 }
 
 func others(t *testing.T, s Suite, c Case) {
