@@ -9,9 +9,7 @@ import (
 
 	"github.com/IBM/sarama"
 	"github.com/jmoiron/sqlx"
-	"go.opentelemetry.io/otel"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/choreo-saga/choreo/internal/testenv"
@@ -88,18 +86,14 @@ func TestPublishLatencyIsObservedPerBatch(t *testing.T) {
 // caller's span in the row, and the relay publishes the row in a span that
 // is that span's child, whose own context the Kafka record carries on.
 func TestTraceContextCrossesTheOutbox(t *testing.T) {
-	spans := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
-	prev := otel.GetTracerProvider()
-	otel.SetTracerProvider(tp)
-	t.Cleanup(func() { otel.SetTracerProvider(prev) })
+	spans, tracer := testenv.Spans(t)
 
 	db := newDB(t)
 	pub := &accepting{}
 	r := newRelay(t, db, pub)
 	e := anyEvent(t)
 
-	ctx, span := tp.Tracer("test").Start(context.Background(), "request")
+	ctx, span := tracer.Start(context.Background(), "request")
 	err := pg.InTx(ctx, db.DB, func(tx *sqlx.Tx) error { return outbox.Add(ctx, tx, message(t, "t", e)) })
 	span.End()
 	if err != nil {

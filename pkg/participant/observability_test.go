@@ -9,9 +9,7 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
-	"go.opentelemetry.io/otel"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/choreo-saga/choreo/internal/testenv"
@@ -90,17 +88,13 @@ func TestHandlerMetricsByOutcome(t *testing.T) {
 // of the span whose context the message carries, names the event, and is
 // the parent stored with every event its reaction emits.
 func TestHandlingSpanContinuesTheMessageTrace(t *testing.T) {
-	spans := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
-	prev := otel.GetTracerProvider()
-	otel.SetTracerProvider(tp)
-	t.Cleanup(func() { otel.SetTracerProvider(prev) })
+	spans, tracer := testenv.Spans(t)
 
 	db := testenv.DB(t)
 	service := "traced-" + uuid.NewString()[:8]
 	e := reservedEvent(t)
 	m := testenv.Message(t, e)
-	pctx, publish := tp.Tracer("test").Start(context.Background(), "publish")
+	pctx, publish := tracer.Start(context.Background(), "publish")
 	headers := map[string]string{}
 	tracing.Inject(pctx, headers)
 	publish.End()
