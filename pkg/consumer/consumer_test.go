@@ -64,6 +64,20 @@ func run(t *testing.T, group, topic string, h consumer.HandlerFunc, dl consumer.
 	}
 }
 
+// nextMemberSees starts the next member of group, which accepts every
+// message, waits until it has seen want, in order, from where the group's
+// committed offsets put it, and stops it.
+func nextMemberSees(t *testing.T, group, topic string, want ...string) {
+	t.Helper()
+	rec := newRecorder()
+	stop := run(t, group, topic, func(ctx context.Context, m *sarama.ConsumerMessage) error {
+		rec.seen <- string(m.Value)
+		return nil
+	}, rec.deadLetter)
+	defer stop()
+	waitFor(t, rec.seen, want...)
+}
+
 func waitFor(t *testing.T, seen <-chan string, want ...string) {
 	t.Helper()
 	for _, w := range want {
@@ -140,13 +154,7 @@ func TestOffsetIsCommittedOnlyAfterSuccess(t *testing.T) {
 	waitFor(t, rec.seen, "m1", "failing:m2")
 	stop()
 
-	again := newRecorder()
-	stop = run(t, group, topic, func(ctx context.Context, m *sarama.ConsumerMessage) error {
-		again.seen <- string(m.Value)
-		return nil
-	}, again.deadLetter)
-	defer stop()
-	waitFor(t, again.seen, "m2", "m3")
+	nextMemberSees(t, group, topic, "m2", "m3")
 }
 
 // TestShutdownFinishesTheMessageInHand cancels the group while a handler is
@@ -175,13 +183,7 @@ func TestShutdownFinishesTheMessageInHand(t *testing.T) {
 	finished.Wait()
 
 	produce(t, topic, "next")
-	rec := newRecorder()
-	stop = run(t, group, topic, func(ctx context.Context, m *sarama.ConsumerMessage) error {
-		rec.seen <- string(m.Value)
-		return nil
-	}, rec.deadLetter)
-	defer stop()
-	waitFor(t, rec.seen, "next")
+	nextMemberSees(t, group, topic, "next")
 }
 
 // TestStaticMemberRestartKeepsItsPartitions: a member with an InstanceID
