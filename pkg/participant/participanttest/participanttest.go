@@ -49,6 +49,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jmoiron/sqlx"
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/choreo-saga/choreo/pkg/consumer"
 	"github.com/choreo-saga/choreo/pkg/events"
@@ -515,23 +516,37 @@ func wantEmitted(t *testing.T, s Suite, db *sqlx.DB, e events.Envelope, since in
 // for service (choreo_events_handled_total{outcome="duplicate"}).
 func duplicates(t *testing.T, service, eventType string) float64 {
 	t.Helper()
+	_, m := Gathered(t, "choreo_events_handled_total", map[string]string{"service": service, "type": eventType, "outcome": "duplicate"})
+	return m.GetCounter().GetValue() // 0 while there is none
+}
+
+// Gathered finds, in the default Prometheus registry the runtime
+// registers with, the metric named name whose labels include match, and
+// returns all its labels and the metric; nil when there is none. It is
+// how a test outside package participant reads the runtime's metrics.
+func Gathered(t *testing.T, name string, match map[string]string) (map[string]string, *dto.Metric) {
+	t.Helper()
 	families, err := prometheus.DefaultGatherer.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, f := range families {
-		if f.GetName() != "choreo_events_handled_total" {
+		if f.GetName() != name {
 			continue
 		}
+	metrics:
 		for _, m := range f.GetMetric() {
 			labels := map[string]string{}
 			for _, l := range m.GetLabel() {
 				labels[l.GetName()] = l.GetValue()
 			}
-			if labels["service"] == service && labels["type"] == eventType && labels["outcome"] == "duplicate" {
-				return m.GetCounter().GetValue()
+			for k, v := range match {
+				if labels[k] != v {
+					continue metrics
+				}
 			}
+			return labels, m
 		}
 	}
-	return 0
+	return nil, nil
 }
