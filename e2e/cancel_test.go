@@ -81,11 +81,7 @@ func waitRecord(t *testing.T, svc, path, want string) {
 // orderStatus returns the order's current status and reason.
 func orderStatus(t *testing.T, id string) order {
 	t.Helper()
-	var o order
-	if s := get(t, "order", "/orders/"+id, &o); s != http.StatusOK {
-		t.Fatalf("GET /orders/%s = %d", id, s)
-	}
-	return o
+	return mustGet[order](t, "order", "/orders/"+id)
 }
 
 // wantUndone waits for the order to end CANCELLED with reason and checks
@@ -116,6 +112,22 @@ func wantUndone(t *testing.T, f fixture, id, reason string, balanceBefore, stock
 	assertEqual(t, "shipment reason", sh.Reason, reason)
 }
 
+// cancelWhileDown is a step of TestCancel: with svc held down, it creates
+// an order for a fresh customer and SKU (balance, stock), runs during —
+// which cancels it at the step before svc and checks what has been undone
+// so far — and wants the order still CANCELLING, waiting for svc; then it
+// brings svc back and wants every effect undone, customer_cancelled.
+func cancelWhileDown(t *testing.T, svc string, balance, stock int64, during func(f fixture, id string)) {
+	t.Helper()
+	f := newFixture(t, balance, stock)
+	release := hold(t, svc)
+	o := createOrder(t, f.order(2, 2500, "JP"))
+	during(f, o.ID)
+	assertEqual(t, "status while "+svc+" is down", orderStatus(t, o.ID).Status, "CANCELLING")
+	release()
+	wantUndone(t, f, o.ID, "customer_cancelled", balance, stock)
+}
+
 // TestCancel cancels an order at each step of its saga — holding the next
 // step's service down, so the cancel lands exactly there — and requires
 // it to end CANCELLED customer_cancelled with every effect undone in every
@@ -124,50 +136,38 @@ func TestCancel(t *testing.T) {
 	const balance0, stock0 = 10000, 10
 
 	t.Run("BeforePayment", func(t *testing.T) {
-		f := newFixture(t, balance0, stock0)
-		release := hold(t, "payment")
-		o := createOrder(t, f.order(2, 2500, "JP"))
-		mustCancel(t, o.ID, "customer_cancelled")
-		// Inventory and shipping have undone (nothing) and acknowledged;
-		// the order waits for payment.
-		waitRecord(t, "inventory", "/reservations/"+o.ID, "RELEASED")
-		waitRecord(t, "shipping", "/shipments/"+o.ID, "CANCELLED")
-		assertEqual(t, "status while payment is down", orderStatus(t, o.ID).Status, "CANCELLING")
+		cancelWhileDown(t, "payment", balance0, stock0, func(f fixture, id string) {
+			mustCancel(t, id, "customer_cancelled")
+			// Inventory and shipping have undone (nothing) and acknowledged;
+			// the order waits for payment.
+			waitRecord(t, "inventory", "/reservations/"+id, "RELEASED")
+			waitRecord(t, "shipping", "/shipments/"+id, "CANCELLED")
+		})
 		// Back up, payment charges (OrderCreated comes first on its
 		// partition), then refunds; the late PaymentCompleted finds
 		// inventory's tombstone and reserves nothing.
-		release()
-		wantUndone(t, f, o.ID, "customer_cancelled", balance0, stock0)
 	})
 
 	t.Run("AfterPayment", func(t *testing.T) {
-		f := newFixture(t, balance0, stock0)
-		release := hold(t, "inventory")
-		o := createOrder(t, f.order(2, 2500, "JP"))
-		waitRecord(t, "payment", "/payments/"+o.ID, "COMPLETED")
-		mustCancel(t, o.ID, "customer_cancelled")
-		waitRecord(t, "payment", "/payments/"+o.ID, "REFUNDED")
-		assertEqual(t, "balance while inventory is down", balance(t, f.customer), int64(balance0))
-		assertEqual(t, "status while inventory is down", orderStatus(t, o.ID).Status, "CANCELLING")
-		release()
-		wantUndone(t, f, o.ID, "customer_cancelled", balance0, stock0)
+		cancelWhileDown(t, "inventory", balance0, stock0, func(f fixture, id string) {
+			waitRecord(t, "payment", "/payments/"+id, "COMPLETED")
+			mustCancel(t, id, "customer_cancelled")
+			waitRecord(t, "payment", "/payments/"+id, "REFUNDED")
+			assertEqual(t, "balance while inventory is down", balance(t, f.customer), int64(balance0))
+		})
 	})
 
 	t.Run("AfterReservationWithShippingDown", func(t *testing.T) {
-		f := newFixture(t, balance0, stock0)
-		release := hold(t, "shipping")
-		o := createOrder(t, f.order(2, 2500, "JP"))
-		waitRecord(t, "inventory", "/reservations/"+o.ID, "RESERVED")
-		mustCancel(t, o.ID, "customer_cancelled")
-		waitRecord(t, "payment", "/payments/"+o.ID, "REFUNDED")
-		waitRecord(t, "inventory", "/reservations/"+o.ID, "RELEASED")
-		assertEqual(t, "stock while shipping is down", stock(t, f.sku), stockLevel{SKU: f.sku, Available: stock0})
-		assertEqual(t, "status while shipping is down", orderStatus(t, o.ID).Status, "CANCELLING")
+		cancelWhileDown(t, "shipping", balance0, stock0, func(f fixture, id string) {
+			waitRecord(t, "inventory", "/reservations/"+id, "RESERVED")
+			mustCancel(t, id, "customer_cancelled")
+			waitRecord(t, "payment", "/payments/"+id, "REFUNDED")
+			waitRecord(t, "inventory", "/reservations/"+id, "RELEASED")
+			assertEqual(t, "stock while shipping is down", stock(t, f.sku), stockLevel{SKU: f.sku, Available: stock0})
+		})
 		// Back up, shipping holds both the InventoryReserved and the
 		// cancel; whichever it takes first, no shipment stays SCHEDULED
 		// and the order never completes.
-		release()
-		wantUndone(t, f, o.ID, "customer_cancelled", balance0, stock0)
 	})
 
 	t.Run("RacingTheSaga", func(t *testing.T) {

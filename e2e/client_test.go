@@ -116,6 +116,17 @@ func get(t *testing.T, svc, path string, v any) int {
 	return status
 }
 
+// mustGet GETs path of svc, fails the test unless it answers 200, and
+// returns the body decoded as a T.
+func mustGet[T any](t *testing.T, svc, path string) T {
+	t.Helper()
+	var v T
+	if s := get(t, svc, path, &v); s != http.StatusOK {
+		t.Fatalf("GET %s %s = %d", svc, path, s)
+	}
+	return v
+}
+
 func put(t *testing.T, svc, path string, v any) {
 	t.Helper()
 	status, _, body := do(t, http.MethodPut, services[svc].baseURL+path, "application/json", mustJSON(t, v), nil)
@@ -131,11 +142,7 @@ func putAccount(t *testing.T, customer string, balance int64) {
 
 func balance(t *testing.T, customer string) int64 {
 	t.Helper()
-	var a struct{ Balance int64 }
-	if s := get(t, "payment", "/accounts/"+customer, &a); s != http.StatusOK {
-		t.Fatalf("GET account %s = %d", customer, s)
-	}
-	return a.Balance
+	return mustGet[struct{ Balance int64 }](t, "payment", "/accounts/"+customer).Balance
 }
 
 func putStock(t *testing.T, sku string, available int64) {
@@ -145,11 +152,7 @@ func putStock(t *testing.T, sku string, available int64) {
 
 func stock(t *testing.T, sku string) stockLevel {
 	t.Helper()
-	var s stockLevel
-	if st := get(t, "inventory", "/stock/"+sku, &s); st != http.StatusOK {
-		t.Fatalf("GET stock %s = %d", sku, st)
-	}
-	return s
+	return mustGet[stockLevel](t, "inventory", "/stock/"+sku)
 }
 
 // postOrder sends POST /orders and returns status, headers and the decoded
@@ -189,9 +192,7 @@ func waitOrder(t *testing.T, id string) order {
 	t.Helper()
 	var o order
 	testenv.Eventually(t, 90*time.Second, "order "+id+" leaves PENDING", func() bool {
-		if s := get(t, "order", "/orders/"+id, &o); s != http.StatusOK {
-			t.Fatalf("GET /orders/%s = %d", id, s)
-		}
+		o = mustGet[order](t, "order", "/orders/"+id)
 		return o.Status != "PENDING"
 	})
 	return o

@@ -23,10 +23,7 @@ func listOrders(t *testing.T, query url.Values, limit int) (orders []order, page
 	t.Helper()
 	query.Set("limit", strconv.Itoa(limit))
 	for {
-		var p orderPage
-		if s := get(t, "order", "/orders?"+query.Encode(), &p); s != http.StatusOK {
-			t.Fatalf("GET /orders?%s = %d", query.Encode(), s)
-		}
+		p := mustGet[orderPage](t, "order", "/orders?"+query.Encode())
 		pages++
 		orders = append(orders, p.Orders...)
 		if p.NextCursor == nil {
@@ -120,10 +117,7 @@ func TestListAndExplain(t *testing.T) {
 	}
 	read := func(t *testing.T, svc, path string) record {
 		t.Helper()
-		var r record
-		if s := get(t, svc, path, &r); s != http.StatusOK {
-			t.Fatalf("GET %s %s = %d", svc, path, s)
-		}
+		r := mustGet[record](t, svc, path)
 		if r.CreatedAt.IsZero() || r.UpdatedAt.Before(r.CreatedAt) {
 			t.Fatalf("GET %s %s: created_at %v, updated_at %v", svc, path, r.CreatedAt, r.UpdatedAt)
 		}

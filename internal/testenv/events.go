@@ -12,6 +12,10 @@ import (
 	"github.com/choreo-saga/choreo/pkg/events"
 )
 
+// Address is where a test's order ships to when the address is not what
+// the test is about: in a country every test configuration serves.
+var Address = events.Address{Country: "JP", PostalCode: "100-0001", Line1: "1-1 Chiyoda"}
+
 // Event wraps p in a fresh envelope for orderID, from source "test".
 func Event(t testing.TB, orderID string, p events.Payload) events.Envelope {
 	t.Helper()
@@ -99,4 +103,33 @@ func Payloads[P any, PP interface {
 		out = append(out, p)
 	}
 	return out
+}
+
+// Last fails the test unless envs are exactly n events, the last of P's
+// type, and returns that event's payload: what a reaction queued, newest
+// last, when a test is about the event it queued last.
+func Last[P any, PP interface {
+	*P
+	events.Payload
+}](t testing.TB, envs []events.Envelope, n int) P {
+	t.Helper()
+	var p P
+	if len(envs) != n || envs[n-1].Type != PP(&p).EventType() {
+		types := make([]string, len(envs))
+		for i, e := range envs {
+			types[i] = e.Type
+		}
+		t.Fatalf("queued %v, want %d events, the last a %s", types, n, PP(&p).EventType())
+	}
+	Payload(t, envs[n-1], PP(&p))
+	return p
+}
+
+// CancelRequested is the customer's cancel of orderID as the order service
+// announces it (OrderCancelRequested, customer_cancelled), in a fresh
+// envelope: what each participant's cancel undoes its step for. Its type
+// is that of a Setup's undo, so a conformance case can pass it as one.
+func CancelRequested(t *testing.T, orderID string) events.Envelope {
+	t.Helper()
+	return Event(t, orderID, events.OrderCancelRequested{Reason: events.ReasonCustomerCancelled})
 }

@@ -268,3 +268,12 @@ func SkipToEnd(brokers []string, group string, topics ...string) error {
 	}
 	return nil
 }
+
+// Store opens a service's store with open (its store.New) on a database
+// of the test's own with schema in place (DB), and returns the database
+// too, for what a test writes or reads past the store.
+func Store[S any](t testing.TB, schema pg.Schema, open func(*sqlx.DB) S) (*sqlx.DB, S) {
+	t.Helper()
+	db := DB(t, schema)
+	return db, open(db)
+}

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
-	"github.com/google/uuid"
 
 	"github.com/choreo-saga/choreo/internal/testenv"
 	"github.com/choreo-saga/choreo/pkg/broker"
@@ -69,13 +68,10 @@ func TestEnsureTopicsWithRefusesInvalidSettingsUpFront(t *testing.T) {
 // each partition, and its min.insync.replicas with the config's source.
 func describeTopic(t *testing.T, topic string) (partitions int, replicas []int, minISR string, source sarama.ConfigSource) {
 	t.Helper()
-	admin, err := sarama.NewClusterAdmin(testenv.Brokers(t), broker.Config("test-describe"))
-	if err != nil {
-		t.Fatalf("admin: %v", err)
-	}
-	defer admin.Close()
+	admin := testenv.Admin(t)
 	// A topic just created may not be in every broker's metadata yet.
 	var md []*sarama.TopicMetadata
+	var err error
 	testenv.Eventually(t, 30*time.Second, "topic "+topic+" described", func() bool {
 		md, err = admin.DescribeTopics([]string{topic})
 		return err == nil && len(md) == 1 && errors.Is(md[0].Err, sarama.ErrNoError) && len(md[0].Partitions) > 0
@@ -105,7 +101,7 @@ func describeTopic(t *testing.T, topic string) (partitions int, replicas []int, 
 // call for the same topic, even with other settings, succeeds and changes
 // nothing.
 func TestEnsureTopicsWithSetsReplicationAndMinISR(t *testing.T) {
-	topic := "test.settings." + uuid.NewString()[:8]
+	topic := testenv.ID("test.settings")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	s := broker.TopicSettings{Partitions: 2, ReplicationFactor: 1, MinInsyncReplicas: 1}
@@ -142,7 +138,7 @@ func TestEnsureTopicsWithSetsReplicationAndMinISR(t *testing.T) {
 // TestEnsureTopicsKeepsTheDefaults: the old entry point still creates
 // Partitions partitions with one replica and min.insync.replicas 1.
 func TestEnsureTopicsKeepsTheDefaults(t *testing.T) {
-	topic := "test.defaults." + uuid.NewString()[:8]
+	topic := testenv.ID("test.defaults")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := broker.EnsureTopics(ctx, testenv.Brokers(t), "test", topic); err != nil {
@@ -158,7 +154,7 @@ func TestEnsureTopicsKeepsTheDefaults(t *testing.T) {
 // cluster cannot place (3 on a single broker) is retried until ctx ends, and
 // the error then carries the broker's reason, not only "deadline exceeded".
 func TestEnsureTopicsWithReportsTheBrokersRefusal(t *testing.T) {
-	topic := "test.rf3." + uuid.NewString()[:8]
+	topic := testenv.ID("test.rf3")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	s := broker.TopicSettings{Partitions: 1, ReplicationFactor: 3, MinInsyncReplicas: 2}

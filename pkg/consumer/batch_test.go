@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
-	"github.com/google/uuid"
 
 	"github.com/choreo-saga/choreo/internal/testenv"
 	"github.com/choreo-saga/choreo/pkg/consumer"
@@ -81,7 +80,7 @@ func TestBatchesKeepOrderRetryWholeAndDeadLetterFailures(t *testing.T) {
 		return failed, nil
 	})
 	rec := newRecorder()
-	group := "g-" + uuid.NewString()
+	group := testenv.ID("g")
 	g, err := consumer.New(consumer.Config{
 		Brokers: testenv.Brokers(t), GroupID: group, Topics: []string{topic},
 		Batch: h, MaxBatch: 8, DeadLetter: rec.deadLetter, Logger: testenv.Logger(t), MaxBackoff: 200 * time.Millisecond,
@@ -125,12 +124,7 @@ func TestBatchesKeepOrderRetryWholeAndDeadLetterFailures(t *testing.T) {
 // committed is the group's committed offset of a partition of topic.
 func committed(t *testing.T, group, topic string, partition int32) int64 {
 	t.Helper()
-	admin, err := sarama.NewClusterAdmin(testenv.Brokers(t), sarama.NewConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
-	resp, err := admin.ListConsumerGroupOffsets(group, map[string][]int32{topic: {partition}})
+	resp, err := testenv.Admin(t).ListConsumerGroupOffsets(group, map[string][]int32{topic: {partition}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
-	"github.com/google/uuid"
 
 	"github.com/choreo-saga/choreo/internal/testenv"
 	"github.com/choreo-saga/choreo/pkg/broker"
@@ -20,18 +19,7 @@ import (
 // and keep their order.
 func produce(t *testing.T, topic string, values ...string) {
 	t.Helper()
-	p, err := broker.NewSyncProducer(testenv.Brokers(t), "consumer-test")
-	if err != nil {
-		t.Fatalf("%v; %s", err, testenv.HowToStart)
-	}
-	defer p.Close()
-	for _, v := range values {
-		if _, _, err := p.SendMessage(&sarama.ProducerMessage{
-			Topic: topic, Key: sarama.StringEncoder("k"), Value: sarama.StringEncoder(v),
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	testenv.Produce(t, topic, "k", values...)
 }
 
 // recorder collects what a handler and dead-letter function saw.
@@ -76,6 +64,20 @@ func run(t *testing.T, group, topic string, h consumer.HandlerFunc, dl consumer.
 	}
 }
 
+// nextMemberSees starts the next member of group, which accepts every
+// message, waits until it has seen want, in order, from where the group's
+// committed offsets put it, and stops it.
+func nextMemberSees(t *testing.T, group, topic string, want ...string) {
+	t.Helper()
+	rec := newRecorder()
+	stop := run(t, group, topic, func(ctx context.Context, m *sarama.ConsumerMessage) error {
+		rec.seen <- string(m.Value)
+		return nil
+	}, rec.deadLetter)
+	defer stop()
+	waitFor(t, rec.seen, want...)
+}
+
 func waitFor(t *testing.T, seen <-chan string, want ...string) {
 	t.Helper()
 	for _, w := range want {
@@ -93,7 +95,7 @@ func waitFor(t *testing.T, seen <-chan string, want ...string) {
 func TestTransientErrorsAreRetriedInOrderNeverSkipped(t *testing.T) {
 	topic := testenv.Topic(t, "consumer-retry")
 	rec := newRecorder()
-	stop := run(t, "g-"+uuid.NewString(), topic, func(ctx context.Context, m *sarama.ConsumerMessage) error {
+	stop := run(t, testenv.ID("g"), topic, func(ctx context.Context, m *sarama.ConsumerMessage) error {
 		v := string(m.Value)
 		rec.mu.Lock()
 		rec.attempts[v]++
@@ -117,7 +119,7 @@ func TestTransientErrorsAreRetriedInOrderNeverSkipped(t *testing.T) {
 func TestPermanentFailureIsDeadLetteredAndConsumptionContinues(t *testing.T) {
 	topic := testenv.Topic(t, "consumer-dlq")
 	rec := newRecorder()
-	stop := run(t, "g-"+uuid.NewString(), topic, func(ctx context.Context, m *sarama.ConsumerMessage) error {
+	stop := run(t, testenv.ID("g"), topic, func(ctx context.Context, m *sarama.ConsumerMessage) error {
 		if string(m.Value) == "poison" {
 			return consumer.Permanent(fmt.Errorf("undecodable"))
 		}
@@ -138,7 +140,7 @@ func TestPermanentFailureIsDeadLetteredAndConsumptionContinues(t *testing.T) {
 // it, and not before the one that succeeded.
 func TestOffsetIsCommittedOnlyAfterSuccess(t *testing.T) {
 	topic := testenv.Topic(t, "consumer-offsets")
-	group := "g-" + uuid.NewString()
+	group := testenv.ID("g")
 	rec := newRecorder()
 	stop := run(t, group, topic, func(ctx context.Context, m *sarama.ConsumerMessage) error {
 		if string(m.Value) == "m2" {
@@ -152,13 +154,7 @@ func TestOffsetIsCommittedOnlyAfterSuccess(t *testing.T) {
 	waitFor(t, rec.seen, "m1", "failing:m2")
 	stop()
 
-	again := newRecorder()
-	stop = run(t, group, topic, func(ctx context.Context, m *sarama.ConsumerMessage) error {
-		again.seen <- string(m.Value)
-		return nil
-	}, again.deadLetter)
-	defer stop()
-	waitFor(t, again.seen, "m2", "m3")
+	nextMemberSees(t, group, topic, "m2", "m3")
 }
 
 // TestShutdownFinishesTheMessageInHand cancels the group while a handler is
@@ -166,7 +162,7 @@ func TestOffsetIsCommittedOnlyAfterSuccess(t *testing.T) {
 // member does not see the message again.
 func TestShutdownFinishesTheMessageInHand(t *testing.T) {
 	topic := testenv.Topic(t, "consumer-shutdown")
-	group := "g-" + uuid.NewString()
+	group := testenv.ID("g")
 	started := make(chan struct{})
 	var finished sync.WaitGroup
 	finished.Add(1)
@@ -187,13 +183,7 @@ func TestShutdownFinishesTheMessageInHand(t *testing.T) {
 	finished.Wait()
 
 	produce(t, topic, "next")
-	rec := newRecorder()
-	stop = run(t, group, topic, func(ctx context.Context, m *sarama.ConsumerMessage) error {
-		rec.seen <- string(m.Value)
-		return nil
-	}, rec.deadLetter)
-	defer stop()
-	waitFor(t, rec.seen, "next")
+	nextMemberSees(t, group, topic, "next")
 }
 
 // TestStaticMemberRestartKeepsItsPartitions: a member with an InstanceID
@@ -202,8 +192,8 @@ func TestShutdownFinishesTheMessageInHand(t *testing.T) {
 // the same generation — no rebalance, no wait for its old session to expire.
 func TestStaticMemberRestartKeepsItsPartitions(t *testing.T) {
 	topic := testenv.Topic(t, "static")
-	group := "static-" + uuid.NewString()
-	instance := "i-" + uuid.NewString()[:8]
+	group := testenv.ID("static")
+	instance := testenv.ID("i")
 	start := func() (*consumer.Group, func()) {
 		g, err := consumer.New(consumer.Config{
 			Brokers: testenv.Brokers(t), GroupID: group, Topics: []string{topic}, InstanceID: instance,

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
-	"github.com/google/uuid"
 	"github.com/lib/pq"
 
 	"github.com/choreo-saga/choreo/internal/testenv"
@@ -57,8 +56,7 @@ func headerOf(m *sarama.ProducerMessage, key string) string {
 // defaults, and logs the takeover time it measured.
 func TestFrozenLeaderIsReplacedWithinLease(t *testing.T) {
 	db := newDB(t)
-	suffix := uuid.NewString()[:8] // metrics of their own under -count
-	oldName, newName := "frozen-"+suffix, "standby-"+suffix
+	oldName, newName := testenv.ID("frozen"), testenv.ID("standby") // metrics of their own under -count
 	oldPub, newPub := &recorder{}, &recorder{}
 
 	old := newRelay(t, db, oldPub, func(c *outbox.RelayConfig) { c.Name = oldName })
@@ -84,7 +82,7 @@ func TestFrozenLeaderIsReplacedWithinLease(t *testing.T) {
 	}
 
 	freeze.Store(true)
-	a := event(t, uuid.NewString())
+	a := anyEvent(t)
 	add(t, db, "t", a) // the leader publishes it, and freezes before marking it
 	select {
 	case <-frozen:
@@ -92,7 +90,7 @@ func TestFrozenLeaderIsReplacedWithinLease(t *testing.T) {
 		t.Fatal("the leader never published the row")
 	}
 	frozenAt := time.Now()
-	b := event(t, uuid.NewString())
+	b := anyEvent(t)
 	add(t, db, "t", b) // a fresh row, for whoever leads
 
 	testenv.Eventually(t, 60*time.Second, "the standby takes over and publishes both rows", func() bool {
@@ -132,7 +130,7 @@ func TestFrozenLeaderIsReplacedWithinLease(t *testing.T) {
 // publish heartbeats often enough to keep it through many leases.
 func TestIdleLeaderKeepsItsLease(t *testing.T) {
 	db := newDB(t)
-	name := "idle-" + uuid.NewString()[:8]
+	name := testenv.ID("idle")
 	r := newRelay(t, db, accept, func(c *outbox.RelayConfig) {
 		c.Name = name
 		c.Lease = time.Second // a round every 333ms
@@ -219,7 +217,7 @@ func TestUnavailablePartitionDoesNotBlockOthers(t *testing.T) {
 	// Order ids by partition: three on the unavailable one, three others.
 	var badKeys, goodKeys []string
 	for len(badKeys) < 3 || len(goodKeys) < 3 {
-		k := uuid.NewString()
+		k := testenv.ID("order")
 		if pub.partition(&sarama.ProducerMessage{Topic: topic, Key: sarama.StringEncoder(k)}) == pub.down {
 			if len(badKeys) < 3 {
 				badKeys = append(badKeys, k)
@@ -395,7 +393,7 @@ func TestUnknownTopicGraceNeedsContinuousUnknown(t *testing.T) {
 func TestFailpointsSitBetweenAckAndMark(t *testing.T) {
 	db := newDB(t)
 	for range 3 {
-		add(t, db, "t", event(t, uuid.NewString()))
+		add(t, db, "t", anyEvent(t))
 	}
 	pub := &recorder{}
 	r := newRelay(t, db, pub, func(c *outbox.RelayConfig) { c.BatchSize = 2 })

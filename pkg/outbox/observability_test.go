@@ -8,11 +8,8 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
-	"github.com/google/uuid"
 	"github.com/jmoiron/sqlx"
-	"go.opentelemetry.io/otel"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/choreo-saga/choreo/internal/testenv"
@@ -41,7 +38,7 @@ func (a *accepting) SendMessages(msgs []*sarama.ProducerMessage) error {
 func TestParkedRowsGaugeCountsTheTable(t *testing.T) {
 	db := newDB(t)
 	clock := newFakeClock()
-	name := t.Name() + "-" + uuid.NewString()[:8] // a gauge of its own under -count
+	name := testenv.ID(t.Name()) // a gauge of its own under -count
 	r := newRelay(t, db, &accepting{}, func(c *outbox.RelayConfig) {
 		c.Name = name
 		c.Clock = clock
@@ -73,7 +70,7 @@ func TestPublishLatencyIsObservedPerBatch(t *testing.T) {
 	db := newDB(t)
 	r := newRelay(t, db, &accepting{})
 	for range 3 {
-		insert(t, db, "t", event(t, uuid.NewString()))
+		insert(t, db, "t", anyEvent(t))
 	}
 	settle(t, db)
 	before := outbox.PublishBatches(t.Name())
@@ -89,18 +86,14 @@ func TestPublishLatencyIsObservedPerBatch(t *testing.T) {
 // caller's span in the row, and the relay publishes the row in a span that
 // is that span's child, whose own context the Kafka record carries on.
 func TestTraceContextCrossesTheOutbox(t *testing.T) {
-	spans := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
-	prev := otel.GetTracerProvider()
-	otel.SetTracerProvider(tp)
-	t.Cleanup(func() { otel.SetTracerProvider(prev) })
+	spans, tracer := testenv.Spans(t)
 
 	db := newDB(t)
 	pub := &accepting{}
 	r := newRelay(t, db, pub)
-	e := event(t, uuid.NewString())
+	e := anyEvent(t)
 
-	ctx, span := tp.Tracer("test").Start(context.Background(), "request")
+	ctx, span := tracer.Start(context.Background(), "request")
 	err := pg.InTx(ctx, db.DB, func(tx *sqlx.Tx) error { return outbox.Add(ctx, tx, message(t, "t", e)) })
 	span.End()
 	if err != nil {

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
-	"github.com/google/uuid"
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
@@ -99,6 +98,13 @@ func run(t testing.TB, r *outbox.Relay) {
 func event(t testing.TB, orderID string) events.Envelope {
 	t.Helper()
 	return testenv.Event(t, orderID, events.ShipmentScheduled{Country: "JP"})
+}
+
+// anyEvent is an event of an order of its own: for a row whose order the
+// test does not look at.
+func anyEvent(t testing.TB) events.Envelope {
+	t.Helper()
+	return event(t, testenv.ID("order"))
 }
 
 // message is e as a service stores it in the outbox: keyed by its order id,
@@ -198,9 +204,9 @@ func eventIDs(msgs []*sarama.ConsumerMessage) []string {
 
 func TestAddRollsBackWithTheTransaction(t *testing.T) {
 	db := newDB(t)
-	topic := "never." + uuid.NewString()
+	topic := testenv.ID("never")
 	err := pg.InTx(context.Background(), db.DB, func(tx *sqlx.Tx) error {
-		if err := outbox.Add(context.Background(), tx, message(t, topic, event(t, uuid.NewString()))); err != nil {
+		if err := outbox.Add(context.Background(), tx, message(t, topic, anyEvent(t))); err != nil {
 			return err
 		}
 		return errors.New("business change failed")
@@ -218,7 +224,7 @@ func TestAddRollsBackWithTheTransaction(t *testing.T) {
 func TestRelayPublishesInOrderAndMarksSent(t *testing.T) {
 	db := newDB(t)
 	topic := testenv.Topic(t, "outbox")
-	orderID := uuid.NewString()
+	orderID := testenv.ID("order")
 	var want []string
 	for range 5 {
 		e := event(t, orderID)
@@ -250,7 +256,7 @@ func TestRelayDoesNotSkipLateCommits(t *testing.T) {
 	topic := testenv.Topic(t, "outbox-late")
 	ctx := context.Background()
 	relay := newRelay(t, db, producer(t))
-	orderID := uuid.NewString()
+	orderID := testenv.ID("order")
 	ea, eb := event(t, orderID), event(t, orderID)
 
 	txA := db.MustBeginTx(ctx, nil)
@@ -302,7 +308,7 @@ func TestTwoRelaysPublishEachRowOnce(t *testing.T) {
 	topic := testenv.Topic(t, "outbox-two")
 	const n = 200
 	for range n {
-		insert(t, db, topic, event(t, uuid.NewString()))
+		insert(t, db, topic, anyEvent(t))
 	}
 	settle(t, db)
 	pub := producer(t)
@@ -355,7 +361,7 @@ func (f failingAfterPublish) SendMessages(msgs []*sarama.ProducerMessage) error 
 func TestCrashBetweenPublishAndMarkRepublishes(t *testing.T) {
 	db := newDB(t)
 	topic := testenv.Topic(t, "outbox-crash")
-	e := event(t, uuid.NewString())
+	e := anyEvent(t)
 	add(t, db, topic, e)
 	pub := producer(t)
 
@@ -390,7 +396,7 @@ func TestRunWakesOnCommit(t *testing.T) {
 	run(t, r)
 	testenv.Eventually(t, 10*time.Second, "LISTEN active", func() bool { return outbox.Listening(r) })
 
-	e := event(t, uuid.NewString())
+	e := anyEvent(t)
 	add(t, db, topic, e)
 	got := eventIDs(testenv.ReadAll(t, topic, 1, 30*time.Second))
 	if len(got) != 1 || got[0] != e.ID {
@@ -426,8 +432,8 @@ func (failFirst) SendMessages(msgs []*sarama.ProducerMessage) error {
 // The failure is reported, and the failed row stays publishable.
 func TestPartialFailureMarksExactlyWhatKafkaAcknowledged(t *testing.T) {
 	db := newDB(t)
-	topic := "partial." + uuid.NewString()
-	a, b := uuid.NewString(), uuid.NewString()
+	topic := testenv.ID("partial")
+	a, b := testenv.ID("order"), testenv.ID("order")
 	a1, a2, b1 := event(t, a), event(t, a), event(t, b)
 	for _, e := range []events.Envelope{a1, a2, b1} {
 		insert(t, db, topic, e)
@@ -464,7 +470,7 @@ func TestRunRetriesRowsHeldBack(t *testing.T) {
 	if err := other.Get(&xid, `SELECT pg_current_xact_id()::text`); err != nil { // takes a txid
 		t.Fatal(err)
 	}
-	e := event(t, uuid.NewString())
+	e := anyEvent(t)
 	insert(t, db, topic, e) // held back behind other
 
 	clock := newFakeClock()
@@ -535,7 +541,7 @@ func TestAddNotifiesUnlessTheRelayIsAwake(t *testing.T) {
 	}
 	addIn := func(tx *sqlx.Tx) {
 		t.Helper()
-		if err := outbox.Add(ctx, tx, message(t, "t", event(t, uuid.NewString()))); err != nil {
+		if err := outbox.Add(ctx, tx, message(t, "t", anyEvent(t))); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -15,10 +15,8 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
-	"github.com/google/uuid"
 
 	"github.com/choreo-saga/choreo/internal/testenv"
-	"github.com/choreo-saga/choreo/pkg/broker"
 	"github.com/choreo-saga/choreo/pkg/events"
 	"github.com/choreo-saga/choreo/pkg/outbox"
 )
@@ -152,7 +150,7 @@ const idleTimers = 3
 // transaction" holds back vacuum and every relay's xmin).
 func TestNoTransactionOpenWhilePublishing(t *testing.T) {
 	db := newDB(t)
-	add(t, db, "t", event(t, uuid.NewString()))
+	add(t, db, "t", anyEvent(t))
 	pub := newBlocking(t)
 	r := newRelay(t, db, pub)
 	done := make(chan error, 1)
@@ -184,7 +182,7 @@ func TestNoTransactionOpenWhilePublishing(t *testing.T) {
 // leader.
 func TestRunStopsPromptlyWhilePublishHangs(t *testing.T) {
 	db := newDB(t)
-	add(t, db, "t", event(t, uuid.NewString()))
+	add(t, db, "t", anyEvent(t))
 	pub := newBlocking(t)
 	r := newRelay(t, db, pub)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -217,11 +215,11 @@ func TestLeaderReelectsAfterConnectionDies(t *testing.T) {
 	ctx := context.Background()
 	r1, r2 := newRelay(t, db, accept), newRelay(t, db, accept)
 
-	add(t, db, "t", event(t, uuid.NewString()))
+	add(t, db, "t", anyEvent(t))
 	if n, err := flushSome(t, r1); err != nil || n != 1 {
 		t.Fatalf("r1 Flush = %d, %v; want 1, nil", n, err)
 	}
-	add(t, db, "t", event(t, uuid.NewString()))
+	add(t, db, "t", anyEvent(t))
 	if n, err := r2.Flush(ctx); err != nil || n != 0 {
 		t.Fatalf("r2 Flush while r1 leads = %d, %v; want 0, nil", n, err)
 	}
@@ -240,7 +238,7 @@ func TestLeaderReelectsAfterConnectionDies(t *testing.T) {
 		}
 		return n == 1
 	})
-	add(t, db, "t", event(t, uuid.NewString()))
+	add(t, db, "t", anyEvent(t))
 	if n, err := r1.Flush(ctx); err != nil || n != 0 {
 		t.Fatalf("r1 Flush after losing its session = %d, %v; want 0, nil (r2 leads)", n, err)
 	}
@@ -274,8 +272,8 @@ func TestRunPublishesWhileListenCannotConnect(t *testing.T) {
 	go func() { done <- r.Run(ctx) }()
 
 	testenv.Eventually(t, 10*time.Second, "the first round over", func() bool { return outbox.Waits(r) >= 1 })
-	add(t, db, "t", event(t, uuid.NewString())) // no NOTIFY reaches the relay
-	clock.Advance(50 * time.Millisecond)        // the poll
+	add(t, db, "t", anyEvent(t))         // no NOTIFY reaches the relay
+	clock.Advance(50 * time.Millisecond) // the poll
 	select {
 	case <-got:
 	case <-time.After(10 * time.Second):
@@ -296,7 +294,7 @@ func TestRunPublishesWhileListenCannotConnect(t *testing.T) {
 func TestPermanentFailuresAreParkedAndTheRestFlows(t *testing.T) {
 	db := newDB(t)
 	topic := testenv.Topic(t, "outbox-park")
-	orderID := uuid.NewString()
+	orderID := testenv.ID("order")
 	a1, a2, a3 := event(t, orderID), event(t, orderID), event(t, orderID)
 
 	add(t, db, topic, a1)
@@ -335,20 +333,14 @@ func TestPermanentFailuresAreParkedAndTheRestFlows(t *testing.T) {
 // publishes the others.
 func TestBatchRejectionParksOnlyTheOffendingRow(t *testing.T) {
 	db := newDB(t)
-	topic := fmt.Sprintf("test.outbox-small.%s", uuid.NewString()[:8])
-	admin, err := sarama.NewClusterAdmin(testenv.Brokers(t), broker.Config("test"))
-	if err != nil {
-		t.Fatalf("%v; %s", err, testenv.HowToStart)
-	}
+	topic := testenv.ID("test.outbox-small")
 	limit := "1000"
-	err = admin.CreateTopic(topic, &sarama.TopicDetail{NumPartitions: 1, ReplicationFactor: 1,
-		ConfigEntries: map[string]*string{"max.message.bytes": &limit}}, false)
-	admin.Close()
-	if err != nil {
+	if err := testenv.Admin(t).CreateTopic(topic, &sarama.TopicDetail{NumPartitions: 1, ReplicationFactor: 1,
+		ConfigEntries: map[string]*string{"max.message.bytes": &limit}}, false); err != nil {
 		t.Fatal(err)
 	}
 
-	orderID := uuid.NewString()
+	orderID := testenv.ID("order")
 	var want []string
 	var big int64
 	for i, size := range []int{600, 600, 2000, 600} {
@@ -384,7 +376,7 @@ func TestUnknownTopicIsParkedOnlyAfterGrace(t *testing.T) {
 	db := newDB(t)
 	ctx := context.Background()
 	gone := addRaw(t, db, outbox.Message{Topic: "gone", Value: []byte("{}")})
-	add(t, db, "here", event(t, uuid.NewString()))
+	add(t, db, "here", anyEvent(t))
 
 	clock := newFakeClock()
 	r := newRelay(t, db, failTopic("gone", sarama.ErrUnknownTopicOrPartition), func(c *outbox.RelayConfig) {
@@ -419,9 +411,9 @@ func TestUnknownTopicIsParkedOnlyAfterGrace(t *testing.T) {
 // backoff would stop it for good.
 func TestProgressSkipsFailureBackoff(t *testing.T) {
 	db := newDB(t)
-	add(t, db, "stuck", event(t, uuid.NewString()))
+	add(t, db, "stuck", anyEvent(t))
 	for range 8 {
-		add(t, db, "flowing", event(t, uuid.NewString()))
+		add(t, db, "flowing", anyEvent(t))
 	}
 	r := newRelay(t, db, failTopic("stuck", sarama.ErrNotLeaderForPartition), func(c *outbox.RelayConfig) {
 		c.BatchSize = 2
@@ -444,7 +436,7 @@ func TestRunBacksOffWhileRowsAreHeldBack(t *testing.T) {
 	if _, err := other.Exec(`SELECT pg_current_xact_id()`); err != nil {
 		t.Fatal(err)
 	}
-	insert(t, db, "t", event(t, uuid.NewString()))
+	insert(t, db, "t", anyEvent(t))
 
 	clock := newFakeClock()
 	r := newRelay(t, db, accept, func(c *outbox.RelayConfig) {
@@ -494,7 +486,7 @@ func TestStandbyRelayDoesNotSpin(t *testing.T) {
 	testenv.Eventually(t, 10*time.Second, "the standby listens and waits", func() bool {
 		return outbox.Listening(standby) && outbox.Waits(standby) >= 1
 	})
-	add(t, db, "t", event(t, uuid.NewString())) // its NOTIFY wakes the standby
+	add(t, db, "t", anyEvent(t)) // its NOTIFY wakes the standby
 	testenv.Eventually(t, 10*time.Second, "the standby, woken, waits again", func() bool { return outbox.Waits(standby) >= 2 })
 	if n := clock.Pending(); n != idleTimers {
 		t.Fatalf("the standby armed %d timers, want only its %d own: it would retry rows it cannot publish", n, idleTimers)
@@ -521,7 +513,7 @@ func TestCleanupRunsDespiteBacklog(t *testing.T) {
 	if _, err := other.Exec(`SELECT pg_current_xact_id()`); err != nil {
 		t.Fatal(err)
 	}
-	insert(t, db, "t", event(t, uuid.NewString())) // held back behind other
+	insert(t, db, "t", anyEvent(t)) // held back behind other
 
 	clock := newFakeClock()
 	r := newRelay(t, db, accept, func(c *outbox.RelayConfig) {
@@ -557,7 +549,7 @@ func TestBacklogGaugeGrowsWhileKafkaFails(t *testing.T) {
 		return errors.New("kafka: client has run out of available brokers")
 	})
 	clock := newFakeClock()
-	name := t.Name() + "-" + uuid.NewString()[:8] // a gauge of its own under -count
+	name := testenv.ID(t.Name()) // a gauge of its own under -count
 	r := newRelay(t, db, down, func(c *outbox.RelayConfig) {
 		c.Name = name
 		c.Clock = clock
@@ -570,7 +562,7 @@ func TestBacklogGaugeGrowsWhileKafkaFails(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	add(t, db, "t", event(t, uuid.NewString()))
+	add(t, db, "t", anyEvent(t))
 	age(10 * time.Minute)
 	run(t, r)
 
@@ -590,7 +582,7 @@ func TestRelayLogsCarryItsName(t *testing.T) {
 		c.Name = "relay-under-test"
 		c.Logger = slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	})
-	add(t, db, "t", event(t, uuid.NewString()))
+	add(t, db, "t", anyEvent(t))
 	if _, err := r.Flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -276,34 +276,22 @@ func TestConcurrentBatchesApplyOnce(t *testing.T) {
 	for range 10 {
 		batch = append(batch, reserved(t, uuid.NewString(), "JP"))
 	}
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	errs := make(chan error, 8)
-	for range 8 {
-		wg.Add(1)
+	instances := make([]func() error, 8)
+	for i := range instances {
 		// A handler each: eight instances, whose batches only the
 		// database keeps apart.
 		h := spec.BatchHandler(db, testenv.Logger(t))
-		go func() {
-			defer wg.Done()
-			<-start
+		instances[i] = func() error {
 			var err error
 			for range 10 { // a consumer retries a deadlock or a serialization failure
 				if _, err = h.HandleBatch(context.Background(), batch); err == nil {
 					break
 				}
 			}
-			errs <- err
-		}()
-	}
-	close(start)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatal(err)
+			return err
 		}
 	}
+	testenv.AllSucceed(t, instances...)
 	if got := appliedIDs(t, db); len(got) != len(batch) {
 		t.Fatalf("%d applications of %d events by 8 concurrent batches, want one each", len(got), len(batch))
 	}

@@ -8,15 +8,13 @@ import (
 
 	"github.com/IBM/sarama"
 	"github.com/google/uuid"
-	"github.com/prometheus/client_golang/prometheus"
-	"go.opentelemetry.io/otel"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/choreo-saga/choreo/internal/testenv"
 	"github.com/choreo-saga/choreo/pkg/events"
 	"github.com/choreo-saga/choreo/pkg/participant"
+	"github.com/choreo-saga/choreo/pkg/participant/participanttest"
 	"github.com/choreo-saga/choreo/pkg/tracing"
 )
 
@@ -90,17 +88,13 @@ func TestHandlerMetricsByOutcome(t *testing.T) {
 // of the span whose context the message carries, names the event, and is
 // the parent stored with every event its reaction emits.
 func TestHandlingSpanContinuesTheMessageTrace(t *testing.T) {
-	spans := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
-	prev := otel.GetTracerProvider()
-	otel.SetTracerProvider(tp)
-	t.Cleanup(func() { otel.SetTracerProvider(prev) })
+	spans, tracer := testenv.Spans(t)
 
 	db := testenv.DB(t)
 	service := "traced-" + uuid.NewString()[:8]
 	e := reservedEvent(t)
 	m := testenv.Message(t, e)
-	pctx, publish := tp.Tracer("test").Start(context.Background(), "publish")
+	pctx, publish := tracer.Start(context.Background(), "publish")
 	headers := map[string]string{}
 	tracing.Inject(pctx, headers)
 	publish.End()
@@ -153,30 +147,14 @@ func TestHandlingSpanContinuesTheMessageTrace(t *testing.T) {
 // Go version that built the binary.
 func TestBuildInfo(t *testing.T) {
 	participant.SetBuildInfo("build-info-test")
-	families, err := prometheus.DefaultGatherer.Gather()
-	if err != nil {
-		t.Fatal(err)
+	labels, m := participanttest.Gathered(t, "choreo_build_info", map[string]string{"service": "build-info-test"})
+	if m == nil {
+		t.Fatal("no choreo_build_info{service=\"build-info-test\"}")
 	}
-	for _, f := range families {
-		if f.GetName() != "choreo_build_info" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			if labels["service"] != "build-info-test" {
-				continue
-			}
-			if labels["go_version"] != runtime.Version() || labels["version"] == "" || labels["revision"] == "" {
-				t.Errorf("labels = %v, want go_version %s and a version and revision", labels, runtime.Version())
-			}
-			if v := m.GetGauge().GetValue(); v != 1 {
-				t.Errorf("value = %v, want 1", v)
-			}
-			return
-		}
+	if labels["go_version"] != runtime.Version() || labels["version"] == "" || labels["revision"] == "" {
+		t.Errorf("labels = %v, want go_version %s and a version and revision", labels, runtime.Version())
 	}
-	t.Fatal("no choreo_build_info{service=\"build-info-test\"}")
+	if v := m.GetGauge().GetValue(); v != 1 {
+		t.Errorf("value = %v, want 1", v)
+	}
 }

@@ -5,11 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/IBM/sarama"
 	"github.com/google/uuid"
 
 	"github.com/choreo-saga/choreo/internal/testenv"
-	"github.com/choreo-saga/choreo/pkg/broker"
 	"github.com/choreo-saga/choreo/pkg/participant"
 )
 
@@ -23,28 +21,14 @@ import (
 func TestPrunerFollowsTheCommittedOffsetAndTheTopicsRetention(t *testing.T) {
 	db := testenv.DB(t)
 	topic := testenv.Topic(t, "retention")
-	group := "retention-" + uuid.NewString()[:8]
-	p, err := broker.NewSyncProducer(testenv.Brokers(t), "retention-test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var partition int32
-	for range 10 { // one key: one partition, offsets 0..9
-		if partition, _, err = p.SendMessage(&sarama.ProducerMessage{Topic: topic, Key: sarama.StringEncoder("k"), Value: sarama.StringEncoder("v")}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	p.Close()
+	group := testenv.ID("retention")
+	// one key: one partition, offsets 0..9
+	partition := testenv.Produce(t, topic, "k", "v", "v", "v", "v", "v", "v", "v", "v", "v", "v")
 	testenv.StartAtEnd(t, group, topic) // committed: 10 on the key's partition
 	// Kafka has dropped offsets 0-4, as retention drops old segments.
-	admin, err := sarama.NewClusterAdmin(testenv.Brokers(t), broker.Config("retention-test"))
-	if err != nil {
+	if err := testenv.Admin(t).DeleteRecords(topic, map[int32]int64{partition: 5}); err != nil {
 		t.Fatal(err)
 	}
-	if err := admin.DeleteRecords(topic, map[int32]int64{partition: 5}); err != nil {
-		t.Fatal(err)
-	}
-	admin.Close()
 
 	mark := func(consumer string, offset int64, age time.Duration) string {
 		id := uuid.NewString()

@@ -9,11 +9,10 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
-	"go.opentelemetry.io/otel"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/choreo-saga/choreo/internal/testenv"
 	"github.com/choreo-saga/choreo/pkg/tracing"
 	"github.com/choreo-saga/choreo/pkg/web"
 )
@@ -63,18 +62,14 @@ func TestInstrumentLabelsTheRoutePattern(t *testing.T) {
 // span named by method and route, the child of the caller's traceparent,
 // and handlers see it in the request's context; probes get none.
 func TestInstrumentContinuesTheCallersTrace(t *testing.T) {
-	spans := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
-	prev := otel.GetTracerProvider()
-	otel.SetTracerProvider(tp)
-	t.Cleanup(func() { otel.SetTracerProvider(prev) })
+	spans, tracer := testenv.Spans(t)
 
 	var inHandler trace.SpanContext
 	r := web.NewRouter(slog.New(slog.DiscardHandler), nil)
 	r.Get("/orders/{id}", func(w http.ResponseWriter, req *http.Request) {
 		inHandler = trace.SpanContextFromContext(req.Context())
 	})
-	ctx, caller := tp.Tracer("test").Start(context.Background(), "client")
+	ctx, caller := tracer.Start(context.Background(), "client")
 	req := httptest.NewRequest(http.MethodGet, "/orders/42", nil)
 	headers := map[string]string{}
 	tracing.Inject(ctx, headers)

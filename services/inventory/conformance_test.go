@@ -27,8 +27,8 @@ func TestConformance(t *testing.T) {
 		{Name: "PaymentCompletedOutOfStockIsRejected", Setup: paid(1), Emits: []string{events.TypeInventoryRejected}},
 		{Name: "ShipmentFailedReleasesTheReservation", Setup: shipmentFailedAfterReserve, Emits: []string{events.TypeInventoryReleased}},
 		{Name: "ShipmentFailedBeforeReserveLeavesTombstone", Setup: shipmentFailedFirst, Emits: []string{events.TypeInventoryReleased}},
-		{Name: "OrderCancelRequestedReleasesTheReservation", Setup: afterReserve(cancelRequested), Emits: []string{events.TypeInventoryCancelled}},
-		{Name: "OrderCancelRequestedBeforeReserveLeavesTombstone", Setup: beforeReserve(cancelRequested), Emits: []string{events.TypeInventoryCancelled}},
+		{Name: "OrderCancelRequestedReleasesTheReservation", Setup: afterReserve(testenv.CancelRequested), Emits: []string{events.TypeInventoryCancelled}},
+		{Name: "OrderCancelRequestedBeforeReserveLeavesTombstone", Setup: beforeReserve(testenv.CancelRequested), Emits: []string{events.TypeInventoryCancelled}},
 	})
 }
 
@@ -64,10 +64,6 @@ func shipmentFailedAfterReserve(t *testing.T, db *sqlx.DB) events.Envelope {
 // has not reached inventory: the release overtakes the reserve.
 func shipmentFailedFirst(t *testing.T, db *sqlx.DB) events.Envelope {
 	return beforeReserve(shipmentFailed)(t, db)
-}
-
-func cancelRequested(t *testing.T, orderID string) events.Envelope {
-	return testenv.Event(t, orderID, events.OrderCancelRequested{Reason: events.ReasonCustomerCancelled})
 }
 
 // beforeReserve returns a Setup whose undo, built by undo, arrives for an

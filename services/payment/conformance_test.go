@@ -28,8 +28,8 @@ func TestConformance(t *testing.T) {
 		{Name: "InventoryRejectedRefundsTheCharge", Setup: charged(rejected), Emits: []string{events.TypePaymentRefunded}},
 		{Name: "InventoryReleasedRefundsTheCharge", Setup: charged(released), Emits: []string{events.TypePaymentRefunded}},
 		{Name: "InventoryReleasedBeforeChargeLeavesTombstone", Setup: uncharged(released), Emits: []string{events.TypePaymentRefunded}},
-		{Name: "OrderCancelRequestedCreditsTheCharge", Setup: charged(cancelRequested), Emits: []string{events.TypePaymentCancelled}},
-		{Name: "OrderCancelRequestedBeforeChargeLeavesTombstone", Setup: uncharged(cancelRequested), Emits: []string{events.TypePaymentCancelled}},
+		{Name: "OrderCancelRequestedCreditsTheCharge", Setup: charged(testenv.CancelRequested), Emits: []string{events.TypePaymentCancelled}},
+		{Name: "OrderCancelRequestedBeforeChargeLeavesTombstone", Setup: uncharged(testenv.CancelRequested), Emits: []string{events.TypePaymentCancelled}},
 	})
 }
 
@@ -105,10 +105,6 @@ func released(t *testing.T, orderID string) events.Envelope {
 		Items:  []events.Item{{SKU: "sku-1", Quantity: 2, UnitPrice: amount / 2}},
 		Reason: events.ReasonShippingUnavailable,
 	})
-}
-
-func cancelRequested(t *testing.T, orderID string) events.Envelope {
-	return testenv.Event(t, orderID, events.OrderCancelRequested{Reason: events.ReasonCustomerCancelled})
 }
 
 // customerOf is the customer of a case's order: one per order, so that

@@ -47,7 +47,7 @@ func scheduledThenCancelled(t *testing.T, db *sqlx.DB) events.Envelope {
 	if err := store.InsertShipment(context.Background(), db, sh); err != nil {
 		t.Fatal(err)
 	}
-	return testenv.Event(t, orderID, events.OrderCancelRequested{Reason: events.ReasonCustomerCancelled})
+	return testenv.CancelRequested(t, orderID)
 }
 
 // cancelled returns the cancel request of an order shipping has not heard

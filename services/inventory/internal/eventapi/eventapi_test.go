@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
-	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
 	"github.com/choreo-saga/choreo/internal/testenv"
@@ -28,36 +26,24 @@ import (
 // emits: shortages, multi-SKU orders, compensations overtaking their step,
 // competing orders and the lock order.
 
-// fixture is one test's view of the service: its database, a handler that
-// is the one Run wires to Kafka, and ids no other test uses.
+// fixture is one test's view of the service: its reactions on a database
+// of their own (testenv.Reactions) and its store.
 type fixture struct {
-	t       *testing.T
-	db      *sqlx.DB
-	st      *store.Store
-	handler consumer.Handler
-	address events.Address
+	*testenv.Reactions
+	t  *testing.T
+	st *store.Store
 }
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	spec, err := inventory.Spec(inventory.DefaultConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := testenv.DB(t, inventory.Schema)
-	return &fixture{
-		t:       t,
-		db:      db,
-		st:      store.New(db),
-		handler: spec.Handler(db, testenv.Logger(t)),
-		address: events.Address{Country: "JP", PostalCode: "100-0001", Line1: "1-1 Chiyoda"},
-	}
+	r := testenv.NewReactions(t, inventory.Spec, inventory.DefaultConfig())
+	return &fixture{Reactions: r, t: t, st: store.New(r.DB)}
 }
 
 // sku creates a SKU with available units.
 func (f *fixture) sku(available int64) string {
 	f.t.Helper()
-	sku := "sku-" + uuid.NewString()[:13]
+	sku := testenv.ID("sku")
 	if _, err := f.st.PutStock(context.Background(), sku, available, nil, true); err != nil {
 		f.t.Fatal(err)
 	}
@@ -65,34 +51,16 @@ func (f *fixture) sku(available int64) string {
 }
 
 // order returns a fresh order id.
-func (f *fixture) order() string { return "ord-" + uuid.NewString() }
-
-func (f *fixture) envelope(orderID string, p events.Payload) events.Envelope {
-	f.t.Helper()
-	return testenv.Event(f.t, orderID, p)
-}
-
-// deliver hands e to the handler as the consumer group would, from the
-// topic its producer writes to.
-func (f *fixture) deliver(e events.Envelope) error {
-	return f.handler.Handle(context.Background(), testenv.Message(f.t, e))
-}
-
-func (f *fixture) mustDeliver(e events.Envelope) {
-	f.t.Helper()
-	if err := f.deliver(e); err != nil {
-		f.t.Fatalf("deliver %s: %v", e.Type, err)
-	}
-}
+func (f *fixture) order() string { return testenv.ID("ord") }
 
 func (f *fixture) paid(orderID string, items ...events.Item) events.Envelope {
-	return f.envelope(orderID, events.PaymentCompleted{
-		CustomerID: "c-1", Amount: 1000, Currency: "JPY", Items: items, ShippingAddress: f.address,
+	return f.Event(orderID, events.PaymentCompleted{
+		CustomerID: "c-1", Amount: 1000, Currency: "JPY", Items: items, ShippingAddress: testenv.Address,
 	})
 }
 
 func (f *fixture) shipmentFailed(orderID string) events.Envelope {
-	return f.envelope(orderID, events.ShipmentFailed{Country: "AQ", Reason: events.ReasonShippingUnavailable})
+	return f.Event(orderID, events.ShipmentFailed{Country: "AQ", Reason: events.ReasonShippingUnavailable})
 }
 
 func (f *fixture) mustStock(sku string, available, reserved int64) {
@@ -106,6 +74,15 @@ func (f *fixture) mustStock(sku string, available, reserved int64) {
 	}
 }
 
+// mustReservation fails the test unless the order's reservation has
+// status and holds items, in the order's line order.
+func (f *fixture) mustReservation(orderID string, status domain.Status, items []events.Item) {
+	f.t.Helper()
+	if r := f.reservation(orderID); r.Status != status || !reflect.DeepEqual(r.Items, items) {
+		f.t.Fatalf("reservation = %+v, want %s with items %+v", r, status, items)
+	}
+}
+
 func (f *fixture) reservation(orderID string) domain.Reservation {
 	f.t.Helper()
 	r, err := f.st.Reservation(context.Background(), orderID)
@@ -115,33 +92,19 @@ func (f *fixture) reservation(orderID string) domain.Reservation {
 	return r
 }
 
-// emitted returns the events the service queued in its outbox for an
-// order, oldest first.
-func (f *fixture) emitted(q sqlx.QueryerContext, orderID string) []events.Envelope {
-	f.t.Helper()
-	return testenv.Emitted(f.t, q, orderID, events.TopicInventory, inventory.Name)
-}
-
 func TestReserveMovesUnitsAndEmitsOneEvent(t *testing.T) {
 	f := newFixture(t)
 	a, b := f.sku(5), f.sku(2)
 	id := f.order()
 	items := []events.Item{{SKU: a, Quantity: 2, UnitPrice: 100}, {SKU: b, Quantity: 1, UnitPrice: 300}, {SKU: a, Quantity: 1, UnitPrice: 100}}
 
-	f.mustDeliver(f.paid(id, items...))
+	f.MustDeliver(f.paid(id, items...))
 
 	f.mustStock(a, 2, 3)
 	f.mustStock(b, 1, 1)
-	if r := f.reservation(id); r.Status != domain.StatusReserved || !reflect.DeepEqual(r.Items, items) {
-		t.Fatalf("reservation = %+v, want RESERVED with the order's items", r)
-	}
-	out := f.emitted(f.db, id)
-	if len(out) != 1 || out[0].Type != events.TypeInventoryReserved {
-		t.Fatalf("emitted %d events %v, want one InventoryReserved", len(out), out)
-	}
-	var p events.InventoryReserved
-	testenv.Payload(t, out[0], &p)
-	if !reflect.DeepEqual(p.Items, items) || p.ShippingAddress != f.address {
+	f.mustReservation(id, domain.StatusReserved, items)
+	p := testenv.Last[events.InventoryReserved](t, f.Emitted(id), 1)
+	if !reflect.DeepEqual(p.Items, items) || p.ShippingAddress != testenv.Address {
 		t.Fatalf("InventoryReserved = %+v, want the PaymentCompleted items and address", p)
 	}
 }
@@ -149,26 +112,19 @@ func TestReserveMovesUnitsAndEmitsOneEvent(t *testing.T) {
 func TestRejectChangesNoStock(t *testing.T) {
 	f := newFixture(t)
 	a, b := f.sku(1), f.sku(10)
-	ghost := "ghost-" + uuid.NewString()[:13]
+	ghost := testenv.ID("ghost")
 	id := f.order()
 	items := []events.Item{{SKU: b, Quantity: 3}, {SKU: a, Quantity: 2}, {SKU: ghost, Quantity: 1}}
 
-	f.mustDeliver(f.paid(id, items...))
+	f.MustDeliver(f.paid(id, items...))
 
 	f.mustStock(a, 1, 0)
 	f.mustStock(b, 10, 0)
 	if _, err := f.st.Stock(context.Background(), ghost); !errors.Is(err, fault.NotFound) {
 		t.Fatalf("unknown sku was created: err = %v", err)
 	}
-	if r := f.reservation(id); r.Status != domain.StatusRejected || !reflect.DeepEqual(r.Items, items) {
-		t.Fatalf("reservation = %+v, want REJECTED with the requested items", r)
-	}
-	out := f.emitted(f.db, id)
-	if len(out) != 1 || out[0].Type != events.TypeInventoryRejected {
-		t.Fatalf("emitted %v, want one InventoryRejected", out)
-	}
-	var p events.InventoryRejected
-	testenv.Payload(t, out[0], &p)
+	f.mustReservation(id, domain.StatusRejected, items)
+	p := testenv.Last[events.InventoryRejected](t, f.Emitted(id), 1)
 	want := []events.Shortage{{SKU: a, Requested: 2, Available: 1}, {SKU: ghost, Requested: 1, Available: 0}}
 	if a > ghost {
 		want[0], want[1] = want[1], want[0]
@@ -177,7 +133,7 @@ func TestRejectChangesNoStock(t *testing.T) {
 		t.Fatalf("InventoryRejected = %+v, want reason %q shortages %+v", p, events.ReasonOutOfStock, want)
 	}
 	var detail string
-	if err := f.db.Get(&detail, `SELECT detail FROM reservations WHERE order_id = $1`, id); err != nil {
+	if err := f.DB.Get(&detail, `SELECT detail FROM reservations WHERE order_id = $1`, id); err != nil {
 		t.Fatal(err)
 	}
 	if detail == "" {
@@ -190,29 +146,22 @@ func TestReleaseReturnsUnits(t *testing.T) {
 	a := f.sku(5)
 	id := f.order()
 	items := []events.Item{{SKU: a, Quantity: 2}, {SKU: a, Quantity: 1}}
-	f.mustDeliver(f.paid(id, items...))
+	f.MustDeliver(f.paid(id, items...))
 	f.mustStock(a, 2, 3)
 
-	f.mustDeliver(f.shipmentFailed(id))
+	f.MustDeliver(f.shipmentFailed(id))
 
 	f.mustStock(a, 5, 0)
-	if r := f.reservation(id); r.Status != domain.StatusReleased || !reflect.DeepEqual(r.Items, items) {
-		t.Fatalf("reservation = %+v, want RELEASED with the items it held", r)
-	}
-	out := f.emitted(f.db, id)
-	if len(out) != 2 || out[1].Type != events.TypeInventoryReleased {
-		t.Fatalf("emitted %v, want InventoryReserved then InventoryReleased", out)
-	}
-	var p events.InventoryReleased
-	testenv.Payload(t, out[1], &p)
+	f.mustReservation(id, domain.StatusReleased, items)
+	p := testenv.Last[events.InventoryReleased](t, f.Emitted(id), 2)
 	if !reflect.DeepEqual(p.Items, items) || p.Reason != events.ReasonShippingUnavailable {
 		t.Fatalf("InventoryReleased = %+v", p)
 	}
 
 	t.Run("SecondReleaseIsNoop", func(t *testing.T) {
-		f.mustDeliver(f.shipmentFailed(id))
+		f.MustDeliver(f.shipmentFailed(id))
 		f.mustStock(a, 5, 0)
-		if n := len(f.emitted(f.db, id)); n != 2 {
+		if n := len(f.Emitted(id)); n != 2 {
 			t.Fatalf("%d events after a second release, want still 2", n)
 		}
 	})
@@ -223,25 +172,21 @@ func TestReleaseBeforeReserveLeavesTombstone(t *testing.T) {
 	a := f.sku(5)
 	id := f.order()
 
-	f.mustDeliver(f.shipmentFailed(id))
+	f.MustDeliver(f.shipmentFailed(id))
 
 	r := f.reservation(id)
 	if r.Status != domain.StatusReleased || r.Items == nil || len(r.Items) != 0 {
 		t.Fatalf("reservation = %#v, want RELEASED with no items", r)
 	}
-	out := f.emitted(f.db, id)
-	if len(out) != 1 || out[0].Type != events.TypeInventoryReleased {
-		t.Fatalf("emitted %v, want one InventoryReleased", out)
-	}
-	var p events.InventoryReleased
-	if testenv.Payload(t, out[0], &p); len(p.Items) != 0 || p.Reason != events.ReasonShippingUnavailable {
+	p := testenv.Last[events.InventoryReleased](t, f.Emitted(id), 1)
+	if len(p.Items) != 0 || p.Reason != events.ReasonShippingUnavailable {
 		t.Fatalf("InventoryReleased = %+v, want no items", p)
 	}
 
 	t.Run("LatePaymentIsNoop", func(t *testing.T) {
-		f.mustDeliver(f.paid(id, events.Item{SKU: a, Quantity: 1}))
+		f.MustDeliver(f.paid(id, events.Item{SKU: a, Quantity: 1}))
 		f.mustStock(a, 5, 0)
-		if n := len(f.emitted(f.db, id)); n != 1 {
+		if n := len(f.Emitted(id)); n != 1 {
 			t.Fatalf("%d events after the late payment, want still 1", n)
 		}
 		if r := f.reservation(id); r.Status != domain.StatusReleased {
@@ -254,13 +199,13 @@ func TestRejectedOrderReleaseIsNoop(t *testing.T) {
 	f := newFixture(t)
 	a := f.sku(0)
 	id := f.order()
-	f.mustDeliver(f.paid(id, events.Item{SKU: a, Quantity: 1}))
-	f.mustDeliver(f.shipmentFailed(id))
+	f.MustDeliver(f.paid(id, events.Item{SKU: a, Quantity: 1}))
+	f.MustDeliver(f.shipmentFailed(id))
 	f.mustStock(a, 0, 0)
 	if r := f.reservation(id); r.Status != domain.StatusRejected {
 		t.Fatalf("status = %s, want REJECTED", r.Status)
 	}
-	if n := len(f.emitted(f.db, id)); n != 1 {
+	if n := len(f.Emitted(id)); n != 1 {
 		t.Fatalf("%d events, want only the InventoryRejected", n)
 	}
 }
@@ -272,19 +217,11 @@ func TestConcurrentOrdersNeverOversell(t *testing.T) {
 	for i := range ids {
 		ids[i] = f.order()
 	}
-	var wg sync.WaitGroup
-	errs := make(chan error, len(ids))
-	for _, id := range ids {
-		e := f.paid(id, events.Item{SKU: a, Quantity: 1})
-		wg.Go(func() { errs <- f.deliver(e) })
+	envs := make([]events.Envelope, len(ids))
+	for i, id := range ids {
+		envs[i] = f.paid(id, events.Item{SKU: a, Quantity: 1})
 	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	f.DeliverAll(envs...)
 	f.mustStock(a, 0, 3)
 	count := map[domain.Status]int{}
 	for _, id := range ids {
@@ -310,18 +247,7 @@ func TestOpposingLineOrdersDoNotDeadlock(t *testing.T) {
 		}
 		envs[i] = f.paid(f.order(), lines...)
 	}
-	var wg sync.WaitGroup
-	errs := make(chan error, n)
-	for _, e := range envs {
-		wg.Go(func() { errs <- f.deliver(e) })
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	f.DeliverAll(envs...)
 	f.mustStock(x, 1000-n, n)
 	f.mustStock(y, 1000-n, n)
 }
@@ -338,19 +264,19 @@ func TestReserveAndReleaseShareOneLockOrder(t *testing.T) {
 	ctx := context.Background()
 	const collation = "en-US-x-icu"
 	var found bool
-	if err := f.db.GetContext(ctx, &found, `SELECT EXISTS (SELECT 1 FROM pg_collation WHERE collname = $1)`, collation); err != nil {
+	if err := f.DB.GetContext(ctx, &found, `SELECT EXISTS (SELECT 1 FROM pg_collation WHERE collname = $1)`, collation); err != nil {
 		t.Fatal(err)
 	}
 	if !found {
 		t.Skipf("PostgreSQL has no ICU collation %q", collation)
 	}
-	if _, err := f.db.ExecContext(ctx, `ALTER TABLE stock ALTER COLUMN sku TYPE text COLLATE "`+collation+`"`); err != nil {
+	if _, err := f.DB.ExecContext(ctx, `ALTER TABLE stock ALTER COLUMN sku TYPE text COLLATE "`+collation+`"`); err != nil {
 		t.Fatal(err)
 	}
 	// The test's schema is its own, so these plain names clash with nobody.
 	skus := []string{"a-1", "a_1", "A-1", "A_1", "b"}
 	var icu []string
-	if err := f.db.SelectContext(ctx, &icu, `SELECT sku FROM unnest($1::text[]) AS sku ORDER BY sku COLLATE "`+collation+`"`, pq.Array(skus)); err != nil {
+	if err := f.DB.SelectContext(ctx, &icu, `SELECT sku FROM unnest($1::text[]) AS sku ORDER BY sku COLLATE "`+collation+`"`, pq.Array(skus)); err != nil {
 		t.Fatal(err)
 	}
 	if reflect.DeepEqual(icu, []string{"A-1", "A_1", "a-1", "a_1", "b"}) {
@@ -384,7 +310,7 @@ func TestReserveAndReleaseShareOneLockOrder(t *testing.T) {
 		var deliveries []events.Envelope
 		for range perRound {
 			id := f.order()
-			f.mustDeliver(f.paid(id, lines()...))
+			f.MustDeliver(f.paid(id, lines()...))
 			held = append(held, id)
 			deliveries = append(deliveries, f.shipmentFailed(id))
 		}
@@ -407,7 +333,7 @@ func TestReserveAndReleaseShareOneLockOrder(t *testing.T) {
 				// As the consumer does: retry what is not permanent.
 				for attempt := 0; attempt < 10; attempt++ {
 					actx, cancel := context.WithTimeout(ctx, stuckAfter)
-					err := f.handler.Handle(actx, testenv.Message(t, e))
+					err := f.Handler.Handle(actx, testenv.Message(t, e))
 					cancel()
 					if attempt == 0 {
 						first[i] = err
@@ -459,14 +385,10 @@ func TestReserveAndReleaseShareOneLockOrder(t *testing.T) {
 	}
 }
 
-func (f *fixture) cancelRequested(orderID string) events.Envelope {
-	return f.envelope(orderID, events.OrderCancelRequested{Reason: events.ReasonCustomerCancelled})
-}
-
 // cancelAcks returns the InventoryCancelled events queued for the order.
 func (f *fixture) cancelAcks(orderID string) []events.InventoryCancelled {
 	f.t.Helper()
-	return testenv.Payloads[events.InventoryCancelled](f.t, f.emitted(f.db, orderID))
+	return testenv.Payloads[events.InventoryCancelled](f.t, f.Emitted(orderID))
 }
 
 // TestCancel: the order's cancel returns whatever the order holds, whatever
@@ -482,20 +404,20 @@ func TestCancel(t *testing.T) {
 		wantStatus domain.Status
 		wantAcked  int // items InventoryCancelled reports
 	}{
-		{"ReservedIsReturned", func(f *fixture, o, s string) { f.mustDeliver(f.paid(o, events.Item{SKU: s, Quantity: 2})) }, nil,
+		{"ReservedIsReturned", func(f *fixture, o, s string) { f.MustDeliver(f.paid(o, events.Item{SKU: s, Quantity: 2})) }, nil,
 			domain.StatusReleased, 1},
-		{"RejectedIsOnlyAcknowledged", func(f *fixture, o, s string) { f.mustDeliver(f.paid(o, events.Item{SKU: s, Quantity: 9})) }, nil,
+		{"RejectedIsOnlyAcknowledged", func(f *fixture, o, s string) { f.MustDeliver(f.paid(o, events.Item{SKU: s, Quantity: 9})) }, nil,
 			domain.StatusRejected, 0},
-		{"CancelBeforeReserveLeavesTombstone", nil, func(f *fixture, o, s string) { f.mustDeliver(f.paid(o, events.Item{SKU: s, Quantity: 2})) },
+		{"CancelBeforeReserveLeavesTombstone", nil, func(f *fixture, o, s string) { f.MustDeliver(f.paid(o, events.Item{SKU: s, Quantity: 2})) },
 			domain.StatusReleased, 0},
 		{"ReleaseThenCancelReturnsOnce", func(f *fixture, o, s string) {
-			f.mustDeliver(f.paid(o, events.Item{SKU: s, Quantity: 2}))
-			f.mustDeliver(f.shipmentFailed(o))
+			f.MustDeliver(f.paid(o, events.Item{SKU: s, Quantity: 2}))
+			f.MustDeliver(f.shipmentFailed(o))
 		}, nil, domain.StatusReleased, 0},
-		{"CancelThenReleaseReturnsOnce", func(f *fixture, o, s string) { f.mustDeliver(f.paid(o, events.Item{SKU: s, Quantity: 2})) },
-			func(f *fixture, o, s string) { f.mustDeliver(f.shipmentFailed(o)) }, domain.StatusReleased, 1},
-		{"SecondCancelRequestChangesNothing", func(f *fixture, o, s string) { f.mustDeliver(f.paid(o, events.Item{SKU: s, Quantity: 2})) },
-			func(f *fixture, o, s string) { f.mustDeliver(f.cancelRequested(o)) }, domain.StatusReleased, 1},
+		{"CancelThenReleaseReturnsOnce", func(f *fixture, o, s string) { f.MustDeliver(f.paid(o, events.Item{SKU: s, Quantity: 2})) },
+			func(f *fixture, o, s string) { f.MustDeliver(f.shipmentFailed(o)) }, domain.StatusReleased, 1},
+		{"SecondCancelRequestChangesNothing", func(f *fixture, o, s string) { f.MustDeliver(f.paid(o, events.Item{SKU: s, Quantity: 2})) },
+			func(f *fixture, o, s string) { f.MustDeliver(testenv.CancelRequested(f.t, o)) }, domain.StatusReleased, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -504,7 +426,7 @@ func TestCancel(t *testing.T) {
 			if tt.before != nil {
 				tt.before(f, id, sku)
 			}
-			f.mustDeliver(f.cancelRequested(id))
+			f.MustDeliver(testenv.CancelRequested(f.t, id))
 			if tt.after != nil {
 				tt.after(f, id, sku)
 			}

@@ -3,14 +3,11 @@ package store_test
 import (
 	"context"
 	"testing"
-	"time"
 
-	"github.com/google/uuid"
 	"github.com/jmoiron/sqlx"
 
 	"github.com/choreo-saga/choreo/internal/testenv"
 	"github.com/choreo-saga/choreo/pkg/events"
-	"github.com/choreo-saga/choreo/pkg/pg"
 	"github.com/choreo-saga/choreo/services/inventory"
 	"github.com/choreo-saga/choreo/services/inventory/internal/domain"
 	"github.com/choreo-saga/choreo/services/inventory/internal/store"
@@ -21,8 +18,7 @@ import (
 // saga reason, a tombstone's reason without its note, and when each was
 // recorded, changed and released.
 func TestReservationRecord(t *testing.T) {
-	db := testenv.DB(t, inventory.Schema)
-	st := store.New(db)
+	db, st := testenv.Store(t, inventory.Schema, store.New)
 	ctx := context.Background()
 	items := []events.Item{{SKU: "SKU-1", Quantity: 3, UnitPrice: 100}}
 	shortage := "out of stock: SKU-1 requested 3 available 1"
@@ -42,18 +38,12 @@ func TestReservationRecord(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tt.r.OrderID = uuid.NewString()
-			err := pg.InTx(ctx, db, func(tx *sqlx.Tx) error { return store.InsertReservation(ctx, tx, tt.r, tt.detail) })
-			if err != nil {
-				t.Fatal(err)
-			}
+			tt.r.OrderID = testenv.ID("ord")
+			testenv.InTx(t, db, func(ctx context.Context, tx *sqlx.Tx) error { return store.InsertReservation(ctx, tx, tt.r, tt.detail) })
 			if tt.release != "" {
-				err := pg.InTx(ctx, db, func(tx *sqlx.Tx) error {
+				testenv.InTx(t, db, func(ctx context.Context, tx *sqlx.Tx) error {
 					return store.SetReservationStatus(ctx, tx, tt.r.OrderID, domain.StatusReleased, tt.release)
 				})
-				if err != nil {
-					t.Fatal(err)
-				}
 			}
 			got, err := st.ReservationRecord(ctx, tt.r.OrderID)
 			if err != nil {
@@ -62,19 +52,7 @@ func TestReservationRecord(t *testing.T) {
 			if got.Reason != tt.wantReason || got.Detail != tt.wantDetail || got.OrderID != tt.r.OrderID || len(got.Items) != len(tt.r.Items) {
 				t.Fatalf("ReservationRecord = %+v, want reason %q, detail %q", got, tt.wantReason, tt.wantDetail)
 			}
-			if got.CreatedAt.IsZero() || got.CreatedAt.Location() != time.UTC || got.UpdatedAt.Before(got.CreatedAt) {
-				t.Fatalf("created_at %v, updated_at %v: want UTC times, created first", got.CreatedAt, got.UpdatedAt)
-			}
-			switch {
-			case got.Status != domain.StatusReleased:
-				if got.ReleasedAt != nil {
-					t.Fatalf("released_at = %v, want none", got.ReleasedAt)
-				}
-			case got.ReleasedAt == nil || !got.ReleasedAt.Equal(got.UpdatedAt) || got.ReleasedAt.Location() != time.UTC:
-				t.Fatalf("released_at = %v, want the release's time %v", got.ReleasedAt, got.UpdatedAt)
-			case tt.release != "" && !got.ReleasedAt.After(got.CreatedAt):
-				t.Fatalf("released_at = %v, want after the reserve at %v", got.ReleasedAt, got.CreatedAt)
-			}
+			testenv.WantRecordTimes(t, got.CreatedAt, got.UpdatedAt, got.ReleasedAt, got.Status == domain.StatusReleased, tt.release != "")
 		})
 	}
 }

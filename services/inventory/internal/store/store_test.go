@@ -4,30 +4,18 @@ import (
 	"context"
 	"errors"
 	"reflect"
-	"sync"
 	"testing"
 
-	"github.com/google/uuid"
 	"github.com/jmoiron/sqlx"
-	"github.com/lib/pq"
 
 	"github.com/choreo-saga/choreo/internal/testenv"
 	"github.com/choreo-saga/choreo/pkg/events"
 	"github.com/choreo-saga/choreo/pkg/fault"
 	"github.com/choreo-saga/choreo/pkg/pg"
+	"github.com/choreo-saga/choreo/services/inventory"
 	"github.com/choreo-saga/choreo/services/inventory/internal/domain"
 	"github.com/choreo-saga/choreo/services/inventory/internal/store"
 )
-
-// testDB returns a database of the test's own with the inventory tables in
-// place, dropped when the test ends.
-func testDB(t *testing.T) *sqlx.DB {
-	t.Helper()
-	return testenv.DB(t, pg.Schema{Name: "inventory", FS: store.Migrations, Dir: "migrations"})
-}
-
-// uniq returns an id no other test or run uses.
-func uniq(prefix string) string { return prefix + "-" + uuid.NewString()[:13] }
 
 // putStock creates a SKU.
 func putStock(t *testing.T, st *store.Store, sku string, available int64) {
@@ -50,23 +38,29 @@ func mustStock(t *testing.T, st *store.Store, sku string, available, reserved in
 	return got
 }
 
-func inTx(t *testing.T, db *sqlx.DB, fn func(tx *sqlx.Tx) error) error {
+// reserve moves units of each SKU from available to reserved in a
+// transaction of its own, as a saga's reserve does, failing the test on
+// error.
+func reserve(t *testing.T, db *sqlx.DB, units map[string]int64) {
 	t.Helper()
-	return pg.InTx(context.Background(), db, fn)
+	testenv.InTx(t, db, func(ctx context.Context, tx *sqlx.Tx) error { return store.Reserve(ctx, tx, units) })
+}
+
+// release moves them back, as a saga's release does.
+func release(t *testing.T, db *sqlx.DB, units map[string]int64) {
+	t.Helper()
+	testenv.InTx(t, db, func(ctx context.Context, tx *sqlx.Tx) error { return store.Release(ctx, tx, units) })
 }
 
 // TestPutStock runs PUTs, in order, against one SKU that a saga changed
 // since it was created: only a PUT naming the current version replaces its
 // units (the reserved ones stay); the others leave the row as it is.
 func TestPutStock(t *testing.T) {
-	db := testDB(t)
-	st := store.New(db)
+	db, st := testenv.Store(t, inventory.Schema, store.New)
 	ctx := context.Background()
-	sku, ghost := uniq("put"), uniq("ghost")
-	putStock(t, st, sku, 5) // version 1
-	if err := inTx(t, db, func(tx *sqlx.Tx) error { return store.Reserve(ctx, tx, map[string]int64{sku: 2}) }); err != nil {
-		t.Fatal(err)
-	} // version 2: 3 available, 2 reserved
+	sku, ghost := testenv.ID("put"), testenv.ID("ghost")
+	putStock(t, st, sku, 5)                  // version 1
+	reserve(t, db, map[string]int64{sku: 2}) // version 2: 3 available, 2 reserved
 	v := func(n int64) *int64 { return &n }
 
 	tests := []struct {
@@ -100,18 +94,13 @@ func TestPutStock(t *testing.T) {
 // prevents: an operator reads a SKU, a release returns units, and the
 // operator's PUT with the version read is refused, not applied over it.
 func TestReleaseBetweenReadAndPutIsNotErased(t *testing.T) {
-	db := testDB(t)
-	st := store.New(db)
+	db, st := testenv.Store(t, inventory.Schema, store.New)
 	ctx := context.Background()
-	sku := uniq("race")
+	sku := testenv.ID("race")
 	putStock(t, st, sku, 5)
-	if err := inTx(t, db, func(tx *sqlx.Tx) error { return store.Reserve(ctx, tx, map[string]int64{sku: 4}) }); err != nil {
-		t.Fatal(err)
-	}
+	reserve(t, db, map[string]int64{sku: 4})
 	read := mustStock(t, st, sku, 1, 4)
-	if err := inTx(t, db, func(tx *sqlx.Tx) error { return store.Release(ctx, tx, map[string]int64{sku: 4}) }); err != nil {
-		t.Fatal(err)
-	}
+	release(t, db, map[string]int64{sku: 4})
 	if _, err := st.PutStock(ctx, sku, read.Available+10, &read.Version, false); !errors.Is(err, fault.PreconditionFailed) {
 		t.Fatalf("PUT with the version read before the release: err = %v, want fault.PreconditionFailed", err)
 	}
@@ -121,110 +110,63 @@ func TestReleaseBetweenReadAndPutIsNotErased(t *testing.T) {
 // TestEveryChangeRaisesTheVersion: a saga's reserve and release, an
 // operator's restock and PUT, and an UPDATE by hand each raise it by one.
 func TestEveryChangeRaisesTheVersion(t *testing.T) {
-	db := testDB(t)
-	st := store.New(db)
+	db, st := testenv.Store(t, inventory.Schema, store.New)
 	ctx := context.Background()
-	sku := uniq("v")
+	sku := testenv.ID("v")
 	putStock(t, st, sku, 5)
-	changes := []struct {
-		name   string
-		change func() error
-	}{
-		{"Reserve", func() error {
-			return inTx(t, db, func(tx *sqlx.Tx) error { return store.Reserve(ctx, tx, map[string]int64{sku: 2}) })
+	testenv.EachChangeRaisesVersion(t, func() (int64, error) { got, err := st.Stock(ctx, sku); return got.Version, err }, 1, []testenv.Change{
+		{Name: "Reserve", Apply: func() error {
+			return pg.InTx(ctx, db, func(tx *sqlx.Tx) error { return store.Reserve(ctx, tx, map[string]int64{sku: 2}) })
 		}},
-		{"Release", func() error {
-			return inTx(t, db, func(tx *sqlx.Tx) error { return store.Release(ctx, tx, map[string]int64{sku: 1}) })
+		{Name: "Release", Apply: func() error {
+			return pg.InTx(ctx, db, func(tx *sqlx.Tx) error { return store.Release(ctx, tx, map[string]int64{sku: 1}) })
 		}},
-		{"Restock", func() error { _, err := st.Restock(ctx, sku, 3); return err }},
-		{"Put", func() error { _, err := st.PutStock(ctx, sku, 9, ptr(int64(4)), false); return err }},
-		{"ByHand", func() error {
+		{Name: "Restock", Apply: func() error { _, err := st.Restock(ctx, sku, 3); return err }},
+		{Name: "Put", Apply: func() error { _, err := st.PutStock(ctx, sku, 9, ptr(int64(4)), false); return err }},
+		{Name: "ByHand", Apply: func() error {
 			_, err := db.ExecContext(ctx, `UPDATE stock SET available = 8 WHERE sku = $1`, sku)
 			return err
 		}},
-	}
-	for i, c := range changes {
-		t.Run(c.name, func(t *testing.T) {
-			if err := c.change(); err != nil {
-				t.Fatal(err)
-			}
-			got, err := st.Stock(ctx, sku)
-			if want := int64(i + 2); err != nil || got.Version != want {
-				t.Fatalf("version = %d (%v), want %d", got.Version, err, want)
-			}
-		})
-	}
+	})
 }
 
 func ptr[T any](v T) *T { return &v }
 
 func TestRestock(t *testing.T) {
-	db := testDB(t)
-	st := store.New(db)
+	db, st := testenv.Store(t, inventory.Schema, store.New)
 	ctx := context.Background()
-	sku := uniq("restock")
+	sku := testenv.ID("restock")
 	putStock(t, st, sku, 5)
-	if err := inTx(t, db, func(tx *sqlx.Tx) error { return store.Reserve(ctx, tx, map[string]int64{sku: 2}) }); err != nil {
-		t.Fatal(err)
-	}
-	tests := []struct {
-		name              string
-		sku               string
-		quantity          int64
-		wantErr           error
-		wantAvailable     int64 // afterwards, of sku
-		wantReservedAfter int64
-	}{
-		{"AddsToAvailable", sku, 7, nil, 10, 2},
-		{"UnknownSKU", uniq("ghost"), 1, fault.NotFound, 10, 2},
-		{"AboveCapIsRefused", sku, events.MaxAmount - 9, fault.Conflict, 10, 2},
-		{"UpToCap", sku, events.MaxAmount - 10, nil, events.MaxAmount, 2},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := st.Restock(ctx, tt.sku, tt.quantity)
-			if !errors.Is(err, tt.wantErr) {
-				t.Fatalf("err = %v, want %v", err, tt.wantErr)
-			}
-			if err == nil && (got.Available != tt.wantAvailable || got.Reserved != tt.wantReservedAfter) {
-				t.Fatalf("Restock = %+v, want %d available", got, tt.wantAvailable)
-			}
-			mustStock(t, st, sku, tt.wantAvailable, tt.wantReservedAfter)
-		})
-	}
+	reserve(t, db, map[string]int64{sku: 2})
+	// The units reserved stay as they are whatever a restock does.
+	testenv.WantCappedAdd(t, func(t *testing.T, id string, quantity int64) (int64, error) {
+		got, err := st.Restock(ctx, id, quantity)
+		if err == nil && got.Reserved != 2 {
+			t.Errorf("Restock = %+v, want 2 reserved", got)
+		}
+		return got.Available, err
+	}, func(t *testing.T) int64 {
+		got, err := st.Stock(ctx, sku)
+		if err != nil || got.Reserved != 2 {
+			t.Fatalf("stock = %+v, %v; want 2 reserved", got, err)
+		}
+		return got.Available
+	}, sku, 3, 7)
 }
 
 // TestRestocksCommuteWithReserves runs restocks and reserves of one SKU at
 // once: a delta is applied in one UPDATE, so none is lost.
 func TestRestocksCommuteWithReserves(t *testing.T) {
-	db := testDB(t)
-	st := store.New(db)
+	db, st := testenv.Store(t, inventory.Schema, store.New)
 	ctx := context.Background()
-	sku := uniq("delta")
+	sku := testenv.ID("delta")
 	putStock(t, st, sku, 100)
 	const n = 16
-	var wg sync.WaitGroup
-	errs := make(chan error, 2*n)
-	start := make(chan struct{})
-	for range n {
-		wg.Go(func() {
-			<-start
-			_, err := st.Restock(ctx, sku, 3)
-			errs <- err
+	testenv.AllSucceedTimes(t, n,
+		func() error { _, err := st.Restock(ctx, sku, 3); return err },
+		func() error {
+			return pg.InTx(ctx, db, func(tx *sqlx.Tx) error { return store.Reserve(ctx, tx, map[string]int64{sku: 1}) })
 		})
-		wg.Go(func() {
-			<-start
-			errs <- inTx(t, db, func(tx *sqlx.Tx) error { return store.Reserve(ctx, tx, map[string]int64{sku: 1}) })
-		})
-	}
-	close(start)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
 	got := mustStock(t, st, sku, 100+3*n-n, n)
 	if got.Version != 1+2*n {
 		t.Fatalf("version = %d, want %d (one per change)", got.Version, 1+2*n)
@@ -232,24 +174,22 @@ func TestRestocksCommuteWithReserves(t *testing.T) {
 }
 
 func TestUnknownIsNotFound(t *testing.T) {
-	db := testDB(t)
-	st := store.New(db)
-	if _, err := st.Stock(context.Background(), uniq("ghost")); !errors.Is(err, fault.NotFound) {
+	_, st := testenv.Store(t, inventory.Schema, store.New)
+	if _, err := st.Stock(context.Background(), testenv.ID("ghost")); !errors.Is(err, fault.NotFound) {
 		t.Errorf("Stock of unknown sku: err = %v, want fault.NotFound", err)
 	}
-	if _, err := st.Reservation(context.Background(), uniq("ord")); !errors.Is(err, fault.NotFound) {
+	if _, err := st.Reservation(context.Background(), testenv.ID("ord")); !errors.Is(err, fault.NotFound) {
 		t.Errorf("Reservation of unknown order: err = %v, want fault.NotFound", err)
 	}
 }
 
 func TestLockStockReturnsAvailableOfKnownSkus(t *testing.T) {
-	db := testDB(t)
-	st := store.New(db)
-	a, b, ghost := uniq("a"), uniq("b"), uniq("ghost")
+	db, st := testenv.Store(t, inventory.Schema, store.New)
+	a, b, ghost := testenv.ID("a"), testenv.ID("b"), testenv.ID("ghost")
 	putStock(t, st, a, 3)
 	putStock(t, st, b, 0)
-	err := inTx(t, db, func(tx *sqlx.Tx) error {
-		got, err := store.LockStock(context.Background(), tx, []string{b, ghost, a, a})
+	testenv.InTx(t, db, func(ctx context.Context, tx *sqlx.Tx) error {
+		got, err := store.LockStock(ctx, tx, []string{b, ghost, a, a})
 		if err != nil {
 			return err
 		}
@@ -258,47 +198,32 @@ func TestLockStockReturnsAvailableOfKnownSkus(t *testing.T) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 func TestReserveMovesUnits(t *testing.T) {
-	db := testDB(t)
-	st := store.New(db)
-	a, b := uniq("a"), uniq("b")
+	db, st := testenv.Store(t, inventory.Schema, store.New)
+	a, b := testenv.ID("a"), testenv.ID("b")
 	putStock(t, st, a, 5)
 	putStock(t, st, b, 1)
-	if err := inTx(t, db, func(tx *sqlx.Tx) error {
-		return store.Reserve(context.Background(), tx, map[string]int64{a: 3, b: 1})
-	}); err != nil {
-		t.Fatal(err)
-	}
+	reserve(t, db, map[string]int64{a: 3, b: 1})
 	mustStock(t, st, a, 2, 3)
 	mustStock(t, st, b, 0, 1)
 }
 
 func TestReleaseReturnsUnits(t *testing.T) {
-	db := testDB(t)
-	st := store.New(db)
-	a := uniq("a")
+	db, st := testenv.Store(t, inventory.Schema, store.New)
+	a := testenv.ID("a")
 	putStock(t, st, a, 5)
-	ctx := context.Background()
-	if err := inTx(t, db, func(tx *sqlx.Tx) error { return store.Reserve(ctx, tx, map[string]int64{a: 4}) }); err != nil {
-		t.Fatal(err)
-	}
-	if err := inTx(t, db, func(tx *sqlx.Tx) error { return store.Release(ctx, tx, map[string]int64{a: 4}) }); err != nil {
-		t.Fatal(err)
-	}
+	reserve(t, db, map[string]int64{a: 4})
+	release(t, db, map[string]int64{a: 4})
 	mustStock(t, st, a, 5, 0)
 }
 
 // TestCheckForbidsNegativeStock shows the table itself refuses to oversell
 // or over-return, whatever a code path computes.
 func TestCheckForbidsNegativeStock(t *testing.T) {
-	db := testDB(t)
-	st := store.New(db)
-	a := uniq("a")
+	db, st := testenv.Store(t, inventory.Schema, store.New)
+	a := testenv.ID("a")
 	putStock(t, st, a, 2)
 	ctx := context.Background()
 
@@ -315,9 +240,8 @@ func TestCheckForbidsNegativeStock(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := inTx(t, db, tt.fn)
-			var pqErr *pq.Error
-			if !errors.As(err, &pqErr) || pqErr.Code.Name() != "check_violation" {
+			err := pg.InTx(ctx, db, tt.fn)
+			if !testenv.IsViolation(err, "check_violation") {
 				t.Fatalf("err = %v, want a check_violation", err)
 			}
 			mustStock(t, st, a, 2, 0)
@@ -326,9 +250,10 @@ func TestCheckForbidsNegativeStock(t *testing.T) {
 }
 
 func TestMoveOfUnknownSkuFails(t *testing.T) {
-	db := testDB(t)
-	err := inTx(t, db, func(tx *sqlx.Tx) error {
-		return store.Reserve(context.Background(), tx, map[string]int64{uniq("ghost"): 1})
+	ctx := context.Background()
+	db, _ := testenv.Store(t, inventory.Schema, store.New)
+	err := pg.InTx(ctx, db, func(tx *sqlx.Tx) error {
+		return store.Reserve(ctx, tx, map[string]int64{testenv.ID("ghost"): 1})
 	})
 	if err == nil {
 		t.Fatal("Reserve of an unknown sku succeeded")
@@ -336,13 +261,12 @@ func TestMoveOfUnknownSkuFails(t *testing.T) {
 }
 
 func TestReservationRoundTrip(t *testing.T) {
-	db := testDB(t)
-	st := store.New(db)
+	db, st := testenv.Store(t, inventory.Schema, store.New)
 	ctx := context.Background()
 	items := []events.Item{{SKU: "a", Quantity: 2, UnitPrice: 150}, {SKU: "b", Quantity: 1, UnitPrice: 99}}
 
-	reserved, tomb := uniq("ord"), uniq("ord")
-	err := inTx(t, db, func(tx *sqlx.Tx) error {
+	reserved, tomb := testenv.ID("ord"), testenv.ID("ord")
+	err := pg.InTx(ctx, db, func(tx *sqlx.Tx) error {
 		if err := store.InsertReservation(ctx, tx, domain.Reservation{OrderID: reserved, Status: domain.StatusReserved, Items: items}, ""); err != nil {
 			return err
 		}
@@ -368,7 +292,7 @@ func TestReservationRoundTrip(t *testing.T) {
 		t.Fatalf("tombstone items = %#v, want an empty, non-nil slice", got.Items)
 	}
 
-	err = inTx(t, db, func(tx *sqlx.Tx) error {
+	err = pg.InTx(ctx, db, func(tx *sqlx.Tx) error {
 		locked, err := store.LockReservation(ctx, tx, reserved)
 		if err != nil {
 			return err
@@ -379,7 +303,7 @@ func TestReservationRoundTrip(t *testing.T) {
 		if err := store.SetReservationStatus(ctx, tx, reserved, domain.StatusReleased, "shipping_unavailable"); err != nil {
 			return err
 		}
-		missing, err := store.LockReservation(ctx, tx, uniq("ord"))
+		missing, err := store.LockReservation(ctx, tx, testenv.ID("ord"))
 		if missing != nil || err != nil {
 			t.Errorf("LockReservation of unknown order = %+v, %v; want nil, nil", missing, err)
 		}
@@ -394,16 +318,15 @@ func TestReservationRoundTrip(t *testing.T) {
 }
 
 func TestSecondReservationOfAnOrderIsRefused(t *testing.T) {
-	db := testDB(t)
+	db, _ := testenv.Store(t, inventory.Schema, store.New)
 	ctx := context.Background()
-	id := uniq("ord")
+	id := testenv.ID("ord")
 	r := domain.Reservation{OrderID: id, Status: domain.StatusReserved, Items: []events.Item{{SKU: "a", Quantity: 1}}}
-	if err := inTx(t, db, func(tx *sqlx.Tx) error { return store.InsertReservation(ctx, tx, r, "") }); err != nil {
+	if err := pg.InTx(ctx, db, func(tx *sqlx.Tx) error { return store.InsertReservation(ctx, tx, r, "") }); err != nil {
 		t.Fatal(err)
 	}
-	err := inTx(t, db, func(tx *sqlx.Tx) error { return store.InsertReservation(ctx, tx, r, "") })
-	var pqErr *pq.Error
-	if !errors.As(err, &pqErr) || pqErr.Code.Name() != "unique_violation" {
+	err := pg.InTx(ctx, db, func(tx *sqlx.Tx) error { return store.InsertReservation(ctx, tx, r, "") })
+	if !testenv.IsViolation(err, "unique_violation") {
 		t.Fatalf("second insert: err = %v, want a unique_violation", err)
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/choreo-saga/choreo/internal/testenv"
-	"github.com/choreo-saga/choreo/pkg/consumer"
 	"github.com/choreo-saga/choreo/pkg/events"
 	"github.com/choreo-saga/choreo/services/order"
 	"github.com/choreo-saga/choreo/services/order/internal/domain"
@@ -21,14 +20,11 @@ import (
 // transaction) are checked by the conformance suite in order_test; these
 // tests pin what the order service decides: how an order ends.
 
-func handler(t *testing.T) (*sqlx.DB, consumer.Handler) {
+// reactions returns the order service's reactions on a database of the
+// test's own.
+func reactions(t *testing.T) *testenv.Reactions {
 	t.Helper()
-	spec, err := order.Spec(order.DefaultConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := testenv.DB(t, order.Schema)
-	return db, spec.Handler(db, testenv.Logger(t))
+	return testenv.NewReactions(t, order.Spec, order.DefaultConfig())
 }
 
 func TestReactionsDecideHowTheOrderEnds(t *testing.T) {
@@ -61,7 +57,7 @@ func TestReactionsDecideHowTheOrderEnds(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			db, id, got := deliverAll(t, ordertest.Pending, tt.events)
+			r, id, got := deliverAll(t, ordertest.Pending, tt.events)
 			if got.Status != tt.wantStatus || got.CancelReason != tt.wantReason {
 				t.Fatalf("order = %s %q, want %s %q", got.Status, got.CancelReason, tt.wantStatus, tt.wantReason)
 			}
@@ -75,7 +71,7 @@ func TestReactionsDecideHowTheOrderEnds(t *testing.T) {
 			case domain.StatusCancelled:
 				want = append(want, events.TypeOrderCancelled)
 			}
-			checkQueued(t, db, id, want, tt.wantReason)
+			checkQueued(t, r, id, want, tt.wantReason)
 		})
 	}
 }
@@ -85,14 +81,14 @@ func TestReactionsDecideHowTheOrderEnds(t *testing.T) {
 // acknowledged, since no retry could make the order appear, and creates
 // nothing.
 func TestEventsForUnknownOrdersAreAcknowledged(t *testing.T) {
-	db, h := handler(t)
+	r := reactions(t)
 	for _, id := range []string{uuid.NewString(), "not-a-uuid"} {
-		if err := h.Handle(context.Background(), testenv.Message(t, testenv.Event(t, id, events.ShipmentScheduled{Country: "JP"}))); err != nil {
+		if err := r.Deliver(testenv.Event(t, id, events.ShipmentScheduled{Country: "JP"})); err != nil {
 			t.Errorf("Handle for unknown order %q = %v, want nil (nothing a retry could fix)", id, err)
 		}
 	}
 	var n int
-	if err := db.Get(&n, `SELECT count(*) FROM orders`); err != nil || n != 0 {
+	if err := r.DB.Get(&n, `SELECT count(*) FROM orders`); err != nil || n != 0 {
 		t.Fatalf("orders = %d, %v; want none", n, err)
 	}
 }
@@ -125,7 +121,7 @@ func TestCancelEndsWhenEveryParticipantAcknowledged(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			db, id, got := deliverAll(t, ordertest.Cancelling, tt.events)
+			r, id, got := deliverAll(t, ordertest.Cancelling, tt.events)
 			if got.Status != tt.wantStatus || got.CancelReason != events.ReasonCustomerCancelled {
 				t.Fatalf("order = %s %q, want %s %q", got.Status, got.CancelReason, tt.wantStatus, events.ReasonCustomerCancelled)
 			}
@@ -133,7 +129,7 @@ func TestCancelEndsWhenEveryParticipantAcknowledged(t *testing.T) {
 			if tt.wantStatus == domain.StatusCancelled {
 				want = append(want, events.TypeOrderCancelled)
 			}
-			checkQueued(t, db, id, want, events.ReasonCustomerCancelled)
+			checkQueued(t, r, id, want, events.ReasonCustomerCancelled)
 		})
 	}
 }
@@ -142,18 +138,14 @@ func TestCancelEndsWhenEveryParticipantAcknowledged(t *testing.T) {
 // PENDING or COMPLETED order (no cancel was requested) is acknowledged and
 // changes nothing.
 func TestAcksOfAnOrderNotCancellingChangeNothing(t *testing.T) {
-	db, h := handler(t)
-	pendingID, completedID := ordertest.Pending(t, db), ordertest.Pending(t, db)
-	if err := h.Handle(context.Background(), testenv.Message(t, testenv.Event(t, completedID, events.ShipmentScheduled{Country: "JP"}))); err != nil {
-		t.Fatal(err)
-	}
+	r := reactions(t)
+	pendingID, completedID := ordertest.Pending(t, r.DB), ordertest.Pending(t, r.DB)
+	r.MustDeliver(testenv.Event(t, completedID, events.ShipmentScheduled{Country: "JP"}))
 	for id, want := range map[string]domain.Status{pendingID: domain.StatusPending, completedID: domain.StatusCompleted} {
 		for _, p := range []events.Payload{events.PaymentCancelled{}, events.InventoryCancelled{}, events.ShipmentCancelled{}} {
-			if err := h.Handle(context.Background(), testenv.Message(t, testenv.Event(t, id, p))); err != nil {
-				t.Fatalf("Handle %s: %v", p.EventType(), err)
-			}
+			r.MustDeliver(testenv.Event(t, id, p))
 		}
-		got, err := store.New(db).Order(context.Background(), id)
+		got, err := store.New(r.DB).Order(context.Background(), id)
 		if err != nil || got.Status != want {
 			t.Fatalf("order = %+v, %v; want %s", got.Status, err, want)
 		}
@@ -163,9 +155,9 @@ func TestAcksOfAnOrderNotCancellingChangeNothing(t *testing.T) {
 // checkQueued fails t unless the order topic holds exactly the event
 // types want for the order, oldest first, and an OrderCancelled among
 // them gives reason.
-func checkQueued(t *testing.T, db *sqlx.DB, id string, want []string, reason string) {
+func checkQueued(t *testing.T, r *testenv.Reactions, id string, want []string, reason string) {
 	t.Helper()
-	emitted := testenv.Emitted(t, db, id, events.TopicOrder, order.Name)
+	emitted := r.Emitted(id)
 	var queued []string
 	for _, e := range emitted {
 		queued = append(queued, e.Type)
@@ -181,20 +173,18 @@ func checkQueued(t *testing.T, db *sqlx.DB, id string, want []string, reason str
 }
 
 // deliverAll creates an order with setup, hands the order service's
-// handler each of evs about it, in order, and returns the database, the
+// reactions each of evs about it, in order, and returns the reactions, the
 // order's id and the order as it then is.
-func deliverAll(t *testing.T, setup func(testing.TB, *sqlx.DB) string, evs []events.Payload) (*sqlx.DB, string, domain.Order) {
+func deliverAll(t *testing.T, setup func(testing.TB, *sqlx.DB) string, evs []events.Payload) (*testenv.Reactions, string, domain.Order) {
 	t.Helper()
-	db, h := handler(t)
-	id := setup(t, db)
+	r := reactions(t)
+	id := setup(t, r.DB)
 	for _, p := range evs {
-		if err := h.Handle(context.Background(), testenv.Message(t, testenv.Event(t, id, p))); err != nil {
-			t.Fatalf("Handle %s: %v", p.EventType(), err)
-		}
+		r.MustDeliver(testenv.Event(t, id, p))
 	}
-	got, err := store.New(db).Order(context.Background(), id)
+	got, err := store.New(r.DB).Order(context.Background(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return db, id, got
+	return r, id, got
 }

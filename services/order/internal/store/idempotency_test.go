@@ -5,13 +5,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
-
+	"github.com/choreo-saga/choreo/internal/testenv"
 	"github.com/choreo-saga/choreo/pkg/events"
 	"github.com/choreo-saga/choreo/services/order"
 	"github.com/choreo-saga/choreo/services/order/internal/domain"
 	"github.com/choreo-saga/choreo/services/order/internal/ordertest"
 	"github.com/choreo-saga/choreo/services/order/internal/store"
+	"github.com/jmoiron/sqlx"
 )
 
 // announce returns o's OrderCreated envelope, as the handler builds it.
@@ -26,6 +26,15 @@ func announce(t *testing.T, o domain.Order) events.Envelope {
 
 // keyed returns a new order for d under Idempotency-Key key, with the id
 // the handler gives it.
+// keyedCreate opens a test of Create under an idempotency key: the store
+// on a database of the test's own, a fresh key, and a draft of quantity
+// units for a fresh customer.
+func keyedCreate(t *testing.T, quantity int64) (*sqlx.DB, *store.Store, string, domain.Draft) {
+	t.Helper()
+	db, st := testenv.Store(t, order.Schema, store.New)
+	return db, st, testenv.ID("test"), ordertest.Draft(t, quantity)
+}
+
 func keyed(t *testing.T, d domain.Draft, key string) domain.Order {
 	t.Helper()
 	o, _ := ordertest.New(t, d)
@@ -34,10 +43,9 @@ func keyed(t *testing.T, d domain.Draft, key string) domain.Order {
 }
 
 func TestCreateKeyIsScopedPerCustomer(t *testing.T) {
-	db := testDB(t)
-	st := store.New(db)
+	db, st := testenv.Store(t, order.Schema, store.New)
 	ctx := context.Background()
-	key := "test-" + uuid.NewString()
+	key := testenv.ID("test")
 	d1, d2 := ordertest.Draft(t, 1), ordertest.Draft(t, 1)
 	var ids []string
 	for _, d := range []domain.Draft{d1, d2} {
@@ -63,11 +71,8 @@ func TestCreateKeyIsScopedPerCustomer(t *testing.T) {
 }
 
 func TestCreateReplayReturnsTheDerivedID(t *testing.T) {
-	db := testDB(t)
-	st := store.New(db)
+	db, st, key, d := keyedCreate(t, 2)
 	ctx := context.Background()
-	key := "test-" + uuid.NewString()
-	d := ordertest.Draft(t, 2)
 	want := domain.IdempotentOrderID(d.CustomerID, key)
 
 	first := keyed(t, d, key)

@@ -12,8 +12,10 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/choreo-saga/choreo/internal/testenv"
 	"github.com/choreo-saga/choreo/pkg/events"
 	"github.com/choreo-saga/choreo/pkg/pg"
+	"github.com/choreo-saga/choreo/services/order"
 	"github.com/choreo-saga/choreo/services/order/internal/domain"
 	"github.com/choreo-saga/choreo/services/order/internal/ordertest"
 	"github.com/choreo-saga/choreo/services/order/internal/store"
@@ -76,8 +78,7 @@ func newestFirst(t *testing.T, db *sqlx.DB, where string, args ...any) []string 
 }
 
 func TestListPagesThroughEqualTimestampsWithoutLossOrRepeat(t *testing.T) {
-	db := testDB(t)
-	st := store.New(db)
+	db, st := testenv.Store(t, order.Schema, store.New)
 	customer := "c-" + uuid.NewString()[:8]
 	for range 11 {
 		createFor(t, st, customer)
@@ -128,8 +129,7 @@ func TestListPagesThroughEqualTimestampsWithoutLossOrRepeat(t *testing.T) {
 }
 
 func TestListFilters(t *testing.T) {
-	db := testDB(t)
-	st := store.New(db)
+	db, st := testenv.Store(t, order.Schema, store.New)
 	ctx := context.Background()
 	a, b := "c-"+uuid.NewString()[:8], "c-"+uuid.NewString()[:8]
 	var aIDs []string
@@ -202,7 +202,7 @@ func TestListFilters(t *testing.T) {
 // rightly prefer them; what is checked is that an index exists that needs
 // neither.
 func TestListIsServedByAnIndex(t *testing.T) {
-	db := testDB(t)
+	db, _ := testenv.Store(t, order.Schema, store.New)
 	ctx := context.Background()
 	after := &domain.Cursor{CreatedAt: time.Now().UTC(), ID: uuid.NewString()}
 	tests := []struct {

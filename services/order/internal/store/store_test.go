@@ -21,13 +21,6 @@ import (
 	"github.com/choreo-saga/choreo/services/order/internal/store"
 )
 
-// testDB returns a database of the test's own with the order tables in
-// place, dropped when the test ends.
-func testDB(t *testing.T) *sqlx.DB {
-	t.Helper()
-	return testenv.DB(t, order.Schema)
-}
-
 func countOrders(t *testing.T, db *sqlx.DB, where string, arg any) int {
 	t.Helper()
 	var n int
@@ -51,8 +44,7 @@ func countOutbox(t *testing.T, db *sqlx.DB, orderIDs ...string) int {
 }
 
 func TestCreateWritesOrderAndItsEventInOneTransaction(t *testing.T) {
-	db := testDB(t)
-	st := store.New(db)
+	db, st := testenv.Store(t, order.Schema, store.New)
 	ctx := context.Background()
 	d := ordertest.Draft(t, 2)
 	o, e := ordertest.New(t, d)
@@ -114,8 +106,7 @@ func TestCreateWritesOrderAndItsEventInOneTransaction(t *testing.T) {
 }
 
 func TestCreateWithoutKeyAlwaysCreates(t *testing.T) {
-	db := testDB(t)
-	st := store.New(db)
+	db, st := testenv.Store(t, order.Schema, store.New)
 	d := ordertest.Draft(t, 1)
 	o1, e1 := ordertest.New(t, d)
 	o2, e2 := ordertest.New(t, d)
@@ -133,11 +124,8 @@ func TestCreateWithoutKeyAlwaysCreates(t *testing.T) {
 }
 
 func TestCreateConcurrentSameKeyCreatesOneOrderAndOneSaga(t *testing.T) {
-	db := testDB(t)
-	st := store.New(db)
+	db, st, key, d := keyedCreate(t, 3)
 	ctx := context.Background()
-	key := "test-" + uuid.NewString()
-	d := ordertest.Draft(t, 3)
 
 	const racers = 20
 	type result struct {
@@ -196,11 +184,8 @@ func TestCreateConcurrentSameKeyCreatesOneOrderAndOneSaga(t *testing.T) {
 }
 
 func TestCreateSameKeyDifferentRequestIsRejected(t *testing.T) {
-	db := testDB(t)
-	st := store.New(db)
+	db, st, key, d := keyedCreate(t, 1)
 	ctx := context.Background()
-	key := "test-" + uuid.NewString()
-	d := ordertest.Draft(t, 1)
 
 	first, e := ordertest.New(t, d)
 	if _, _, err := st.Create(ctx, first, key, e); err != nil {
@@ -233,8 +218,7 @@ func TestCreateSameKeyDifferentRequestIsRejected(t *testing.T) {
 }
 
 func TestCreateRejectsMismatchedAnnouncement(t *testing.T) {
-	db := testDB(t)
-	st := store.New(db)
+	db, st := testenv.Store(t, order.Schema, store.New)
 	o, _ := ordertest.New(t, ordertest.Draft(t, 1))
 	_, wrong := ordertest.New(t, ordertest.Draft(t, 1))
 	if _, _, err := st.Create(context.Background(), o, "", wrong); err == nil {
@@ -246,7 +230,7 @@ func TestCreateRejectsMismatchedAnnouncement(t *testing.T) {
 }
 
 func TestOrderNotFound(t *testing.T) {
-	st := store.New(testDB(t))
+	_, st := testenv.Store(t, order.Schema, store.New)
 	for _, id := range []string{uuid.NewString(), "not-a-uuid", ""} {
 		if _, err := st.Order(context.Background(), id); !errors.Is(err, fault.NotFound) {
 			t.Errorf("Order(%q) = %v, want fault.NotFound", id, err)
@@ -255,8 +239,7 @@ func TestOrderNotFound(t *testing.T) {
 }
 
 func TestLockOrderAndSetStatus(t *testing.T) {
-	db := testDB(t)
-	st := store.New(db)
+	db, st := testenv.Store(t, order.Schema, store.New)
 	ctx := context.Background()
 	o, e := ordertest.New(t, ordertest.Draft(t, 1))
 	if _, _, err := st.Create(ctx, o, "", e); err != nil {
@@ -322,8 +305,7 @@ func cancelRequests(t *testing.T, db *sqlx.DB, id string) []string {
 
 func TestCancel(t *testing.T) {
 	ctx := context.Background()
-	db := testDB(t)
-	st := store.New(db)
+	db, st := testenv.Store(t, order.Schema, store.New)
 
 	t.Run("PendingBecomesCancellingAndQueuesOneRequest", func(t *testing.T) {
 		o := created(t, st)
@@ -370,8 +352,7 @@ func TestCancel(t *testing.T) {
 // each cancel once between them.
 func TestTimeOut(t *testing.T) {
 	ctx := context.Background()
-	db := testDB(t)
-	st := store.New(db)
+	db, st := testenv.Store(t, order.Schema, store.New)
 	var old []string
 	for range 12 {
 		old = append(old, created(t, st).ID)

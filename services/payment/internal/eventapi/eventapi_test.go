@@ -5,13 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/IBM/sarama"
 	"github.com/google/uuid"
-	"github.com/jmoiron/sqlx"
 
 	"github.com/choreo-saga/choreo/internal/testenv"
 	"github.com/choreo-saga/choreo/pkg/consumer"
@@ -27,30 +25,18 @@ import (
 // conformance suite in payment_test; these tests pin what the payment
 // service decides and emits.
 
-// fixture is one test's view of the service: its database, the handler
-// Run wires to Kafka (Spec(...).Handler), and the address every order
-// ships to.
+// fixture is one test's view of the service: its reactions on a database
+// of their own (testenv.Reactions) and its store.
 type fixture struct {
-	t       *testing.T
-	db      *sqlx.DB
-	st      *store.Store
-	handler consumer.Handler
-	address events.Address
+	*testenv.Reactions
+	t  *testing.T
+	st *store.Store
 }
 
 func newFixture(t *testing.T) *fixture {
-	spec, err := payment.Spec(payment.DefaultConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := testenv.DB(t, payment.Schema)
-	return &fixture{
-		t:       t,
-		db:      db,
-		st:      store.New(db),
-		handler: spec.Handler(db, testenv.Logger(t)),
-		address: events.Address{Country: "JP", PostalCode: "100-0001", Line1: "1-1 Chiyoda"},
-	}
+	t.Helper()
+	r := testenv.NewReactions(t, payment.Spec, payment.DefaultConfig())
+	return &fixture{Reactions: r, t: t, st: store.New(r.DB)}
 }
 
 // customer opens an account with balance in JPY and returns its id.
@@ -62,7 +48,7 @@ func (f *fixture) customer(balance int64) string {
 // customerIn opens an account with balance in currency and returns its id.
 func (f *fixture) customerIn(balance int64, currency string) string {
 	f.t.Helper()
-	id := "c-" + uuid.NewString()[:13]
+	id := testenv.ID("c")
 	if _, err := f.st.PutAccount(context.Background(), id, balance, currency, nil, true); err != nil {
 		f.t.Fatal(err)
 	}
@@ -72,11 +58,6 @@ func (f *fixture) customerIn(balance int64, currency string) string {
 // order returns a fresh order id.
 func (f *fixture) order() string { return uuid.NewString() }
 
-func (f *fixture) envelope(orderID string, p events.Payload) events.Envelope {
-	f.t.Helper()
-	return testenv.Event(f.t, orderID, p)
-}
-
 // items returns two order lines whose total is amount.
 func items(amount int64) []events.Item {
 	return []events.Item{{SKU: "sku-a", Quantity: 1, UnitPrice: amount - amount/2}, {SKU: "sku-b", Quantity: 1, UnitPrice: amount / 2}}
@@ -84,55 +65,19 @@ func items(amount int64) []events.Item {
 
 // created is the order service's OrderCreated for amount.
 func (f *fixture) created(orderID, customerID string, amount int64) events.Envelope {
-	return f.envelope(orderID, events.OrderCreated{
-		CustomerID: customerID, Items: items(amount), TotalAmount: amount, Currency: "JPY", ShippingAddress: f.address,
+	return f.Event(orderID, events.OrderCreated{
+		CustomerID: customerID, Items: items(amount), TotalAmount: amount, Currency: "JPY", ShippingAddress: testenv.Address,
 	})
 }
 
 func (f *fixture) rejected(orderID string) events.Envelope {
-	return f.envelope(orderID, events.InventoryRejected{
+	return f.Event(orderID, events.InventoryRejected{
 		Reason: events.ReasonOutOfStock, Shortages: []events.Shortage{{SKU: "sku-a", Requested: 1, Available: 0}},
 	})
 }
 
 func (f *fixture) released(orderID string) events.Envelope {
-	return f.envelope(orderID, events.InventoryReleased{Items: items(1000), Reason: events.ReasonShippingUnavailable})
-}
-
-// deliver hands e to the handler as the consumer group would, from the
-// topic its producer writes to.
-func (f *fixture) deliver(e events.Envelope) error {
-	return f.handler.Handle(context.Background(), testenv.Message(f.t, e))
-}
-
-func (f *fixture) mustDeliver(e events.Envelope) {
-	f.t.Helper()
-	if err := f.deliver(e); err != nil {
-		f.t.Fatalf("deliver %s: %v", e.Type, err)
-	}
-}
-
-// deliverAll delivers every envelope from a goroutine of its own, released
-// together, and fails the test on any error.
-func (f *fixture) deliverAll(envs ...events.Envelope) {
-	f.t.Helper()
-	start := make(chan struct{})
-	errs := make(chan error, len(envs))
-	var wg sync.WaitGroup
-	for _, e := range envs {
-		wg.Go(func() {
-			<-start
-			errs <- f.deliver(e)
-		})
-	}
-	close(start)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			f.t.Fatal(err)
-		}
-	}
+	return f.Event(orderID, events.InventoryReleased{Items: items(1000), Reason: events.ReasonShippingUnavailable})
 }
 
 func (f *fixture) mustBalance(customerID string, want int64) {
@@ -154,7 +99,7 @@ func (f *fixture) payment(orderID string) (domain.Payment, string) {
 		f.t.Fatalf("payment %s: %v", orderID, err)
 	}
 	var detail string
-	if err := f.db.Get(&detail, `SELECT detail FROM payments WHERE order_id = $1`, orderID); err != nil {
+	if err := f.DB.Get(&detail, `SELECT detail FROM payments WHERE order_id = $1`, orderID); err != nil {
 		f.t.Fatal(err)
 	}
 	return p, detail
@@ -168,13 +113,6 @@ func (f *fixture) noPayment(orderID string) {
 	}
 }
 
-// emitted returns the events the service queued in its outbox for an
-// order, oldest first.
-func (f *fixture) emitted(q sqlx.QueryerContext, orderID string) []events.Envelope {
-	f.t.Helper()
-	return testenv.Emitted(f.t, q, orderID, events.TopicPayment, payment.Name)
-}
-
 // types returns the event types of envs, in order.
 func types(envs []events.Envelope) []string {
 	out := make([]string, len(envs))
@@ -182,17 +120,6 @@ func types(envs []events.Envelope) []string {
 		out[i] = e.Type
 	}
 	return out
-}
-
-// processed reports how many times the service recorded eventID as applied.
-func (f *fixture) processed(eventID string) int {
-	f.t.Helper()
-	var n int
-	if err := f.db.Get(&n, `SELECT count(*) FROM processed_events WHERE consumer = $1 AND event_id = $2`,
-		payment.Name, eventID); err != nil {
-		f.t.Fatal(err)
-	}
-	return n
 }
 
 func TestCharge(t *testing.T) {
@@ -214,14 +141,14 @@ func TestCharge(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFixture(t)
-			cust := "c-" + uuid.NewString()[:13]
+			cust := testenv.ID("c")
 			if tt.account != "" {
 				cust = f.customerIn(tt.balance, tt.account)
 			}
 			id := f.order()
 			e := f.created(id, cust, tt.amount)
 
-			f.mustDeliver(e)
+			f.MustDeliver(e)
 
 			if tt.account != "" {
 				f.mustBalance(cust, tt.wantBalance)
@@ -233,28 +160,20 @@ func TestCharge(t *testing.T) {
 			if p != want || detail != tt.wantDetail {
 				t.Fatalf("payment = %+v detail %q, want %+v detail %q", p, detail, want, tt.wantDetail)
 			}
-			if n := f.processed(e.ID); n != 1 {
+			if n := f.Processed(e.ID); n != 1 {
 				t.Fatalf("processed_events rows for the OrderCreated = %d, want 1", n)
 			}
 
-			out := f.emitted(f.db, id)
+			out := f.Emitted(id)
 			if tt.wantStatus == domain.StatusCompleted {
-				if len(out) != 1 || out[0].Type != events.TypePaymentCompleted {
-					t.Fatalf("emitted %v, want one PaymentCompleted", types(out))
-				}
-				var got events.PaymentCompleted
-				testenv.Payload(t, out[0], &got)
-				want := events.PaymentCompleted{CustomerID: cust, Amount: tt.amount, Currency: "JPY", Items: items(tt.amount), ShippingAddress: f.address}
+				got := testenv.Last[events.PaymentCompleted](t, out, 1)
+				want := events.PaymentCompleted{CustomerID: cust, Amount: tt.amount, Currency: "JPY", Items: items(tt.amount), ShippingAddress: testenv.Address}
 				if !reflect.DeepEqual(got, want) {
 					t.Fatalf("PaymentCompleted = %+v, want %+v (the order's items and address)", got, want)
 				}
 				return
 			}
-			if len(out) != 1 || out[0].Type != events.TypePaymentDeclined {
-				t.Fatalf("emitted %v, want one PaymentDeclined", types(out))
-			}
-			var got events.PaymentDeclined
-			testenv.Payload(t, out[0], &got)
+			got := testenv.Last[events.PaymentDeclined](t, out, 1)
 			if want := (events.PaymentDeclined{CustomerID: cust, Amount: tt.amount, Detail: tt.wantDetail}); got != want {
 				t.Fatalf("PaymentDeclined = %+v, want %+v", got, want)
 			}
@@ -262,75 +181,85 @@ func TestCharge(t *testing.T) {
 	}
 }
 
-func TestRefundCreditsTheCharge(t *testing.T) {
-	tests := []struct {
-		name       string
-		compensate func(f *fixture, orderID string) events.Envelope
-		other      func(f *fixture, orderID string) events.Envelope
-		wantReason string
-	}{
+// compensation is an event that refunds a charge, with the reason its
+// refund gives and the other compensation, which must not refund again.
+type compensation struct {
+	name       string
+	compensate func(f *fixture, orderID string) events.Envelope
+	other      func(f *fixture, orderID string) events.Envelope
+	wantReason string
+}
+
+// eachCompensation runs test once for each compensation, in a subtest of
+// its name, on a fixture of its own with a customer holding 10000 JPY and
+// a fresh order id.
+func eachCompensation(t *testing.T, test func(t *testing.T, f *fixture, tt compensation, cust, id string)) {
+	for _, tt := range []compensation{
 		{"InventoryRejected", (*fixture).rejected, (*fixture).released, events.ReasonOutOfStock},
 		{"InventoryReleased", (*fixture).released, (*fixture).rejected, events.ReasonShippingUnavailable},
-	}
-	for _, tt := range tests {
+	} {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFixture(t)
-			cust := f.customer(10000)
-			id := f.order()
-			f.mustDeliver(f.created(id, cust, 2500))
-			f.mustBalance(cust, 7500)
-
-			f.mustDeliver(tt.compensate(f, id))
-
-			f.mustBalance(cust, 10000)
-			p, detail := f.payment(id)
-			want := domain.Payment{OrderID: id, CustomerID: cust, Amount: 2500, Currency: "JPY", Status: domain.StatusRefunded}
-			if p != want || detail != tt.wantReason {
-				t.Fatalf("payment = %+v detail %q, want %+v detail %q", p, detail, want, tt.wantReason)
-			}
-			out := f.emitted(f.db, id)
-			if got := types(out); !reflect.DeepEqual(got, []string{events.TypePaymentCompleted, events.TypePaymentRefunded}) {
-				t.Fatalf("emitted %v, want PaymentCompleted then PaymentRefunded", got)
-			}
-			var refunded events.PaymentRefunded
-			testenv.Payload(t, out[1], &refunded)
-			if w := (events.PaymentRefunded{CustomerID: cust, Amount: 2500, Reason: tt.wantReason}); refunded != w {
-				t.Fatalf("PaymentRefunded = %+v, want %+v", refunded, w)
-			}
-
-			t.Run("SecondRefundIsNoop", func(t *testing.T) {
-				// Another event id passes de-duplication; the REFUNDED
-				// record makes the domain skip.
-				for _, e := range []events.Envelope{tt.compensate(f, id), tt.other(f, id)} {
-					f.mustDeliver(e)
-					if n := f.processed(e.ID); n != 1 {
-						t.Fatalf("processed_events rows for the second refund = %d, want 1", n)
-					}
-				}
-				f.mustBalance(cust, 10000)
-				if n := len(f.emitted(f.db, id)); n != 2 {
-					t.Fatalf("%d events after a second refund, want still 2", n)
-				}
-				if p, _ := f.payment(id); p.Status != domain.StatusRefunded || p.Amount != 2500 {
-					t.Fatalf("payment = %+v, want REFUNDED 2500", p)
-				}
-			})
+			test(t, f, tt, f.customer(10000), f.order())
 		})
 	}
+}
+
+func TestRefundCreditsTheCharge(t *testing.T) {
+	eachCompensation(t, func(t *testing.T, f *fixture, tt compensation, cust, id string) {
+		f.MustDeliver(f.created(id, cust, 2500))
+		f.mustBalance(cust, 7500)
+
+		f.MustDeliver(tt.compensate(f, id))
+
+		f.mustBalance(cust, 10000)
+		p, detail := f.payment(id)
+		want := domain.Payment{OrderID: id, CustomerID: cust, Amount: 2500, Currency: "JPY", Status: domain.StatusRefunded}
+		if p != want || detail != tt.wantReason {
+			t.Fatalf("payment = %+v detail %q, want %+v detail %q", p, detail, want, tt.wantReason)
+		}
+		out := f.Emitted(id)
+		if got := types(out); !reflect.DeepEqual(got, []string{events.TypePaymentCompleted, events.TypePaymentRefunded}) {
+			t.Fatalf("emitted %v, want PaymentCompleted then PaymentRefunded", got)
+		}
+		var refunded events.PaymentRefunded
+		testenv.Payload(t, out[1], &refunded)
+		if w := (events.PaymentRefunded{CustomerID: cust, Amount: 2500, Reason: tt.wantReason}); refunded != w {
+			t.Fatalf("PaymentRefunded = %+v, want %+v", refunded, w)
+		}
+
+		t.Run("SecondRefundIsNoop", func(t *testing.T) {
+			// Another event id passes de-duplication; the REFUNDED
+			// record makes the domain skip.
+			for _, e := range []events.Envelope{tt.compensate(f, id), tt.other(f, id)} {
+				f.MustDeliver(e)
+				if n := f.Processed(e.ID); n != 1 {
+					t.Fatalf("processed_events rows for the second refund = %d, want 1", n)
+				}
+			}
+			f.mustBalance(cust, 10000)
+			if n := len(f.Emitted(id)); n != 2 {
+				t.Fatalf("%d events after a second refund, want still 2", n)
+			}
+			if p, _ := f.payment(id); p.Status != domain.StatusRefunded || p.Amount != 2500 {
+				t.Fatalf("payment = %+v, want REFUNDED 2500", p)
+			}
+		})
+	})
 }
 
 func TestRefundOfDeclinedPaymentIsNoop(t *testing.T) {
 	f := newFixture(t)
 	cust := f.customer(100)
 	id := f.order()
-	f.mustDeliver(f.created(id, cust, 2500))
-	f.mustDeliver(f.rejected(id))
+	f.MustDeliver(f.created(id, cust, 2500))
+	f.MustDeliver(f.rejected(id))
 
 	f.mustBalance(cust, 100)
 	if p, _ := f.payment(id); p.Status != domain.StatusDeclined {
 		t.Fatalf("status = %s, want DECLINED", p.Status)
 	}
-	if got := types(f.emitted(f.db, id)); !reflect.DeepEqual(got, []string{events.TypePaymentDeclined}) {
+	if got := types(f.Emitted(id)); !reflect.DeepEqual(got, []string{events.TypePaymentDeclined}) {
 		t.Fatalf("emitted %v, want only the PaymentDeclined", got)
 	}
 }
@@ -352,21 +281,21 @@ func TestRefundNeverCreditsAnotherCurrency(t *testing.T) {
 			f := newFixture(t)
 			cust := f.customer(10000)
 			id := f.order()
-			f.mustDeliver(f.created(id, cust, 2500))
-			if _, err := f.db.Exec(tt.tamper, cust); err != nil {
+			f.MustDeliver(f.created(id, cust, 2500))
+			if _, err := f.DB.Exec(tt.tamper, cust); err != nil {
 				t.Fatal(err)
 			}
 			var before []byte
-			if err := f.db.Get(&before, `SELECT convert_to(coalesce((SELECT row_to_json(a)::text FROM accounts a WHERE customer_id = $1), ''), 'UTF8')`, cust); err != nil {
+			if err := f.DB.Get(&before, `SELECT convert_to(coalesce((SELECT row_to_json(a)::text FROM accounts a WHERE customer_id = $1), ''), 'UTF8')`, cust); err != nil {
 				t.Fatal(err)
 			}
 
 			refund := f.rejected(id)
-			if err := f.deliver(refund); !consumer.IsPermanent(err) {
+			if err := f.Deliver(refund); !consumer.IsPermanent(err) {
 				t.Fatalf("refund: err = %v, want a permanent error", err)
 			}
 			var after []byte
-			if err := f.db.Get(&after, `SELECT convert_to(coalesce((SELECT row_to_json(a)::text FROM accounts a WHERE customer_id = $1), ''), 'UTF8')`, cust); err != nil {
+			if err := f.DB.Get(&after, `SELECT convert_to(coalesce((SELECT row_to_json(a)::text FROM accounts a WHERE customer_id = $1), ''), 'UTF8')`, cust); err != nil {
 				t.Fatal(err)
 			}
 			if string(after) != string(before) {
@@ -375,10 +304,10 @@ func TestRefundNeverCreditsAnotherCurrency(t *testing.T) {
 			if p, _ := f.payment(id); p.Status != domain.StatusCompleted {
 				t.Fatalf("status = %s, want still COMPLETED", p.Status)
 			}
-			if got := types(f.emitted(f.db, id)); !reflect.DeepEqual(got, []string{events.TypePaymentCompleted}) {
+			if got := types(f.Emitted(id)); !reflect.DeepEqual(got, []string{events.TypePaymentCompleted}) {
 				t.Fatalf("emitted %v, want only the PaymentCompleted", got)
 			}
-			if n := f.processed(refund.ID); n != 0 {
+			if n := f.Processed(refund.ID); n != 0 {
 				t.Fatalf("refused refund marked processed %d times, want 0", n)
 			}
 		})
@@ -389,52 +318,34 @@ func TestRefundNeverCreditsAnotherCurrency(t *testing.T) {
 // OrderCreated it compensates, as a redelivery after a rebalance can: the
 // saga still ends, and the late charge takes no money.
 func TestRefundBeforeChargeLeavesTombstone(t *testing.T) {
-	tests := []struct {
-		name       string
-		compensate func(f *fixture, orderID string) events.Envelope
-		wantReason string
-	}{
-		{"InventoryRejected", (*fixture).rejected, events.ReasonOutOfStock},
-		{"InventoryReleased", (*fixture).released, events.ReasonShippingUnavailable},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			f := newFixture(t)
-			cust := f.customer(10000)
-			id := f.order()
+	eachCompensation(t, func(t *testing.T, f *fixture, tt compensation, cust, id string) {
 
-			f.mustDeliver(tt.compensate(f, id))
+		f.MustDeliver(tt.compensate(f, id))
 
-			p, detail := f.payment(id)
-			if want := (domain.Payment{OrderID: id, Status: domain.StatusRefunded}); p != want || detail == "" {
-				t.Fatalf("payment = %+v detail %q, want a REFUNDED tombstone of amount 0 that says why", p, detail)
-			}
-			out := f.emitted(f.db, id)
-			if len(out) != 1 || out[0].Type != events.TypePaymentRefunded {
-				t.Fatalf("emitted %v, want one PaymentRefunded", types(out))
-			}
-			var refunded events.PaymentRefunded
-			testenv.Payload(t, out[0], &refunded)
-			if want := (events.PaymentRefunded{Amount: 0, Reason: tt.wantReason}); refunded != want {
-				t.Fatalf("PaymentRefunded = %+v, want %+v", refunded, want)
-			}
+		p, detail := f.payment(id)
+		if want := (domain.Payment{OrderID: id, Status: domain.StatusRefunded}); p != want || detail == "" {
+			t.Fatalf("payment = %+v detail %q, want a REFUNDED tombstone of amount 0 that says why", p, detail)
+		}
+		refunded := testenv.Last[events.PaymentRefunded](t, f.Emitted(id), 1)
+		if want := (events.PaymentRefunded{Amount: 0, Reason: tt.wantReason}); refunded != want {
+			t.Fatalf("PaymentRefunded = %+v, want %+v", refunded, want)
+		}
 
-			t.Run("LateChargeIsNoop", func(t *testing.T) {
-				late := f.created(id, cust, 2500)
-				f.mustDeliver(late)
-				f.mustBalance(cust, 10000)
-				if n := len(f.emitted(f.db, id)); n != 1 {
-					t.Fatalf("%d events after the late charge, want still 1", n)
-				}
-				if p, _ := f.payment(id); p.Status != domain.StatusRefunded || p.Amount != 0 {
-					t.Fatalf("payment = %+v, want the REFUNDED tombstone", p)
-				}
-				if n := f.processed(late.ID); n != 1 {
-					t.Fatalf("processed_events rows for the late charge = %d, want 1", n)
-				}
-			})
+		t.Run("LateChargeIsNoop", func(t *testing.T) {
+			late := f.created(id, cust, 2500)
+			f.MustDeliver(late)
+			f.mustBalance(cust, 10000)
+			if n := len(f.Emitted(id)); n != 1 {
+				t.Fatalf("%d events after the late charge, want still 1", n)
+			}
+			if p, _ := f.payment(id); p.Status != domain.StatusRefunded || p.Amount != 0 {
+				t.Fatalf("payment = %+v, want the REFUNDED tombstone", p)
+			}
+			if n := f.Processed(late.ID); n != 1 {
+				t.Fatalf("processed_events rows for the late charge = %d, want 1", n)
+			}
 		})
-	}
+	})
 }
 
 // TestConcurrentOrdersNeverOverdraw charges one customer for several orders
@@ -462,7 +373,7 @@ func TestConcurrentOrdersNeverOverdraw(t *testing.T) {
 				envs[i] = f.created(ids[i], cust, tt.amount)
 			}
 
-			f.deliverAll(envs...)
+			f.DeliverAll(envs...)
 
 			f.mustBalance(cust, tt.balance-int64(tt.wantCompleted)*tt.amount)
 			count := map[domain.Status]int{}
@@ -476,7 +387,7 @@ func TestConcurrentOrdersNeverOverdraw(t *testing.T) {
 						t.Errorf("order %s declined with %q, want %q", id, detail, domain.DeclineInsufficientFunds)
 					}
 				}
-				if got := types(f.emitted(f.db, id)); !reflect.DeepEqual(got, []string{wantType}) {
+				if got := types(f.Emitted(id)); !reflect.DeepEqual(got, []string{wantType}) {
 					t.Errorf("order %s (%s) emitted %v, want [%s]", id, p.Status, got, wantType)
 				}
 			}
@@ -513,14 +424,14 @@ func TestInvalidPayloadsAreRefused(t *testing.T) {
 				ID: uuid.NewString(), Type: tt.typ, OrderID: id, Source: "test",
 				OccurredAt: time.Now(), Payload: json.RawMessage(tt.payload),
 			}
-			if err := f.deliver(e); !consumer.IsPermanent(err) {
+			if err := f.Deliver(e); !consumer.IsPermanent(err) {
 				t.Fatalf("deliver = %v, want a permanent error", err)
 			}
 			f.noPayment(id)
-			if n := len(f.emitted(f.db, id)); n != 0 {
+			if n := len(f.Emitted(id)); n != 0 {
 				t.Fatalf("%d events, want 0", n)
 			}
-			if n := f.processed(e.ID); n != 0 {
+			if n := f.Processed(e.ID); n != 0 {
 				t.Fatalf("processed_events rows = %d, want 0: a dead-lettered event was never applied", n)
 			}
 		})
@@ -528,21 +439,17 @@ func TestInvalidPayloadsAreRefused(t *testing.T) {
 	f.mustBalance(cust, 10000)
 
 	t.Run("UndecodableMessage", func(t *testing.T) {
-		err := f.handler.Handle(context.Background(), &sarama.ConsumerMessage{Topic: events.TopicOrder, Value: []byte(`{not json`)})
+		err := f.Handler.Handle(context.Background(), &sarama.ConsumerMessage{Topic: events.TopicOrder, Value: []byte(`{not json`)})
 		if !consumer.IsPermanent(err) {
 			t.Fatalf("Handle = %v, want a permanent error", err)
 		}
 	})
 }
 
-func (f *fixture) cancelRequested(orderID string) events.Envelope {
-	return f.envelope(orderID, events.OrderCancelRequested{Reason: events.ReasonCustomerCancelled})
-}
-
 // cancelAcks returns the PaymentCancelled events queued for the order.
 func (f *fixture) cancelAcks(orderID string) []events.PaymentCancelled {
 	f.t.Helper()
-	return testenv.Payloads[events.PaymentCancelled](f.t, f.emitted(f.db, orderID))
+	return testenv.Payloads[events.PaymentCancelled](f.t, f.Emitted(orderID))
 }
 
 // TestCancel: the order's cancel undoes the charge whatever step the saga
@@ -558,20 +465,20 @@ func TestCancel(t *testing.T) {
 		wantStatus  domain.Status
 		wantAck     int64 // the amount PaymentCancelled reports
 	}{
-		{"ChargedIsCreditedBack", func(f *fixture, o, c string) { f.mustDeliver(f.created(o, c, 3000)) }, nil,
+		{"ChargedIsCreditedBack", func(f *fixture, o, c string) { f.MustDeliver(f.created(o, c, 3000)) }, nil,
 			10000, domain.StatusRefunded, 3000},
-		{"DeclinedIsOnlyAcknowledged", func(f *fixture, o, c string) { f.mustDeliver(f.created(o, c, 30000)) }, nil,
+		{"DeclinedIsOnlyAcknowledged", func(f *fixture, o, c string) { f.MustDeliver(f.created(o, c, 30000)) }, nil,
 			10000, domain.StatusDeclined, 0},
-		{"CancelBeforeChargeLeavesTombstone", nil, func(f *fixture, o, c string) { f.mustDeliver(f.created(o, c, 3000)) },
+		{"CancelBeforeChargeLeavesTombstone", nil, func(f *fixture, o, c string) { f.MustDeliver(f.created(o, c, 3000)) },
 			10000, domain.StatusRefunded, 0},
 		{"RefundThenCancelCreditsOnce", func(f *fixture, o, c string) {
-			f.mustDeliver(f.created(o, c, 3000))
-			f.mustDeliver(f.rejected(o))
+			f.MustDeliver(f.created(o, c, 3000))
+			f.MustDeliver(f.rejected(o))
 		}, nil, 10000, domain.StatusRefunded, 0},
-		{"CancelThenRefundCreditsOnce", func(f *fixture, o, c string) { f.mustDeliver(f.created(o, c, 3000)) },
-			func(f *fixture, o, c string) { f.mustDeliver(f.released(o)) }, 10000, domain.StatusRefunded, 3000},
-		{"SecondCancelRequestChangesNothing", func(f *fixture, o, c string) { f.mustDeliver(f.created(o, c, 3000)) },
-			func(f *fixture, o, c string) { f.mustDeliver(f.cancelRequested(o)) }, 10000, domain.StatusRefunded, 3000},
+		{"CancelThenRefundCreditsOnce", func(f *fixture, o, c string) { f.MustDeliver(f.created(o, c, 3000)) },
+			func(f *fixture, o, c string) { f.MustDeliver(f.released(o)) }, 10000, domain.StatusRefunded, 3000},
+		{"SecondCancelRequestChangesNothing", func(f *fixture, o, c string) { f.MustDeliver(f.created(o, c, 3000)) },
+			func(f *fixture, o, c string) { f.MustDeliver(testenv.CancelRequested(f.t, o)) }, 10000, domain.StatusRefunded, 3000},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -580,7 +487,7 @@ func TestCancel(t *testing.T) {
 			if tt.before != nil {
 				tt.before(f, o, c)
 			}
-			f.mustDeliver(f.cancelRequested(o))
+			f.MustDeliver(testenv.CancelRequested(f.t, o))
 			if tt.after != nil {
 				tt.after(f, o, c)
 			}
@@ -593,9 +500,9 @@ func TestCancel(t *testing.T) {
 				t.Fatalf("PaymentCancelled = %+v, want one with amount %d", acks, tt.wantAck)
 			}
 			// A refund never follows the cancel: the order ends on the ack.
-			for _, typ := range types(f.emitted(f.db, o)) {
+			for _, typ := range types(f.Emitted(o)) {
 				if typ == events.TypePaymentRefunded && tt.name != "RefundThenCancelCreditsOnce" {
-					t.Fatalf("emitted %v: a PaymentRefunded besides the cancel", types(f.emitted(f.db, o)))
+					t.Fatalf("emitted %v: a PaymentRefunded besides the cancel", types(f.Emitted(o)))
 				}
 			}
 		})
@@ -609,8 +516,8 @@ func TestCancelAndRefundRacing(t *testing.T) {
 	for range 5 {
 		f := newFixture(t)
 		c, o := f.customer(10000), f.order()
-		f.mustDeliver(f.created(o, c, 3000))
-		f.deliverAll(f.released(o), f.cancelRequested(o))
+		f.MustDeliver(f.created(o, c, 3000))
+		f.DeliverAll(f.released(o), testenv.CancelRequested(f.t, o))
 		f.mustBalance(c, 10000)
 		if acks := f.cancelAcks(o); len(acks) != 1 {
 			t.Fatalf("PaymentCancelled = %+v, want one", acks)

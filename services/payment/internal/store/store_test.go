@@ -3,16 +3,12 @@ package store_test
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jmoiron/sqlx"
-	"github.com/lib/pq"
 
 	"github.com/choreo-saga/choreo/internal/testenv"
-	"github.com/choreo-saga/choreo/pkg/events"
 	"github.com/choreo-saga/choreo/pkg/fault"
 	"github.com/choreo-saga/choreo/pkg/pg"
 	"github.com/choreo-saga/choreo/services/payment"
@@ -20,18 +16,20 @@ import (
 	"github.com/choreo-saga/choreo/services/payment/internal/store"
 )
 
-// testDB returns a database of the test's own with the payment tables in
-// place, dropped when the test ends.
-func testDB(t *testing.T) *sqlx.DB {
+// addBalance adds delta to the account's balance in a transaction of its
+// own, as a saga's charge (negative) or refund does, failing the test on
+// error.
+func addBalance(t *testing.T, db *sqlx.DB, customerID string, delta int64) {
 	t.Helper()
-	return testenv.DB(t, payment.Schema)
+	testenv.InTx(t, db, func(ctx context.Context, tx *sqlx.Tx) error { return store.AddBalance(ctx, tx, customerID, delta) })
 }
 
-// uniq returns an id no other test uses.
-func uniq(prefix string) string { return prefix + "-" + uuid.NewString()[:13] }
-
-func inTx(db *sqlx.DB, fn func(tx *sqlx.Tx) error) error {
-	return pg.InTx(context.Background(), db, fn)
+// open opens an account of balance JPY, failing the test on error.
+func open(t *testing.T, st *store.Store, customerID string, balance int64) {
+	t.Helper()
+	if _, err := st.PutAccount(context.Background(), customerID, balance, "JPY", nil, true); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func mustBalance(t *testing.T, st *store.Store, customerID string, want int64) {
@@ -45,27 +43,17 @@ func mustBalance(t *testing.T, st *store.Store, customerID string, want int64) {
 	}
 }
 
-// isViolation reports whether err is a PostgreSQL error of the named class,
-// e.g. "check_violation".
-func isViolation(err error, name string) bool {
-	var pqErr *pq.Error
-	return errors.As(err, &pqErr) && pqErr.Code.Name() == name
-}
-
 // TestPutAccount runs PUTs, in order, against one account that a saga
 // debited since it was opened: only a PUT naming the current version
 // replaces the balance, and the currency never changes.
 func TestPutAccount(t *testing.T) {
-	db := testDB(t)
-	st := store.New(db)
+	db, st := testenv.Store(t, payment.Schema, store.New)
 	ctx := context.Background()
-	c, ghost, usd := uniq("c"), uniq("ghost"), uniq("usd")
+	c, ghost, usd := testenv.ID("c"), testenv.ID("ghost"), testenv.ID("usd")
 	if _, err := st.PutAccount(ctx, c, 1000, "", nil, false); err != nil { // version 1, JPY by default
 		t.Fatal(err)
 	}
-	if err := inTx(db, func(tx *sqlx.Tx) error { return store.AddBalance(ctx, tx, c, -300) }); err != nil {
-		t.Fatal(err)
-	} // version 2: 700
+	addBalance(t, db, c, -300) // version 2: 700
 	updatedAt := func() time.Time {
 		t.Helper()
 		var at time.Time
@@ -117,20 +105,15 @@ func TestPutAccount(t *testing.T) {
 // prevents: an operator reads an account, a refund credits it, and the
 // operator's PUT with the version read is refused, not applied over it.
 func TestRefundBetweenReadAndPutIsNotErased(t *testing.T) {
-	db := testDB(t)
-	st := store.New(db)
+	db, st := testenv.Store(t, payment.Schema, store.New)
 	ctx := context.Background()
-	c := uniq("race")
-	if _, err := st.PutAccount(ctx, c, 100, "JPY", nil, true); err != nil {
-		t.Fatal(err)
-	}
+	c := testenv.ID("race")
+	open(t, st, c, 100)
 	read, err := st.Account(ctx, c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := inTx(db, func(tx *sqlx.Tx) error { return store.AddBalance(ctx, tx, c, 2500) }); err != nil {
-		t.Fatal(err)
-	}
+	addBalance(t, db, c, 2500)
 	if _, err := st.PutAccount(ctx, c, read.Balance+50, "", &read.Version, false); !errors.Is(err, fault.PreconditionFailed) {
 		t.Fatalf("PUT with the version read before the refund: err = %v, want fault.PreconditionFailed", err)
 	}
@@ -140,107 +123,57 @@ func TestRefundBetweenReadAndPutIsNotErased(t *testing.T) {
 // TestEveryChangeRaisesTheVersion: a saga's debit and refund, an
 // operator's deposit and PUT, and an UPDATE by hand each raise it by one.
 func TestEveryChangeRaisesTheVersion(t *testing.T) {
-	db := testDB(t)
-	st := store.New(db)
+	db, st := testenv.Store(t, payment.Schema, store.New)
 	ctx := context.Background()
-	c := uniq("v")
-	if _, err := st.PutAccount(ctx, c, 1000, "JPY", nil, true); err != nil {
-		t.Fatal(err)
-	}
+	c := testenv.ID("v")
+	open(t, st, c, 1000)
 	four := int64(4)
-	changes := []struct {
-		name   string
-		change func() error
-	}{
-		{"Debit", func() error { return inTx(db, func(tx *sqlx.Tx) error { return store.AddBalance(ctx, tx, c, -100) }) }},
-		{"Refund", func() error { return inTx(db, func(tx *sqlx.Tx) error { return store.AddBalance(ctx, tx, c, 100) }) }},
-		{"Deposit", func() error { _, err := st.Deposit(ctx, c, 5); return err }},
-		{"Put", func() error { _, err := st.PutAccount(ctx, c, 9, "", &four, false); return err }},
-		{"ByHand", func() error {
+	testenv.EachChangeRaisesVersion(t, func() (int64, error) { got, err := st.Account(ctx, c); return got.Version, err }, 1, []testenv.Change{
+		{Name: "Debit", Apply: func() error {
+			return pg.InTx(ctx, db, func(tx *sqlx.Tx) error { return store.AddBalance(ctx, tx, c, -100) })
+		}},
+		{Name: "Refund", Apply: func() error {
+			return pg.InTx(ctx, db, func(tx *sqlx.Tx) error { return store.AddBalance(ctx, tx, c, 100) })
+		}},
+		{Name: "Deposit", Apply: func() error { _, err := st.Deposit(ctx, c, 5); return err }},
+		{Name: "Put", Apply: func() error { _, err := st.PutAccount(ctx, c, 9, "", &four, false); return err }},
+		{Name: "ByHand", Apply: func() error {
 			_, err := db.ExecContext(ctx, `UPDATE accounts SET balance = 8 WHERE customer_id = $1`, c)
 			return err
 		}},
-	}
-	for i, ch := range changes {
-		t.Run(ch.name, func(t *testing.T) {
-			if err := ch.change(); err != nil {
-				t.Fatal(err)
-			}
-			got, err := st.Account(ctx, c)
-			if want := int64(i + 2); err != nil || got.Version != want {
-				t.Fatalf("version = %d (%v), want %d", got.Version, err, want)
-			}
-		})
-	}
+	})
 }
 
 func TestDeposit(t *testing.T) {
-	db := testDB(t)
-	st := store.New(db)
+	_, st := testenv.Store(t, payment.Schema, store.New)
 	ctx := context.Background()
-	c := uniq("dep")
-	if _, err := st.PutAccount(ctx, c, 100, "JPY", nil, true); err != nil {
-		t.Fatal(err)
-	}
-	tests := []struct {
-		name        string
-		id          string
-		amount      int64
-		wantErr     error
-		wantBalance int64 // afterwards, of c
-	}{
-		{"AddsToBalance", c, 50, nil, 150},
-		{"UnknownAccount", uniq("ghost"), 1, fault.NotFound, 150},
-		{"AboveCapIsRefused", c, events.MaxAmount - 149, fault.Conflict, 150},
-		{"UpToCap", c, events.MaxAmount - 150, nil, events.MaxAmount},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := st.Deposit(ctx, tt.id, tt.amount)
-			if !errors.Is(err, tt.wantErr) {
-				t.Fatalf("err = %v, want %v", err, tt.wantErr)
-			}
-			if err == nil && got.Balance != tt.wantBalance {
-				t.Fatalf("Deposit = %+v, want balance %d", got, tt.wantBalance)
-			}
-			mustBalance(t, st, c, tt.wantBalance)
-		})
-	}
+	c := testenv.ID("dep")
+	open(t, st, c, 100)
+	testenv.WantCappedAdd(t, func(t *testing.T, id string, amount int64) (int64, error) {
+		got, err := st.Deposit(ctx, id, amount)
+		return got.Balance, err
+	}, func(t *testing.T) int64 {
+		got, err := st.Account(ctx, c)
+		if err != nil || got.Currency != "JPY" {
+			t.Fatalf("account = %+v, %v; want one in JPY", got, err)
+		}
+		return got.Balance
+	}, c, 100, 50)
 }
 
 // TestDepositsCommuteWithDebits runs deposits and debits of one account at
 // once: a delta is applied in one UPDATE, so none is lost.
 func TestDepositsCommuteWithDebits(t *testing.T) {
-	db := testDB(t)
-	st := store.New(db)
+	db, st := testenv.Store(t, payment.Schema, store.New)
 	ctx := context.Background()
-	c := uniq("delta")
-	if _, err := st.PutAccount(ctx, c, 1000, "JPY", nil, true); err != nil {
-		t.Fatal(err)
-	}
+	c := testenv.ID("delta")
+	open(t, st, c, 1000)
 	const n = 16
-	var wg sync.WaitGroup
-	errs := make(chan error, 2*n)
-	start := make(chan struct{})
-	for range n {
-		wg.Go(func() {
-			<-start
-			_, err := st.Deposit(ctx, c, 30)
-			errs <- err
+	testenv.AllSucceedTimes(t, n,
+		func() error { _, err := st.Deposit(ctx, c, 30); return err },
+		func() error {
+			return pg.InTx(ctx, db, func(tx *sqlx.Tx) error { return store.AddBalance(ctx, tx, c, -10) })
 		})
-		wg.Go(func() {
-			<-start
-			errs <- inTx(db, func(tx *sqlx.Tx) error { return store.AddBalance(ctx, tx, c, -10) })
-		})
-	}
-	close(start)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
 	mustBalance(t, st, c, 1000+30*n-10*n)
 	if got, _ := st.Account(ctx, c); got.Version != 1+2*n {
 		t.Fatalf("version = %d, want %d (one per change)", got.Version, 1+2*n)
@@ -248,20 +181,19 @@ func TestDepositsCommuteWithDebits(t *testing.T) {
 }
 
 func TestUnknownIsNotFound(t *testing.T) {
-	db := testDB(t)
-	st := store.New(db)
+	db, st := testenv.Store(t, payment.Schema, store.New)
 	ctx := context.Background()
-	if _, err := st.Account(ctx, uniq("ghost")); !errors.Is(err, fault.NotFound) {
+	if _, err := st.Account(ctx, testenv.ID("ghost")); !errors.Is(err, fault.NotFound) {
 		t.Errorf("Account of unknown customer: err = %v, want fault.NotFound", err)
 	}
-	if _, err := st.Payment(ctx, uniq("ord")); !errors.Is(err, fault.NotFound) {
+	if _, err := st.Payment(ctx, testenv.ID("ord")); !errors.Is(err, fault.NotFound) {
 		t.Errorf("Payment of unknown order: err = %v, want fault.NotFound", err)
 	}
-	err := inTx(db, func(tx *sqlx.Tx) error {
-		if a, err := store.LockAccount(ctx, tx, uniq("ghost")); a != nil || err != nil {
+	err := pg.InTx(ctx, db, func(tx *sqlx.Tx) error {
+		if a, err := store.LockAccount(ctx, tx, testenv.ID("ghost")); a != nil || err != nil {
 			t.Errorf("LockAccount of unknown customer = %+v, %v; want nil, nil", a, err)
 		}
-		if p, err := store.LockPayment(ctx, tx, uniq("ord")); p != nil || err != nil {
+		if p, err := store.LockPayment(ctx, tx, testenv.ID("ord")); p != nil || err != nil {
 			t.Errorf("LockPayment of unknown order = %+v, %v; want nil, nil", p, err)
 		}
 		return nil
@@ -272,25 +204,22 @@ func TestUnknownIsNotFound(t *testing.T) {
 }
 
 func TestAddBalance(t *testing.T) {
-	db := testDB(t)
-	st := store.New(db)
+	db, st := testenv.Store(t, payment.Schema, store.New)
 	ctx := context.Background()
-	c := uniq("c")
-	if _, err := st.PutAccount(ctx, c, 1000, "JPY", nil, true); err != nil {
-		t.Fatal(err)
-	}
-	if err := inTx(db, func(tx *sqlx.Tx) error { return store.AddBalance(ctx, tx, c, -1000) }); err != nil {
+	c := testenv.ID("c")
+	open(t, st, c, 1000)
+	if err := pg.InTx(ctx, db, func(tx *sqlx.Tx) error { return store.AddBalance(ctx, tx, c, -1000) }); err != nil {
 		t.Fatalf("debit the whole balance: %v", err)
 	}
 	mustBalance(t, st, c, 0)
-	if err := inTx(db, func(tx *sqlx.Tx) error { return store.AddBalance(ctx, tx, c, 300) }); err != nil {
+	if err := pg.InTx(ctx, db, func(tx *sqlx.Tx) error { return store.AddBalance(ctx, tx, c, 300) }); err != nil {
 		t.Fatalf("credit: %v", err)
 	}
 	mustBalance(t, st, c, 300)
 
 	t.Run("UnknownAccountFails", func(t *testing.T) {
-		ghost := uniq("ghost")
-		if err := inTx(db, func(tx *sqlx.Tx) error { return store.AddBalance(ctx, tx, ghost, 1) }); err == nil {
+		ghost := testenv.ID("ghost")
+		if err := pg.InTx(ctx, db, func(tx *sqlx.Tx) error { return store.AddBalance(ctx, tx, ghost, 1) }); err == nil {
 			t.Fatal("AddBalance of an unknown account succeeded")
 		}
 		if _, err := st.Account(ctx, ghost); !errors.Is(err, fault.NotFound) {
@@ -302,20 +231,17 @@ func TestAddBalance(t *testing.T) {
 // TestCheckForbidsNegativeBalance shows the table itself refuses to overdraw,
 // whatever a code path computes.
 func TestCheckForbidsNegativeBalance(t *testing.T) {
-	db := testDB(t)
-	st := store.New(db)
+	db, st := testenv.Store(t, payment.Schema, store.New)
 	ctx := context.Background()
-	c := uniq("c")
-	if _, err := st.PutAccount(ctx, c, 100, "JPY", nil, true); err != nil {
-		t.Fatal(err)
-	}
+	c := testenv.ID("c")
+	open(t, st, c, 100)
 
 	tests := []struct {
 		name string
 		fn   func() error
 	}{
 		{"DebitBeyondBalance", func() error {
-			return inTx(db, func(tx *sqlx.Tx) error { return store.AddBalance(ctx, tx, c, -101) })
+			return pg.InTx(ctx, db, func(tx *sqlx.Tx) error { return store.AddBalance(ctx, tx, c, -101) })
 		}},
 		{"PutNegativeBalance", func() error {
 			_, err := st.PutAccount(ctx, c, -1, "JPY", nil, false)
@@ -328,7 +254,7 @@ func TestCheckForbidsNegativeBalance(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if err := tt.fn(); !isViolation(err, "check_violation") {
+			if err := tt.fn(); !testenv.IsViolation(err, "check_violation") {
 				t.Fatalf("err = %v, want a check_violation", err)
 			}
 			mustBalance(t, st, c, 100)
@@ -336,8 +262,8 @@ func TestCheckForbidsNegativeBalance(t *testing.T) {
 	}
 
 	t.Run("NewAccountWithNegativeBalance", func(t *testing.T) {
-		ghost := uniq("c")
-		if _, err := st.PutAccount(ctx, ghost, -1, "JPY", nil, false); !isViolation(err, "check_violation") {
+		ghost := testenv.ID("c")
+		if _, err := st.PutAccount(ctx, ghost, -1, "JPY", nil, false); !testenv.IsViolation(err, "check_violation") {
 			t.Fatalf("err = %v, want a check_violation", err)
 		}
 		if _, err := st.Account(ctx, ghost); !errors.Is(err, fault.NotFound) {
@@ -347,18 +273,17 @@ func TestCheckForbidsNegativeBalance(t *testing.T) {
 }
 
 func TestPaymentRoundTrip(t *testing.T) {
-	db := testDB(t)
-	st := store.New(db)
+	db, st := testenv.Store(t, payment.Schema, store.New)
 	ctx := context.Background()
-	p := domain.Payment{OrderID: uniq("ord"), CustomerID: uniq("c"), Amount: 2500, Currency: "JPY", Status: domain.StatusCompleted}
-	if err := inTx(db, func(tx *sqlx.Tx) error { return store.InsertPayment(ctx, tx, p, "") }); err != nil {
+	p := domain.Payment{OrderID: testenv.ID("ord"), CustomerID: testenv.ID("c"), Amount: 2500, Currency: "JPY", Status: domain.StatusCompleted}
+	if err := pg.InTx(ctx, db, func(tx *sqlx.Tx) error { return store.InsertPayment(ctx, tx, p, "") }); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := st.Payment(ctx, p.OrderID); err != nil || got != p {
 		t.Fatalf("Payment = %+v, %v; want %+v", got, err, p)
 	}
 
-	err := inTx(db, func(tx *sqlx.Tx) error {
+	err := pg.InTx(ctx, db, func(tx *sqlx.Tx) error {
 		locked, err := store.LockPayment(ctx, tx, p.OrderID)
 		if err != nil {
 			return err
@@ -385,10 +310,10 @@ func TestPaymentRoundTrip(t *testing.T) {
 // TestPaymentConstraints shows the payments table refuses a second record
 // for an order, a negative amount and an unknown status.
 func TestPaymentConstraints(t *testing.T) {
-	db := testDB(t)
+	db, _ := testenv.Store(t, payment.Schema, store.New)
 	ctx := context.Background()
-	taken := domain.Payment{OrderID: uniq("ord"), CustomerID: "c", Amount: 1, Currency: "JPY", Status: domain.StatusCompleted}
-	if err := inTx(db, func(tx *sqlx.Tx) error { return store.InsertPayment(ctx, tx, taken, "") }); err != nil {
+	taken := domain.Payment{OrderID: testenv.ID("ord"), CustomerID: "c", Amount: 1, Currency: "JPY", Status: domain.StatusCompleted}
+	if err := pg.InTx(ctx, db, func(tx *sqlx.Tx) error { return store.InsertPayment(ctx, tx, taken, "") }); err != nil {
 		t.Fatal(err)
 	}
 
@@ -398,13 +323,13 @@ func TestPaymentConstraints(t *testing.T) {
 		want string
 	}{
 		{"SecondPaymentOfAnOrder", domain.Payment{OrderID: taken.OrderID, CustomerID: "c", Amount: 1, Currency: "JPY", Status: domain.StatusDeclined}, "unique_violation"},
-		{"NegativeAmount", domain.Payment{OrderID: uniq("ord"), CustomerID: "c", Amount: -1, Currency: "JPY", Status: domain.StatusCompleted}, "check_violation"},
-		{"UnknownStatus", domain.Payment{OrderID: uniq("ord"), CustomerID: "c", Amount: 1, Currency: "JPY", Status: "PENDING"}, "check_violation"},
+		{"NegativeAmount", domain.Payment{OrderID: testenv.ID("ord"), CustomerID: "c", Amount: -1, Currency: "JPY", Status: domain.StatusCompleted}, "check_violation"},
+		{"UnknownStatus", domain.Payment{OrderID: testenv.ID("ord"), CustomerID: "c", Amount: 1, Currency: "JPY", Status: "PENDING"}, "check_violation"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := inTx(db, func(tx *sqlx.Tx) error { return store.InsertPayment(ctx, tx, tt.p, "") })
-			if !isViolation(err, tt.want) {
+			err := pg.InTx(ctx, db, func(tx *sqlx.Tx) error { return store.InsertPayment(ctx, tx, tt.p, "") })
+			if !testenv.IsViolation(err, tt.want) {
 				t.Fatalf("err = %v, want a %s", err, tt.want)
 			}
 		})

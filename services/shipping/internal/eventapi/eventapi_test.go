@@ -7,7 +7,6 @@ import (
 
 	"github.com/IBM/sarama"
 	"github.com/google/uuid"
-	"github.com/jmoiron/sqlx"
 
 	"github.com/choreo-saga/choreo/internal/testenv"
 	"github.com/choreo-saga/choreo/pkg/consumer"
@@ -21,16 +20,27 @@ import (
 // transaction) are checked by the conformance suite in shipping_test; these
 // tests pin what the shipping service decides and emits.
 
-func handler(t *testing.T) (*sqlx.DB, consumer.Handler) {
+// reactions returns the shipping service's reactions, serving JP and US,
+// on a database of the test's own.
+func reactions(t *testing.T) *testenv.Reactions {
 	t.Helper()
 	cfg := shipping.DefaultConfig()
 	cfg.ServedCountries = "JP,US"
-	spec, err := shipping.Spec(cfg)
+	return testenv.NewReactions(t, shipping.Spec, cfg)
+}
+
+// wantShipment fails the test unless the order's shipment is want, but
+// for the order id, which is the order's.
+func wantShipment(t *testing.T, r *testenv.Reactions, orderID string, want domain.Shipment) {
+	t.Helper()
+	got, err := store.New(r.DB).Shipment(context.Background(), orderID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	db := testenv.DB(t, shipping.Schema)
-	return db, spec.Handler(db, testenv.Logger(t))
+	want.OrderID = orderID
+	if got != want {
+		t.Fatalf("shipment = %+v, want %+v", got, want)
+	}
 }
 
 func reserved(t *testing.T, orderID, country string) events.Envelope {
@@ -56,20 +66,11 @@ func TestReservedDecidesTheShipment(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			db, h := handler(t)
+			r := reactions(t)
 			orderID := uuid.NewString()
-			if err := h.Handle(context.Background(), testenv.Message(t, reserved(t, orderID, tt.country))); err != nil {
-				t.Fatal(err)
-			}
-			got, err := store.New(db).Shipment(context.Background(), orderID)
-			if err != nil {
-				t.Fatal(err)
-			}
-			tt.want.OrderID = orderID
-			if got != tt.want {
-				t.Errorf("shipment = %+v, want %+v", got, tt.want)
-			}
-			emitted := testenv.Emitted(t, db, orderID, events.TopicShipping, shipping.Name)
+			r.MustDeliver(reserved(t, orderID, tt.country))
+			wantShipment(t, r, orderID, tt.want)
+			emitted := r.Emitted(orderID)
 			if len(emitted) != 1 {
 				t.Fatalf("%d events emitted, want 1", len(emitted))
 			}
@@ -85,18 +86,16 @@ func TestReservedDecidesTheShipment(t *testing.T) {
 // order — a new event id, so de-duplication lets it through — finds the
 // shipment decided and changes nothing, even towards another country.
 func TestSecondReservationIsSkipped(t *testing.T) {
-	db, h := handler(t)
+	r := reactions(t)
 	orderID := uuid.NewString()
 	for _, country := range []string{"US", "BR"} {
-		if err := h.Handle(context.Background(), testenv.Message(t, reserved(t, orderID, country))); err != nil {
-			t.Fatal(err)
-		}
+		r.MustDeliver(reserved(t, orderID, country))
 	}
-	got, err := store.New(db).Shipment(context.Background(), orderID)
+	got, err := store.New(r.DB).Shipment(context.Background(), orderID)
 	if err != nil || got.Status != domain.StatusScheduled || got.Country != "US" {
 		t.Fatalf("shipment = %+v, %v; want SCHEDULED to US", got, err)
 	}
-	if n := len(testenv.Emitted(t, db, orderID, events.TopicShipping, shipping.Name)); n != 1 {
+	if n := len(r.Emitted(orderID)); n != 1 {
 		t.Fatalf("%d events emitted, want 1", n)
 	}
 }
@@ -109,7 +108,7 @@ func TestSecondReservationIsSkipped(t *testing.T) {
 // with a unique violation, and their retries find the shipment and skip —
 // one shipment, one event.
 func TestConcurrentReservationsScheduleOnce(t *testing.T) {
-	db, h := handler(t)
+	r := reactions(t)
 	orderID := uuid.NewString()
 	const n = 16
 	msgs := make([]*sarama.ConsumerMessage, n)
@@ -123,7 +122,7 @@ func TestConcurrentReservationsScheduleOnce(t *testing.T) {
 		wg.Go(func() {
 			<-start
 			for attempt := 0; attempt < 10; attempt++ {
-				errs[i] = h.Handle(context.Background(), m)
+				errs[i] = r.Handler.Handle(context.Background(), m)
 				if errs[i] == nil || consumer.IsPermanent(errs[i]) {
 					return
 				}
@@ -138,20 +137,20 @@ func TestConcurrentReservationsScheduleOnce(t *testing.T) {
 		}
 	}
 	var shipments int
-	if err := db.Get(&shipments, `SELECT count(*) FROM shipments WHERE order_id = $1`, orderID); err != nil {
+	if err := r.DB.Get(&shipments, `SELECT count(*) FROM shipments WHERE order_id = $1`, orderID); err != nil {
 		t.Fatal(err)
 	}
 	if shipments != 1 {
 		t.Errorf("%d shipments, want 1", shipments)
 	}
-	if got, err := store.New(db).Shipment(context.Background(), orderID); err != nil || got.Status != domain.StatusScheduled {
+	if got, err := store.New(r.DB).Shipment(context.Background(), orderID); err != nil || got.Status != domain.StatusScheduled {
 		t.Errorf("shipment = %+v, %v; want SCHEDULED", got, err)
 	}
-	if emitted := testenv.Emitted(t, db, orderID, events.TopicShipping, shipping.Name); len(emitted) != 1 || emitted[0].Type != events.TypeShipmentScheduled {
+	if emitted := r.Emitted(orderID); len(emitted) != 1 || emitted[0].Type != events.TypeShipmentScheduled {
 		t.Errorf("emitted %v, want one ShipmentScheduled", emitted)
 	}
 	var marked int
-	if err := db.Get(&marked, `SELECT count(*) FROM processed_events WHERE consumer = $1`, shipping.Name); err != nil {
+	if err := r.DB.Get(&marked, `SELECT count(*) FROM processed_events WHERE consumer = $1`, shipping.Name); err != nil {
 		t.Fatal(err)
 	}
 	if marked != n {
@@ -166,10 +165,6 @@ func mustEncode(t *testing.T, e events.Envelope) []byte {
 		t.Fatal(err)
 	}
 	return b
-}
-
-func cancelRequested(t *testing.T, orderID string) events.Envelope {
-	return testenv.Event(t, orderID, events.OrderCancelRequested{Reason: events.ReasonCustomerCancelled})
 }
 
 // TestCancel: the order's cancel cancels a SCHEDULED shipment, leaves a
@@ -193,31 +188,18 @@ func TestCancel(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			db, h := handler(t)
+			r := reactions(t)
 			orderID := uuid.NewString()
-			deliver := func(e events.Envelope) {
-				t.Helper()
-				if err := h.Handle(context.Background(), testenv.Message(t, e)); err != nil {
-					t.Fatal(err)
-				}
-			}
 			for _, c := range tt.before {
-				deliver(reserved(t, orderID, c))
+				r.MustDeliver(reserved(t, orderID, c))
 			}
-			deliver(cancelRequested(t, orderID))
-			deliver(cancelRequested(t, orderID)) // a second request, a new event id
+			r.MustDeliver(testenv.CancelRequested(t, orderID))
+			r.MustDeliver(testenv.CancelRequested(t, orderID)) // a second request, a new event id
 			for _, c := range tt.after {
-				deliver(reserved(t, orderID, c))
+				r.MustDeliver(reserved(t, orderID, c))
 			}
-			got, err := store.New(db).Shipment(context.Background(), orderID)
-			if err != nil {
-				t.Fatal(err)
-			}
-			tt.want.OrderID = orderID
-			if got != tt.want {
-				t.Fatalf("shipment = %+v, want %+v", got, tt.want)
-			}
-			emitted := testenv.Emitted(t, db, orderID, events.TopicShipping, shipping.Name)
+			wantShipment(t, r, orderID, tt.want)
+			emitted := r.Emitted(orderID)
 			if len(tt.before) == 0 && len(testenv.Payloads[events.ShipmentScheduled](t, emitted)) > 0 {
 				t.Fatal("a shipment was scheduled after the cancel")
 			}

@@ -1,0 +1,44 @@
+package testenv
+
+import (
+	"testing"
+
+	"github.com/IBM/sarama"
+
+	"github.com/choreo-saga/choreo/pkg/broker"
+)
+
+// Produce writes values to topic under one key, so they share a partition
+// and keep their order, and returns that partition: how a test puts
+// records in front of a consumer, a pruner or a reader without a service.
+func Produce(t testing.TB, topic, key string, values ...string) int32 {
+	t.Helper()
+	p, err := broker.NewSyncProducer(Brokers(t), "test-producer")
+	if err != nil {
+		t.Fatalf("%v; %s", err, HowToStart)
+	}
+	defer p.Close()
+	var partition int32
+	for _, v := range values {
+		if partition, _, err = p.SendMessage(&sarama.ProducerMessage{
+			Topic: topic, Key: sarama.StringEncoder(key), Value: sarama.StringEncoder(v),
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return partition
+}
+
+// Admin returns a cluster admin of the test's Kafka, closed when the test
+// ends: what a test reads a group's committed offsets or a topic's
+// settings with, or makes a topic of its own settings or drops records
+// with, as an operator or retention would.
+func Admin(t testing.TB) sarama.ClusterAdmin {
+	t.Helper()
+	admin, err := sarama.NewClusterAdmin(Brokers(t), broker.Config("test-admin"))
+	if err != nil {
+		t.Fatalf("%v; %s", err, HowToStart)
+	}
+	t.Cleanup(func() { admin.Close() })
+	return admin
+}
