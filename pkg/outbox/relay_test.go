@@ -676,7 +676,7 @@ func noRowWaits(t *testing.T, failover bool) {
 					time.Sleep(time.Duration(rand.IntN(80)) * time.Millisecond)
 				}
 				if rand.IntN(5) == 0 { // outside a transaction
-					e := event(t, uuid.NewString())
+					e := anyEvent(t)
 					if err := outbox.Add(ctx, db.DB, message(t, "t", e)); err != nil {
 						t.Error(err)
 						return
@@ -693,7 +693,7 @@ func noRowWaits(t *testing.T, failover bool) {
 				}
 				var ids []string
 				for range 1 + rand.IntN(3) {
-					e := event(t, uuid.NewString())
+					e := anyEvent(t)
 					if err := outbox.Add(ctx, tx, message(t, "t", e)); err != nil {
 						t.Error(err)
 						tx.Rollback()
