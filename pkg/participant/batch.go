@@ -16,7 +16,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/choreo-saga/choreo/pkg/consumer"
-	"github.com/choreo-saga/choreo/pkg/failpoint"
 	"github.com/choreo-saga/choreo/pkg/idem"
 	"github.com/choreo-saga/choreo/pkg/outbox"
 )
@@ -286,12 +285,5 @@ func (b *batcher) apply(ctx context.Context, ds []*delivery) error {
 			return err
 		}
 	}
-	if err := emitted.Flush(ctx, sqlTx); err != nil {
-		return err
-	}
-	if err := sqlTx.Commit(); err != nil {
-		return fmt.Errorf("commit: %w", err)
-	}
-	failpoint.Hit(failpoint.AfterCommit) // the chaos suite's crash before the offset mark
-	return nil
+	return commit(ctx, sqlTx, &emitted)
 }

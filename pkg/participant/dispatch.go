@@ -295,16 +295,23 @@ func Transaction(db *sqlx.DB, service, produces string, now func() time.Time) Mi
 			if err := next(ctx, d); err != nil {
 				return err
 			}
-			if err := emitted.Flush(ctx, sqlTx); err != nil {
-				return err
-			}
-			if err := sqlTx.Commit(); err != nil {
-				return fmt.Errorf("commit: %w", err)
-			}
-			failpoint.Hit(failpoint.AfterCommit) // the chaos suite's crash before the offset mark
-			return nil
+			return commit(ctx, sqlTx, &emitted)
 		}
 	}
+}
+
+// commit writes what the transaction's reactions emitted, with one
+// statement, and commits: the end of every delivery's or batch's
+// transaction.
+func commit(ctx context.Context, sqlTx *sqlx.Tx, emitted *outbox.Pending) error {
+	if err := emitted.Flush(ctx, sqlTx); err != nil {
+		return err
+	}
+	if err := sqlTx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	failpoint.Hit(failpoint.AfterCommit) // the chaos suite's crash before the offset mark
+	return nil
 }
 
 // Dedupe marks the event processed by service within the delivery's
