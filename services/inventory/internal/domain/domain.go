@@ -40,12 +40,13 @@ func (s Stock) CurrentVersion() int64 { return s.Version }
 // lines as requested: reserved for RESERVED, refused for REJECTED, returned
 // (or none, for a tombstone) for RELEASED.
 type Reservation struct {
-	OrderID string        `json:"order_id"`
-	Status  Status        `json:"status"`
-	Items   []events.Item `json:"items"`
+	OrderID string `db:"order_id" json:"order_id"`
+	Status  Status `db:"status" json:"status"`
+	// Items are a jsonb column, which the store decodes itself.
+	Items []events.Item `db:"-" json:"items"`
 	// Cancelled says the order's cancel was handled (and acknowledged)
 	// already; the row keeps its status, RELEASED or REJECTED.
-	Cancelled bool `json:"-"`
+	Cancelled bool `db:"cancelled" json:"-"`
 }
 
 // ReserveAction is what a reserve request leads to.

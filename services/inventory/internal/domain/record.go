@@ -42,12 +42,12 @@ func Reason(status Status, detail string) string {
 type ReservationRecord struct {
 	Reservation
 	// Reason is Reason(Status, Detail).
-	Reason string `json:"reason"`
+	Reason string `db:"reason" json:"reason"`
 	// Detail is the reaction's note for people: the shortages of a
 	// REJECTED reservation, the reason of a RELEASED one.
-	Detail    string    `json:"detail"`
-	CreatedAt time.Time `json:"created_at"`
-	UpdatedAt time.Time `json:"updated_at"`
+	Detail    string    `db:"detail" json:"detail"`
+	CreatedAt time.Time `db:"created_at" json:"created_at"`
+	UpdatedAt time.Time `db:"updated_at" json:"updated_at"`
 	// ReleasedAt is nil unless the reservation is RELEASED.
-	ReleasedAt *time.Time `json:"released_at,omitempty"`
+	ReleasedAt *time.Time `db:"released_at" json:"released_at,omitempty"`
 }

@@ -2,20 +2,16 @@ package store
 
 import (
 	"context"
-	"time"
 
 	"github.com/choreo-saga/choreo/pkg/pg"
 	"github.com/choreo-saga/choreo/services/inventory/internal/domain"
 )
 
-// recordRow is a reservations row as the API answers it.
+// recordRow is a reservations row as the API answers it: a
+// domain.ReservationRecord with its items as the raw jsonb.
 type recordRow struct {
-	reservationRow
-	Reason     string     `db:"reason"`
-	Detail     string     `db:"detail"`
-	CreatedAt  time.Time  `db:"created_at"`
-	UpdatedAt  time.Time  `db:"updated_at"`
-	ReleasedAt *time.Time `db:"released_at"`
+	domain.ReservationRecord
+	Items []byte `db:"items"`
 }
 
 // ReservationRecord returns an order's reservation as the API answers it,
@@ -28,19 +24,10 @@ func (s *Store) ReservationRecord(ctx context.Context, orderID string) (domain.R
 	if err != nil {
 		return domain.ReservationRecord{}, err
 	}
-	res, err := r.reservation()
-	if err != nil {
+	rec := r.ReservationRecord
+	if rec.Items, err = decodeItems(orderID, r.Items); err != nil {
 		return domain.ReservationRecord{}, err
 	}
-	// The driver returns the session's time zone; UTC keeps API output
-	// the same whatever the database is configured with.
-	rec := domain.ReservationRecord{
-		Reservation: res, Reason: r.Reason, Detail: r.Detail,
-		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
-	}
-	if r.ReleasedAt != nil {
-		at := r.ReleasedAt.UTC()
-		rec.ReleasedAt = &at
-	}
+	pg.InUTC(&rec.CreatedAt, &rec.UpdatedAt, rec.ReleasedAt)
 	return rec, nil
 }

@@ -240,25 +240,31 @@ func SetReservationStatus(ctx context.Context, tx sqlx.ExecerContext, orderID st
 	return nil
 }
 
-// reservationRow is a reservations row as scanned; items is raw jsonb.
+// reservationRow is a reservations row as scanned: a domain.Reservation
+// with its items as the raw jsonb, which reservation decodes.
 type reservationRow struct {
-	OrderID string        `db:"order_id"`
-	Status  domain.Status `db:"status"`
-	Items   []byte        `db:"items"`
-	// Cancelled is read by LockReservation only.
-	Cancelled bool `db:"cancelled"`
+	domain.Reservation
+	Items []byte `db:"items"`
 }
 
 func (r reservationRow) reservation() (domain.Reservation, error) {
-	// Never nil, so the API shows a tombstone's items as [] rather than null.
+	res := r.Reservation
+	var err error
+	res.Items, err = decodeItems(res.OrderID, r.Items)
+	return res, err
+}
+
+// decodeItems returns the order's items from their jsonb column, never
+// nil, so the API shows a tombstone's items as [] rather than null.
+func decodeItems(orderID string, raw []byte) ([]events.Item, error) {
 	items := []events.Item{}
-	if err := json.Unmarshal(r.Items, &items); err != nil {
-		return domain.Reservation{}, fmt.Errorf("reservation %s: decode items: %w", r.OrderID, err)
+	if err := json.Unmarshal(raw, &items); err != nil {
+		return nil, fmt.Errorf("reservation %s: decode items: %w", orderID, err)
 	}
 	if items == nil {
 		items = []events.Item{}
 	}
-	return domain.Reservation{OrderID: r.OrderID, Status: r.Status, Items: items, Cancelled: r.Cancelled}, nil
+	return items, nil
 }
 
 // encodeItems returns items as JSON text for the jsonb column, "[]" for

@@ -21,12 +21,6 @@ func (s *Store) PaymentRecord(ctx context.Context, orderID string) (domain.Payme
 	// The row tells a tombstone or a cancel itself; the API answers the
 	// reason code alone.
 	p.Reason = domain.Reason(p.Reason)
-	// The driver returns the session's time zone; UTC keeps API output
-	// the same whatever the database is configured with.
-	p.CreatedAt, p.UpdatedAt = p.CreatedAt.UTC(), p.UpdatedAt.UTC()
-	if p.RefundedAt != nil {
-		at := p.RefundedAt.UTC()
-		p.RefundedAt = &at
-	}
+	pg.InUTC(&p.CreatedAt, &p.UpdatedAt, p.RefundedAt)
 	return p, nil
 }

@@ -160,11 +160,7 @@ func (s *Store) Saga(ctx context.Context, orderID string) (domain.Saga, error) {
 }
 
 func (s *Store) at(sum domain.Summary) domain.Summary {
-	sum.StartedAt = sum.StartedAt.UTC()
-	if sum.EndedAt != nil {
-		t := sum.EndedAt.UTC()
-		sum.EndedAt = &t
-	}
+	pg.InUTC(&sum.StartedAt, sum.EndedAt)
 	return sum.At(s.now(), s.sla)
 }
 
