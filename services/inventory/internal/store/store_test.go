@@ -90,87 +90,40 @@ func TestPutStock(t *testing.T) {
 	}
 }
 
-// TestReleaseBetweenReadAndPutIsNotErased is the lost update a version
-// prevents: an operator reads a SKU, a release returns units, and the
-// operator's PUT with the version read is refused, not applied over it.
-func TestReleaseBetweenReadAndPutIsNotErased(t *testing.T) {
+// TestStockAmounts runs the tests of a versioned amount on a SKU's
+// available units: a reserve takes them, holding them as reserved, a
+// release gives them back, a restock adds to them.
+func TestStockAmounts(t *testing.T) {
 	db, st := testenv.Store(t, inventory.Schema, store.New)
-	ctx := context.Background()
-	sku := testenv.ID("race")
-	putStock(t, st, sku, 5)
-	reserve(t, db, map[string]int64{sku: 4})
-	read := mustStock(t, st, sku, 1, 4)
-	release(t, db, map[string]int64{sku: 4})
-	if _, err := st.PutStock(ctx, sku, read.Available+10, &read.Version, false); !errors.Is(err, fault.PreconditionFailed) {
-		t.Fatalf("PUT with the version read before the release: err = %v, want fault.PreconditionFailed", err)
+	move := func(f func(context.Context, sqlx.ExtContext, map[string]int64) error) func(context.Context, string, int64) error {
+		return func(ctx context.Context, sku string, n int64) error {
+			return pg.InTx(ctx, db, func(tx *sqlx.Tx) error { return f(ctx, tx, map[string]int64{sku: n}) })
+		}
 	}
-	mustStock(t, st, sku, 5, 0)
-}
-
-// TestEveryChangeRaisesTheVersion: a saga's reserve and release, an
-// operator's restock and PUT, and an UPDATE by hand each raise it by one.
-func TestEveryChangeRaisesTheVersion(t *testing.T) {
-	db, st := testenv.Store(t, inventory.Schema, store.New)
-	ctx := context.Background()
-	sku := testenv.ID("v")
-	putStock(t, st, sku, 5)
-	testenv.EachChangeRaisesVersion(t, func() (int64, error) { got, err := st.Stock(ctx, sku); return got.Version, err }, 1, []testenv.Change{
-		{Name: "Reserve", Apply: func() error {
-			return pg.InTx(ctx, db, func(tx *sqlx.Tx) error { return store.Reserve(ctx, tx, map[string]int64{sku: 2}) })
-		}},
-		{Name: "Release", Apply: func() error {
-			return pg.InTx(ctx, db, func(tx *sqlx.Tx) error { return store.Release(ctx, tx, map[string]int64{sku: 1}) })
-		}},
-		{Name: "Restock", Apply: func() error { _, err := st.Restock(ctx, sku, 3); return err }},
-		{Name: "Put", Apply: func() error { _, err := st.PutStock(ctx, sku, 9, ptr(int64(4)), false); return err }},
-		{Name: "ByHand", Apply: func() error {
-			_, err := db.ExecContext(ctx, `UPDATE stock SET available = 8 WHERE sku = $1`, sku)
+	row := func(s domain.Stock, err error) (testenv.AmountRow, error) {
+		return testenv.AmountRow{Amount: s.Available, Held: s.Reserved, Version: s.Version}, err
+	}
+	testenv.WantAmounts(t, testenv.Amounts{
+		Create: func(ctx context.Context, sku string, n int64) error {
+			_, err := st.PutStock(ctx, sku, n, nil, true)
 			return err
-		}},
+		},
+		Read: func(ctx context.Context, sku string) (testenv.AmountRow, error) { return row(st.Stock(ctx, sku)) },
+		Add: func(ctx context.Context, sku string, n int64) (testenv.AmountRow, error) {
+			return row(st.Restock(ctx, sku, n))
+		},
+		Put: func(ctx context.Context, sku string, n, v int64) error {
+			_, err := st.PutStock(ctx, sku, n, &v, false)
+			return err
+		},
+		Take:  move(store.Reserve),
+		Give:  move(store.Release),
+		Holds: true,
+		ByHand: func(ctx context.Context, sku string, n int64) error {
+			_, err := db.ExecContext(ctx, `UPDATE stock SET available = $2 WHERE sku = $1`, sku, n)
+			return err
+		},
 	})
-}
-
-func ptr[T any](v T) *T { return &v }
-
-func TestRestock(t *testing.T) {
-	db, st := testenv.Store(t, inventory.Schema, store.New)
-	ctx := context.Background()
-	sku := testenv.ID("restock")
-	putStock(t, st, sku, 5)
-	reserve(t, db, map[string]int64{sku: 2})
-	// The units reserved stay as they are whatever a restock does.
-	testenv.WantCappedAdd(t, func(t *testing.T, id string, quantity int64) (int64, error) {
-		got, err := st.Restock(ctx, id, quantity)
-		if err == nil && got.Reserved != 2 {
-			t.Errorf("Restock = %+v, want 2 reserved", got)
-		}
-		return got.Available, err
-	}, func(t *testing.T) int64 {
-		got, err := st.Stock(ctx, sku)
-		if err != nil || got.Reserved != 2 {
-			t.Fatalf("stock = %+v, %v; want 2 reserved", got, err)
-		}
-		return got.Available
-	}, sku, 3, 7)
-}
-
-// TestRestocksCommuteWithReserves runs restocks and reserves of one SKU at
-// once: a delta is applied in one UPDATE, so none is lost.
-func TestRestocksCommuteWithReserves(t *testing.T) {
-	db, st := testenv.Store(t, inventory.Schema, store.New)
-	ctx := context.Background()
-	sku := testenv.ID("delta")
-	putStock(t, st, sku, 100)
-	const n = 16
-	testenv.AllSucceedTimes(t, n,
-		func() error { _, err := st.Restock(ctx, sku, 3); return err },
-		func() error {
-			return pg.InTx(ctx, db, func(tx *sqlx.Tx) error { return store.Reserve(ctx, tx, map[string]int64{sku: 1}) })
-		})
-	got := mustStock(t, st, sku, 100+3*n-n, n)
-	if got.Version != 1+2*n {
-		t.Fatalf("version = %d, want %d (one per change)", got.Version, 1+2*n)
-	}
 }
 
 func TestUnknownIsNotFound(t *testing.T) {

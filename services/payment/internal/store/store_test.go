@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -101,83 +102,42 @@ func TestPutAccount(t *testing.T) {
 	}
 }
 
-// TestRefundBetweenReadAndPutIsNotErased is the lost update a version
-// prevents: an operator reads an account, a refund credits it, and the
-// operator's PUT with the version read is refused, not applied over it.
-func TestRefundBetweenReadAndPutIsNotErased(t *testing.T) {
+// TestAccountAmounts runs the tests of a versioned amount on a customer's
+// balance: a debit takes from it, spending it, a refund gives back, a
+// deposit adds to it. None of them changes the account's currency.
+func TestAccountAmounts(t *testing.T) {
 	db, st := testenv.Store(t, payment.Schema, store.New)
-	ctx := context.Background()
-	c := testenv.ID("race")
-	open(t, st, c, 100)
-	read, err := st.Account(ctx, c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	addBalance(t, db, c, 2500)
-	if _, err := st.PutAccount(ctx, c, read.Balance+50, "", &read.Version, false); !errors.Is(err, fault.PreconditionFailed) {
-		t.Fatalf("PUT with the version read before the refund: err = %v, want fault.PreconditionFailed", err)
-	}
-	mustBalance(t, st, c, 2600)
-}
-
-// TestEveryChangeRaisesTheVersion: a saga's debit and refund, an
-// operator's deposit and PUT, and an UPDATE by hand each raise it by one.
-func TestEveryChangeRaisesTheVersion(t *testing.T) {
-	db, st := testenv.Store(t, payment.Schema, store.New)
-	ctx := context.Background()
-	c := testenv.ID("v")
-	open(t, st, c, 1000)
-	four := int64(4)
-	testenv.EachChangeRaisesVersion(t, func() (int64, error) { got, err := st.Account(ctx, c); return got.Version, err }, 1, []testenv.Change{
-		{Name: "Debit", Apply: func() error {
-			return pg.InTx(ctx, db, func(tx *sqlx.Tx) error { return store.AddBalance(ctx, tx, c, -100) })
-		}},
-		{Name: "Refund", Apply: func() error {
-			return pg.InTx(ctx, db, func(tx *sqlx.Tx) error { return store.AddBalance(ctx, tx, c, 100) })
-		}},
-		{Name: "Deposit", Apply: func() error { _, err := st.Deposit(ctx, c, 5); return err }},
-		{Name: "Put", Apply: func() error { _, err := st.PutAccount(ctx, c, 9, "", &four, false); return err }},
-		{Name: "ByHand", Apply: func() error {
-			_, err := db.ExecContext(ctx, `UPDATE accounts SET balance = 8 WHERE customer_id = $1`, c)
-			return err
-		}},
-	})
-}
-
-func TestDeposit(t *testing.T) {
-	_, st := testenv.Store(t, payment.Schema, store.New)
-	ctx := context.Background()
-	c := testenv.ID("dep")
-	open(t, st, c, 100)
-	testenv.WantCappedAdd(t, func(t *testing.T, id string, amount int64) (int64, error) {
-		got, err := st.Deposit(ctx, id, amount)
-		return got.Balance, err
-	}, func(t *testing.T) int64 {
-		got, err := st.Account(ctx, c)
-		if err != nil || got.Currency != "JPY" {
-			t.Fatalf("account = %+v, %v; want one in JPY", got, err)
+	addBalance := func(sign int64) func(context.Context, string, int64) error {
+		return func(ctx context.Context, c string, n int64) error {
+			return pg.InTx(ctx, db, func(tx *sqlx.Tx) error { return store.AddBalance(ctx, tx, c, sign*n) })
 		}
-		return got.Balance
-	}, c, 100, 50)
-}
-
-// TestDepositsCommuteWithDebits runs deposits and debits of one account at
-// once: a delta is applied in one UPDATE, so none is lost.
-func TestDepositsCommuteWithDebits(t *testing.T) {
-	db, st := testenv.Store(t, payment.Schema, store.New)
-	ctx := context.Background()
-	c := testenv.ID("delta")
-	open(t, st, c, 1000)
-	const n = 16
-	testenv.AllSucceedTimes(t, n,
-		func() error { _, err := st.Deposit(ctx, c, 30); return err },
-		func() error {
-			return pg.InTx(ctx, db, func(tx *sqlx.Tx) error { return store.AddBalance(ctx, tx, c, -10) })
-		})
-	mustBalance(t, st, c, 1000+30*n-10*n)
-	if got, _ := st.Account(ctx, c); got.Version != 1+2*n {
-		t.Fatalf("version = %d, want %d (one per change)", got.Version, 1+2*n)
 	}
+	row := func(a domain.Account, err error) (testenv.AmountRow, error) {
+		if err == nil && a.Currency != "JPY" {
+			err = fmt.Errorf("account %s is in %q, want the JPY it was opened in", a.CustomerID, a.Currency)
+		}
+		return testenv.AmountRow{Amount: a.Balance, Version: a.Version}, err
+	}
+	testenv.WantAmounts(t, testenv.Amounts{
+		Create: func(ctx context.Context, c string, n int64) error {
+			_, err := st.PutAccount(ctx, c, n, "JPY", nil, true)
+			return err
+		},
+		Read: func(ctx context.Context, c string) (testenv.AmountRow, error) { return row(st.Account(ctx, c)) },
+		Add: func(ctx context.Context, c string, n int64) (testenv.AmountRow, error) {
+			return row(st.Deposit(ctx, c, n))
+		},
+		Put: func(ctx context.Context, c string, n, v int64) error {
+			_, err := st.PutAccount(ctx, c, n, "", &v, false)
+			return err
+		},
+		Take: addBalance(-1),
+		Give: addBalance(1),
+		ByHand: func(ctx context.Context, c string, n int64) error {
+			_, err := db.ExecContext(ctx, `UPDATE accounts SET balance = $2 WHERE customer_id = $1`, c, n)
+			return err
+		},
+	})
 }
 
 func TestUnknownIsNotFound(t *testing.T) {
