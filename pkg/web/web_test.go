@@ -13,6 +13,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/choreo-saga/choreo/internal/apitest"
 	"github.com/choreo-saga/choreo/pkg/events"
 	"github.com/choreo-saga/choreo/pkg/fault"
 	"github.com/choreo-saga/choreo/pkg/web"
@@ -266,15 +267,8 @@ func TestGetPutPost(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			req := httptest.NewRequest(tt.method, tt.path, strings.NewReader(tt.body))
-			if tt.body != "" {
-				req.Header.Set("Content-Type", "application/json")
-			}
-			for k, v := range tt.header {
-				req.Header[k] = v
-			}
 			rec := httptest.NewRecorder()
-			h.ServeHTTP(rec, req)
+			h.ServeHTTP(rec, apitest.Request{Method: tt.method, Path: tt.path, Body: tt.body, Header: tt.header}.HTTP())
 			got, _ := io.ReadAll(rec.Body)
 			if rec.Code != tt.want || !strings.Contains(string(got), tt.wantBody) {
 				t.Errorf("%s %s = %d %s, want %d with %q", tt.method, tt.path, rec.Code, got, tt.want, tt.wantBody)
