@@ -287,6 +287,38 @@ func TestGetPutPost(t *testing.T) {
 	})
 }
 
+// TestAdd serves an addition to a counter: the body's one field, checked
+// by CheckAmount, is handed over; any other field is refused as Decode
+// refuses one.
+func TestAdd(t *testing.T) {
+	r := chi.NewRouter()
+	r.Method(http.MethodPost, "/counters/{id}/additions", web.Add(slog.New(slog.DiscardHandler), "id", "n",
+		func(_ context.Context, id string, n int64) (map[string]int64, error) {
+			return map[string]int64{id: n}, nil
+		}))
+	tests := []struct {
+		name, body string
+		want       int
+		wantBody   string // a substring of the response body
+	}{
+		{"Adds", `{"n":3}`, 200, `{"c-1":3}`},
+		{"Missing", `{}`, 400, "n is required"},
+		{"Null", `null`, 400, "n is required"},
+		{"Zero", `{"n":0}`, 400, `n must be \u003e 0`}, // JSON escapes >
+		{"UnknownField", `{"n":1,"m":2}`, 400, "unknown field"},
+		{"NotANumber", `{"n":"1"}`, 400, "malformed JSON"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := httptest.NewRecorder()
+			r.ServeHTTP(rec, apitest.Request{Method: "POST", Path: "/counters/c-1/additions", Body: tt.body}.HTTP())
+			if rec.Code != tt.want || !strings.Contains(rec.Body.String(), tt.wantBody) {
+				t.Errorf("POST %s = %d %s, want %d with %q", tt.body, rec.Code, rec.Body, tt.want, tt.wantBody)
+			}
+		})
+	}
+}
+
 func TestCheckAmount(t *testing.T) {
 	n := func(v int64) *int64 { return &v }
 	tests := []struct {
