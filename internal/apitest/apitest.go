@@ -391,17 +391,21 @@ type Request struct {
 func (a API) Check(t *testing.T, reqs []Request) {
 	t.Helper()
 	for _, rq := range reqs {
-		t.Run(rq.Name, func(t *testing.T) {
-			req := httptest.NewRequest(rq.Method, rq.Path, strings.NewReader(rq.Body))
-			if rq.Body != "" {
-				req.Header.Set("Content-Type", "application/json")
-			}
-			for k, vs := range rq.Header {
-				req.Header[k] = vs
-			}
-			CheckResponse(t, a.Ready, a.Spec, req, rq.Want)
-		})
+		t.Run(rq.Name, func(t *testing.T) { CheckResponse(t, a.Ready, a.Spec, rq.HTTP(), rq.Want) })
 	}
+}
+
+// HTTP returns the request as a client sends it: Body, if any, as
+// application/json, and Header set last.
+func (rq Request) HTTP() *http.Request {
+	req := httptest.NewRequest(rq.Method, rq.Path, strings.NewReader(rq.Body))
+	if rq.Body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, vs := range rq.Header {
+		req.Header[k] = vs
+	}
+	return req
 }
 
 // CheckWrite sends body as JSON with method to path on h, with an If-Match

@@ -48,7 +48,7 @@ func PutRequests(name, collection, id, field string) []Request {
 	}
 }
 
-// PostRequests returns the requests that an action web.Post serves, which
+// PostRequests returns the requests that an action web.Add serves, which
 // adds a positive amount (field, the body's one number) to a resource,
 // must refuse before the store is reached, named after name: the amount
 // missing, 0, negative or above events.MaxAmount, a body that is not JSON

@@ -417,6 +417,25 @@ func Post[Req, T any](log *slog.Logger, param string, act func(ctx context.Conte
 	})
 }
 
+// Add serves a POST that adds a positive amount to one resource named by
+// the path parameter param, e.g. a deposit to an account: as Post, with a
+// body whose one field, named field, holds the amount, checked by
+// CheckAmount. An unknown field fails with 400 as Decode fails one.
+func Add[T any](log *slog.Logger, param, field string, add func(ctx context.Context, id string, amount int64) (T, error)) http.Handler {
+	return Post(log, param, func(ctx context.Context, id string, body map[string]*int64) (T, error) {
+		var zero T
+		for name := range body {
+			if name != field {
+				return zero, Errorf(http.StatusBadRequest, "malformed JSON: unknown field %q", name)
+			}
+		}
+		if err := CheckAmount(field, body[field], true); err != nil {
+			return zero, &Error{Status: http.StatusBadRequest, Detail: err.Error()}
+		}
+		return add(ctx, id, *body[field])
+	})
+}
+
 // write is Put, and Post when conditional is false: a POST's conditional
 // headers are not read, so they neither fail nor change it.
 func write[Req, T any](log *slog.Logger, param string, conditional bool, fn func(ctx context.Context, id string, pre Precondition, req Req) (T, error)) http.Handler {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/choreo-saga/choreo/internal/apitest"
 	"github.com/choreo-saga/choreo/pkg/events"
 	"github.com/choreo-saga/choreo/pkg/fault"
 	"github.com/choreo-saga/choreo/pkg/web"
@@ -266,15 +267,8 @@ func TestGetPutPost(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			req := httptest.NewRequest(tt.method, tt.path, strings.NewReader(tt.body))
-			if tt.body != "" {
-				req.Header.Set("Content-Type", "application/json")
-			}
-			for k, v := range tt.header {
-				req.Header[k] = v
-			}
 			rec := httptest.NewRecorder()
-			h.ServeHTTP(rec, req)
+			h.ServeHTTP(rec, apitest.Request{Method: tt.method, Path: tt.path, Body: tt.body, Header: tt.header}.HTTP())
 			got, _ := io.ReadAll(rec.Body)
 			if rec.Code != tt.want || !strings.Contains(string(got), tt.wantBody) {
 				t.Errorf("%s %s = %d %s, want %d with %q", tt.method, tt.path, rec.Code, got, tt.want, tt.wantBody)
@@ -291,6 +285,38 @@ func TestGetPutPost(t *testing.T) {
 			t.Errorf("GET after PUT = %q %s, want %q \"2\"", rec.Body.String(), rec.Header().Get("ETag"), want)
 		}
 	})
+}
+
+// TestAdd serves an addition to a counter: the body's one field, checked
+// by CheckAmount, is handed over; any other field is refused as Decode
+// refuses one.
+func TestAdd(t *testing.T) {
+	r := chi.NewRouter()
+	r.Method(http.MethodPost, "/counters/{id}/additions", web.Add(slog.New(slog.DiscardHandler), "id", "n",
+		func(_ context.Context, id string, n int64) (map[string]int64, error) {
+			return map[string]int64{id: n}, nil
+		}))
+	tests := []struct {
+		name, body string
+		want       int
+		wantBody   string // a substring of the response body
+	}{
+		{"Adds", `{"n":3}`, 200, `{"c-1":3}`},
+		{"Missing", `{}`, 400, "n is required"},
+		{"Null", `null`, 400, "n is required"},
+		{"Zero", `{"n":0}`, 400, `n must be \u003e 0`}, // JSON escapes >
+		{"UnknownField", `{"n":1,"m":2}`, 400, "unknown field"},
+		{"NotANumber", `{"n":"1"}`, 400, "malformed JSON"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := httptest.NewRecorder()
+			r.ServeHTTP(rec, apitest.Request{Method: "POST", Path: "/counters/c-1/additions", Body: tt.body}.HTTP())
+			if rec.Code != tt.want || !strings.Contains(rec.Body.String(), tt.wantBody) {
+				t.Errorf("POST %s = %d %s, want %d with %q", tt.body, rec.Code, rec.Body, tt.want, tt.wantBody)
+			}
+		})
+	}
 }
 
 func TestCheckAmount(t *testing.T) {

@@ -25,8 +25,8 @@ func TestConformance(t *testing.T) {
 	testenv.Conformance(t, inventory.Spec, inventory.DefaultConfig(), stockAndReservation, []participanttest.Case{
 		{Name: "PaymentCompletedReserves", Setup: paid(5), Emits: []string{events.TypeInventoryReserved}},
 		{Name: "PaymentCompletedOutOfStockIsRejected", Setup: paid(1), Emits: []string{events.TypeInventoryRejected}},
-		{Name: "ShipmentFailedReleasesTheReservation", Setup: shipmentFailedAfterReserve, Emits: []string{events.TypeInventoryReleased}},
-		{Name: "ShipmentFailedBeforeReserveLeavesTombstone", Setup: shipmentFailedFirst, Emits: []string{events.TypeInventoryReleased}},
+		{Name: "ShipmentFailedReleasesTheReservation", Setup: afterReserve(shipmentFailed), Emits: []string{events.TypeInventoryReleased}},
+		{Name: "ShipmentFailedBeforeReserveLeavesTombstone", Setup: beforeReserve(shipmentFailed), Emits: []string{events.TypeInventoryReleased}},
 		{Name: "OrderCancelRequestedReleasesTheReservation", Setup: afterReserve(testenv.CancelRequested), Emits: []string{events.TypeInventoryCancelled}},
 		{Name: "OrderCancelRequestedBeforeReserveLeavesTombstone", Setup: beforeReserve(testenv.CancelRequested), Emits: []string{events.TypeInventoryCancelled}},
 	})
@@ -52,20 +52,6 @@ func paid(available int64) func(*testing.T, *sqlx.DB) events.Envelope {
 	}
 }
 
-// shipmentFailedAfterReserve holds a fresh order's items as its reserve
-// would (units moved, a RESERVED record; its InventoryReserved, if any,
-// would be long published) and returns the ShipmentFailed that releases
-// them.
-func shipmentFailedAfterReserve(t *testing.T, db *sqlx.DB) events.Envelope {
-	return afterReserve(shipmentFailed)(t, db)
-}
-
-// shipmentFailedFirst returns a ShipmentFailed for an order whose payment
-// has not reached inventory: the release overtakes the reserve.
-func shipmentFailedFirst(t *testing.T, db *sqlx.DB) events.Envelope {
-	return beforeReserve(shipmentFailed)(t, db)
-}
-
 // beforeReserve returns a Setup whose undo, built by undo, arrives for an
 // order whose payment has not reached inventory: it overtakes the reserve.
 func beforeReserve(undo func(*testing.T, string) events.Envelope) func(*testing.T, *sqlx.DB) events.Envelope {
@@ -77,25 +63,23 @@ func beforeReserve(undo func(*testing.T, string) events.Envelope) func(*testing.
 }
 
 // afterReserve returns a Setup that holds a fresh order's items as its
-// reserve would and returns the undo built by undo, not delivered.
+// reserve would (units moved, a RESERVED record; its InventoryReserved, if
+// any, would be long published) and returns the undo built by undo, not
+// delivered.
 func afterReserve(undo func(*testing.T, string) events.Envelope) func(*testing.T, *sqlx.DB) events.Envelope {
 	return func(t *testing.T, db *sqlx.DB) events.Envelope {
-		return reserved(t, db, undo)
+		orderID := uuid.NewString()
+		var p events.PaymentCompleted
+		testenv.Payload(t, payment(t, db, orderID, 5), &p)
+		r := domain.Reservation{OrderID: orderID, Status: domain.StatusReserved, Items: p.Items}
+		testenv.InTx(t, db, func(ctx context.Context, tx *sqlx.Tx) error {
+			if err := store.Reserve(ctx, tx, domain.Quantities(r.Items)); err != nil {
+				return err
+			}
+			return store.InsertReservation(ctx, tx, r, "")
+		})
+		return undo(t, orderID)
 	}
-}
-
-func reserved(t *testing.T, db *sqlx.DB, undo func(*testing.T, string) events.Envelope) events.Envelope {
-	orderID := uuid.NewString()
-	var p events.PaymentCompleted
-	testenv.Payload(t, payment(t, db, orderID, 5), &p)
-	r := domain.Reservation{OrderID: orderID, Status: domain.StatusReserved, Items: p.Items}
-	testenv.InTx(t, db, func(ctx context.Context, tx *sqlx.Tx) error {
-		if err := store.Reserve(ctx, tx, domain.Quantities(r.Items)); err != nil {
-			return err
-		}
-		return store.InsertReservation(ctx, tx, r, "")
-	})
-	return undo(t, orderID)
 }
 
 // payment stocks a SKU named after orderID with available units and

@@ -6,26 +6,17 @@ import (
 	"testing"
 
 	"github.com/choreo-saga/choreo/internal/testenv"
+	"github.com/choreo-saga/choreo/pkg/participant"
 	"github.com/choreo-saga/choreo/services/shipping"
 )
 
+// TestConfigValidate checks the runtime's settings and the served
+// countries, each bad entry named by SHIPPING_SERVED_COUNTRIES.
 func TestConfigValidate(t *testing.T) {
-	valid := func() shipping.Config {
-		cfg := shipping.DefaultConfig()
-		cfg.DatabaseURL = "postgres://postgres@127.0.0.1:5432/shipping_db?sslmode=disable"
-		cfg.KafkaBrokers = []string{"127.0.0.1:9092"}
-		return cfg
-	}
-	testenv.CheckValidate(t, valid, []testenv.ConfigCase[shipping.Config]{
-		{Name: "DefaultsAreValid", Change: func(*shipping.Config) {}, WantVar: ""},
+	runtime := func(c *shipping.Config) *participant.Config { return &c.Config }
+	testenv.CheckServiceConfig(t, shipping.DefaultConfig(), runtime, []testenv.ConfigCase[shipping.Config]{
 		{Name: "LowerCaseSpacedCountriesAreValid", Change: func(c *shipping.Config) { c.ServedCountries = " jp, us " }, WantVar: ""},
 		{Name: "SingleCountryIsValid", Change: func(c *shipping.Config) { c.ServedCountries = "GB" }, WantVar: ""},
-		{Name: "DatabaseURLWithWrongSchemeFails", Change: func(c *shipping.Config) { c.DatabaseURL = "mysql://h/db" }, WantVar: "DATABASE_URL"},
-		{Name: "DatabaseURLWithoutDatabaseFails", Change: func(c *shipping.Config) { c.DatabaseURL = "postgres://127.0.0.1:5432" }, WantVar: "DATABASE_URL"},
-		{Name: "EmptyDatabaseURLFails", Change: func(c *shipping.Config) { c.DatabaseURL = "" }, WantVar: "DATABASE_URL"},
-		{Name: "NoKafkaBrokersFails", Change: func(c *shipping.Config) { c.KafkaBrokers = nil }, WantVar: "KAFKA_BROKERS"},
-		{Name: "KafkaBrokerWithoutPortFails", Change: func(c *shipping.Config) { c.KafkaBrokers = []string{"localhost"} }, WantVar: "KAFKA_BROKERS"},
-		{Name: "EmptyHTTPAddrFails", Change: func(c *shipping.Config) { c.HTTPAddr = "" }, WantVar: "HTTP_ADDR"},
 		{Name: "ThreeLetterCountryFails", Change: func(c *shipping.Config) { c.ServedCountries = "JPN" }, WantVar: "SHIPPING_SERVED_COUNTRIES"},
 		{Name: "DigitInCountryFails", Change: func(c *shipping.Config) { c.ServedCountries = "J1" }, WantVar: "SHIPPING_SERVED_COUNTRIES"},
 		{Name: "OneBadAmongGoodFails", Change: func(c *shipping.Config) { c.ServedCountries = "JP,USA,GB" }, WantVar: "SHIPPING_SERVED_COUNTRIES"},

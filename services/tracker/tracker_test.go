@@ -17,22 +17,16 @@ import (
 	"github.com/choreo-saga/choreo/internal/testenv"
 	"github.com/choreo-saga/choreo/pkg/broker"
 	"github.com/choreo-saga/choreo/pkg/events"
+	"github.com/choreo-saga/choreo/pkg/participant"
 	"github.com/choreo-saga/choreo/services/tracker"
 )
 
+// TestConfigValidate checks the runtime's settings and the SLA.
 func TestConfigValidate(t *testing.T) {
-	valid := func() tracker.Config {
-		cfg := tracker.DefaultConfig()
-		cfg.DatabaseURL = "postgres://postgres@127.0.0.1:5432/tracker_db?sslmode=disable"
-		cfg.KafkaBrokers = []string{"127.0.0.1:9092"}
-		return cfg
-	}
-	testenv.CheckValidate(t, valid, []testenv.ConfigCase[tracker.Config]{
-		{Name: "DefaultsAreValid", Change: func(*tracker.Config) {}, WantVar: ""},
+	runtime := func(c *tracker.Config) *participant.Config { return &c.Config }
+	testenv.CheckServiceConfig(t, tracker.DefaultConfig(), runtime, []testenv.ConfigCase[tracker.Config]{
 		{Name: "ZeroSLAFails", Change: func(c *tracker.Config) { c.SagaSLA = 0 }, WantVar: "TRACKER_SAGA_SLA"},
 		{Name: "NegativeSLAFails", Change: func(c *tracker.Config) { c.SagaSLA = -time.Second }, WantVar: "TRACKER_SAGA_SLA"},
-		{Name: "EmptyDatabaseURLFails", Change: func(c *tracker.Config) { c.DatabaseURL = "" }, WantVar: "DATABASE_URL"},
-		{Name: "NoKafkaBrokersFails", Change: func(c *tracker.Config) { c.KafkaBrokers = nil }, WantVar: "KAFKA_BROKERS"},
 	})
 }
 

@@ -22,16 +22,3 @@ func putStock(st *store.Store) func(context.Context, string, web.Precondition, s
 		return st.PutStock(ctx, sku, *req.Available, pre.IfMatch, pre.CreateOnly)
 	}
 }
-
-type restockRequest struct {
-	Quantity *int64 `json:"quantity"`
-}
-
-func (r restockRequest) Validate() error { return web.CheckAmount("quantity", r.Quantity, true) }
-
-// restock adds units to a SKU's available ones.
-func restock(st *store.Store) func(context.Context, string, restockRequest) (domain.Stock, error) {
-	return func(ctx context.Context, sku string, req restockRequest) (domain.Stock, error) {
-		return st.Restock(ctx, sku, *req.Quantity)
-	}
-}

@@ -1,7 +1,6 @@
 package httpapi_test
 
 import (
-	"strings"
 	"testing"
 	"time"
 
@@ -32,16 +31,14 @@ func TestOpenAPI(t *testing.T) {
 		}, Reason: events.ReasonShippingUnavailable, Detail: "release arrived before reserve: shipping_unavailable", CreatedAt: at, UpdatedAt: at, ReleasedAt: &at})
 	})
 
-	long := strings.Repeat("x", 65)
 	api.Check(t, apitest.PutRequests("PutStock", "/stock/", "SKU-1", "available"))
 	api.Check(t, apitest.PostRequests("Restock", "/stock/", "SKU-1", "/restock", "quantity"))
+	api.Check(t, apitest.GetRequests("GetStock", "/stock/"))
+	api.Check(t, apitest.GetRequests("GetReservation", "/reservations/"))
 	api.Check(t, []apitest.Request{
 		{Name: "PutStockMissing", Method: "PUT", Path: "/stock/SKU-1", Body: `{}`, Want: 400},
 		{Name: "PutStockReserved", Method: "PUT", Path: "/stock/SKU-1", Body: `{"available":1,"reserved":0}`, Want: 400},
 		{Name: "RestockUnknownField", Method: "POST", Path: "/stock/SKU-1/restock", Body: `{"quantity":1,"available":3}`, Want: 400},
-		{Name: "GetReservationInvalidUTF8InID", Method: "GET", Path: "/reservations/%ff", Want: 400},
-		{Name: "GetStockTooLongSKU", Method: "GET", Path: "/stock/" + long, Want: 400},
-		{Name: "GetReservationTooLongID", Method: "GET", Path: "/reservations/" + long, Want: 400},
 		{Name: "UnknownPath", Method: "GET", Path: "/stock", Want: 404},
 		{Name: "UnlistedMethod", Method: "DELETE", Path: "/reservations/o-1", Want: 405},
 	})

@@ -34,16 +34,3 @@ func putAccount(st *store.Store) func(context.Context, string, web.Precondition,
 		return st.PutAccount(ctx, id, *req.Balance, req.Currency, pre.IfMatch, pre.CreateOnly)
 	}
 }
-
-type depositRequest struct {
-	Amount *int64 `json:"amount"`
-}
-
-func (d depositRequest) Validate() error { return web.CheckAmount("amount", d.Amount, true) }
-
-// deposit adds to a customer's balance.
-func deposit(st *store.Store) func(context.Context, string, depositRequest) (domain.Account, error) {
-	return func(ctx context.Context, id string, req depositRequest) (domain.Account, error) {
-		return st.Deposit(ctx, id, *req.Amount)
-	}
-}

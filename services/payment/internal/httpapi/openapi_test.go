@@ -1,7 +1,6 @@
 package httpapi_test
 
 import (
-	"strings"
 	"testing"
 	"time"
 
@@ -31,17 +30,14 @@ func TestOpenAPI(t *testing.T) {
 		}, Reason: events.ReasonShippingUnavailable, CreatedAt: at, UpdatedAt: at, RefundedAt: &at})
 	})
 
-	long := strings.Repeat("x", 65)
 	api.Check(t, apitest.PutRequests("PutAccount", "/accounts/", "c-1", "balance"))
 	api.Check(t, apitest.PostRequests("Deposit", "/accounts/", "c-1", "/deposits", "amount"))
+	api.Check(t, apitest.GetRequests("GetAccount", "/accounts/"))
+	api.Check(t, apitest.GetRequests("GetPayment", "/payments/"))
 	api.Check(t, []apitest.Request{
 		{Name: "PutAccountUnknownField", Method: "PUT", Path: "/accounts/c-1", Body: `{"balance":1,"owner":"x"}`, Want: 400},
 		{Name: "PutAccountBadCurrency", Method: "PUT", Path: "/accounts/c-1", Body: `{"balance":1,"currency":"yen"}`, Want: 400},
 		{Name: "DepositUnknownField", Method: "POST", Path: "/accounts/c-1/deposits", Body: `{"amount":1,"currency":"USD"}`, Want: 400},
-		{Name: "GetAccountInvalidUTF8InID", Method: "GET", Path: "/accounts/%ff", Want: 400},
-		{Name: "GetPaymentSpaceInID", Method: "GET", Path: "/payments/o%201", Want: 400},
-		{Name: "GetAccountTooLongID", Method: "GET", Path: "/accounts/" + long, Want: 400},
-		{Name: "GetPaymentTooLongID", Method: "GET", Path: "/payments/" + long, Want: 400},
 		{Name: "UnknownPath", Method: "GET", Path: "/refunds/o-1", Want: 404},
 		{Name: "UnlistedMethod", Method: "DELETE", Path: "/accounts/c-1", Want: 405},
 	})

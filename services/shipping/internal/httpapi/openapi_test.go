@@ -1,7 +1,6 @@
 package httpapi_test
 
 import (
-	"strings"
 	"testing"
 
 	"github.com/choreo-saga/choreo/internal/apitest"
@@ -37,10 +36,8 @@ func TestOpenAPI(t *testing.T) {
 		})
 	})
 
+	api.Check(t, apitest.GetRequests("GetShipment", "/shipments/"))
 	api.Check(t, []apitest.Request{
-		{Name: "GetShipmentTooLongID", Method: "GET", Path: "/shipments/" + strings.Repeat("x", 65), Want: 400},
-		{Name: "GetShipmentEscapedSlashInID", Method: "GET", Path: "/shipments/o%2F1", Want: 400},
-		{Name: "GetShipmentNULInID", Method: "GET", Path: "/shipments/o%001", Want: 400},
 		{Name: "UnknownPath", Method: "GET", Path: "/shipments", Want: 404},
 		{Name: "UnlistedMethod", Method: "POST", Path: "/shipments/o-1", Want: 405},
 	})

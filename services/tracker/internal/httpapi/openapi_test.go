@@ -1,7 +1,6 @@
 package httpapi_test
 
 import (
-	"strings"
 	"testing"
 	"time"
 
@@ -40,9 +39,8 @@ func TestOpenAPI(t *testing.T) {
 		apitest.CheckSchema(t, spec, "State", s)
 	}
 
+	api.Check(t, apitest.GetRequests("GetSaga", "/sagas/"))
 	api.Check(t, []apitest.Request{
-		{Name: "GetSagaTooLongID", Method: "GET", Path: "/sagas/" + strings.Repeat("x", 65), Want: 400},
-		{Name: "GetSagaEscapedSlashInID", Method: "GET", Path: "/sagas/o%2F1", Want: 400},
 		{Name: "ListUnknownState", Method: "GET", Path: "/sagas?state=lost", Want: 400},
 		{Name: "ListZeroLimit", Method: "GET", Path: "/sagas?limit=0", Want: 400},
 		{Name: "ListLimitAboveMax", Method: "GET", Path: "/sagas?limit=201", Want: 400},

@@ -1,0 +1,35 @@
+package testenv
+
+import (
+	"testing"
+
+	"github.com/choreo-saga/choreo/pkg/participant"
+)
+
+// CheckServiceConfig checks a service's Config.Validate with CheckValidate:
+// defaults, given the database and brokers they have none for, are valid;
+// each of the runtime's settings made bad fails naming its variable, which
+// shows the service's Validate checks the embedded participant.Config; and
+// then each of the service's own cases. runtime returns that embedded
+// Config, so the runtime's cases are written once for every service.
+func CheckServiceConfig[C interface{ Validate() error }](t *testing.T, defaults C, runtime func(*C) *participant.Config, own []ConfigCase[C]) {
+	t.Helper()
+	valid := func() C {
+		c := defaults
+		r := runtime(&c)
+		r.DatabaseURL = "postgres://postgres@127.0.0.1:5432/service_db?sslmode=disable"
+		r.KafkaBrokers = []string{"127.0.0.1:9092"}
+		return c
+	}
+	set := func(change func(*participant.Config)) func(*C) { return func(c *C) { change(runtime(c)) } }
+	cases := []ConfigCase[C]{
+		{Name: "DefaultsAreValid", Change: func(*C) {}},
+		{Name: "DatabaseURLWithWrongSchemeFails", Change: set(func(c *participant.Config) { c.DatabaseURL = "mysql://h/db" }), WantVar: "DATABASE_URL"},
+		{Name: "DatabaseURLWithoutDatabaseFails", Change: set(func(c *participant.Config) { c.DatabaseURL = "postgres://127.0.0.1:5432" }), WantVar: "DATABASE_URL"},
+		{Name: "EmptyDatabaseURLFails", Change: set(func(c *participant.Config) { c.DatabaseURL = "" }), WantVar: "DATABASE_URL"},
+		{Name: "NoKafkaBrokersFails", Change: set(func(c *participant.Config) { c.KafkaBrokers = nil }), WantVar: "KAFKA_BROKERS"},
+		{Name: "KafkaBrokerWithoutPortFails", Change: set(func(c *participant.Config) { c.KafkaBrokers = []string{"localhost"} }), WantVar: "KAFKA_BROKERS"},
+		{Name: "EmptyHTTPAddrFails", Change: set(func(c *participant.Config) { c.HTTPAddr = "" }), WantVar: "HTTP_ADDR"},
+	}
+	CheckValidate(t, valid, append(cases, own...))
+}
