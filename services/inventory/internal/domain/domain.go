@@ -170,14 +170,18 @@ const (
 )
 
 // DecideCancel decides what to do when the order asks every participant to
-// undo its effect. existing is nil if the order was never reserved.
+// undo its effect. existing is nil if the order was never reserved. A
+// cancel undoes the reservation as a release does (DecideRelease) but for
+// two things: a cancel handled already is skipped, and where a release has
+// nothing to give back, a cancel still acknowledges.
 func DecideCancel(existing *Reservation) CancelAction {
-	switch {
-	case existing == nil:
-		return CancelTombstone
-	case existing.Cancelled:
+	if existing != nil && existing.Cancelled {
 		return CancelSkip
-	case existing.Status == StatusReserved:
+	}
+	switch DecideRelease(existing) {
+	case ReleaseTombstone:
+		return CancelTombstone
+	case ReleaseReturn:
 		return CancelReturn
 	}
 	return CancelAcknowledge

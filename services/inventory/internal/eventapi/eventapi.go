@@ -22,19 +22,15 @@ import (
 // services; the runtime acknowledges them.
 func Reactions() []participant.Reaction {
 	return []participant.Reaction{
-		participant.On(func(ctx context.Context, tx *participant.Tx, e events.Envelope, p events.PaymentCompleted) error {
-			return reserve(ctx, tx, e.OrderID, p)
-		}),
-		participant.On(func(ctx context.Context, tx *participant.Tx, e events.Envelope, p events.ShipmentFailed) error {
-			return release(ctx, tx, e.OrderID, p.Reason)
-		}),
-		participant.On(func(ctx context.Context, tx *participant.Tx, e events.Envelope, p events.OrderCancelRequested) error {
-			return cancel(ctx, tx, e.OrderID, p.Reason)
-		}),
+		participant.On(reserve),
+		participant.On(release),
+		participant.On(cancel),
 	}
 }
 
-func reserve(ctx context.Context, tx *participant.Tx, orderID string, p events.PaymentCompleted) error {
+// reserve holds a paid order's items, or rejects the order when any is
+// short.
+func reserve(ctx context.Context, tx *participant.Tx, e events.Envelope, p events.PaymentCompleted) error {
 	// The reservation row first, then stock rows in byte order
 	// (store.LockForReserve, whatever the column's collation): every
 	// reaction locks in this order — release too, through store.Release —
@@ -44,12 +40,12 @@ func reserve(ctx context.Context, tx *participant.Tx, orderID string, p events.P
 	for _, it := range p.Items {
 		skus = append(skus, it.SKU)
 	}
-	existing, stock, err := store.LockForReserve(ctx, tx, orderID, skus)
+	existing, stock, err := store.LockForReserve(ctx, tx, e.OrderID, skus)
 	if err != nil {
 		return err
 	}
 	d := domain.DecideReserve(existing, stock, p.Items)
-	r := domain.Reservation{OrderID: orderID, Items: p.Items}
+	r := domain.Reservation{OrderID: e.OrderID, Items: p.Items}
 	switch d.Action {
 	case domain.ReserveSkip:
 		return nil
@@ -60,16 +56,18 @@ func reserve(ctx context.Context, tx *participant.Tx, orderID string, p events.P
 		}
 		return tx.Emit(ctx, events.InventoryRejected{Reason: events.ReasonOutOfStock, Shortages: d.Shortages})
 	case domain.ReserveAll:
-		if err := store.ReserveAndRecord(ctx, tx, orderID, p.Items, d.Needed); err != nil {
+		if err := store.ReserveAndRecord(ctx, tx, e.OrderID, p.Items, d.Needed); err != nil {
 			return err
 		}
 		return tx.Emit(ctx, events.InventoryReserved{Items: p.Items, ShippingAddress: p.ShippingAddress})
 	}
-	return fmt.Errorf("reserve %s: unhandled decision %v", orderID, d.Action)
+	return fmt.Errorf("reserve %s: unhandled decision %v", e.OrderID, d.Action)
 }
 
-func release(ctx context.Context, tx *participant.Tx, orderID, reason string) error {
-	existing, err := store.LockReservation(ctx, tx, orderID)
+// release gives back the units of an order whose shipment failed, and
+// announces it, so that payment refunds.
+func release(ctx context.Context, tx *participant.Tx, e events.Envelope, p events.ShipmentFailed) error {
+	existing, err := store.LockReservation(ctx, tx, e.OrderID)
 	if err != nil {
 		return err
 	}
@@ -77,17 +75,17 @@ func release(ctx context.Context, tx *participant.Tx, orderID, reason string) er
 	case domain.ReleaseSkip:
 		return nil
 	case domain.ReleaseTombstone:
-		if err := tombstone(ctx, tx, orderID, domain.NoteReleaseBeforeReserve+reason); err != nil {
+		if err := tombstone(ctx, tx, e.OrderID, domain.NoteReleaseBeforeReserve+p.Reason); err != nil {
 			return err
 		}
-		return tx.Emit(ctx, events.InventoryReleased{Reason: reason})
+		return tx.Emit(ctx, events.InventoryReleased{Reason: p.Reason})
 	case domain.ReleaseReturn:
-		if err := giveBack(ctx, tx, existing, reason); err != nil {
+		if err := giveBack(ctx, tx, existing, p.Reason); err != nil {
 			return err
 		}
-		return tx.Emit(ctx, events.InventoryReleased{Items: existing.Items, Reason: reason})
+		return tx.Emit(ctx, events.InventoryReleased{Items: existing.Items, Reason: p.Reason})
 	}
-	return fmt.Errorf("release %s: unhandled decision", orderID)
+	return fmt.Errorf("release %s: unhandled decision", e.OrderID)
 }
 
 // cancel releases whatever the order holds, whatever the saga's step, and
@@ -95,39 +93,35 @@ func release(ctx context.Context, tx *participant.Tx, orderID, reason string) er
 // reservation row first, as reserve and release do, so a cancel and a
 // compensation's release of one order run one after the other, and the
 // second finds RELEASED: the units go back once.
-func cancel(ctx context.Context, tx *participant.Tx, orderID, reason string) error {
-	existing, err := store.LockReservation(ctx, tx, orderID)
+func cancel(ctx context.Context, tx *participant.Tx, e events.Envelope, p events.OrderCancelRequested) error {
+	existing, err := store.LockReservation(ctx, tx, e.OrderID)
 	if err != nil {
 		return err
 	}
+	var ack events.InventoryCancelled
 	switch domain.DecideCancel(existing) {
 	case domain.CancelSkip:
 		tx.Log.Info("order cancel already handled")
 		return nil
 	case domain.CancelTombstone:
-		if err := tombstone(ctx, tx, orderID, domain.NoteCancelBeforeReserve+reason); err != nil {
+		if err := tombstone(ctx, tx, e.OrderID, domain.NoteCancelBeforeReserve+p.Reason); err != nil {
 			return err
 		}
-		if err := store.MarkReservationCancelled(ctx, tx, orderID); err != nil {
-			return err
-		}
-		return tx.Emit(ctx, events.InventoryCancelled{})
 	case domain.CancelAcknowledge:
 		// Rejected, or released by a compensation: nothing is held.
-		if err := store.MarkReservationCancelled(ctx, tx, orderID); err != nil {
-			return err
-		}
-		return tx.Emit(ctx, events.InventoryCancelled{})
 	case domain.CancelReturn:
-		if err := giveBack(ctx, tx, existing, domain.NoteCancelled+reason); err != nil {
+		if err := giveBack(ctx, tx, existing, domain.NoteCancelled+p.Reason); err != nil {
 			return err
 		}
-		if err := store.MarkReservationCancelled(ctx, tx, orderID); err != nil {
-			return err
-		}
-		return tx.Emit(ctx, events.InventoryCancelled{Items: existing.Items})
+		ack.Items = existing.Items
+	default:
+		return fmt.Errorf("cancel %s: unhandled decision", e.OrderID)
 	}
-	return fmt.Errorf("cancel %s: unhandled decision", orderID)
+	// Every action but the skip records the cancel and acknowledges it.
+	if err := store.MarkReservationCancelled(ctx, tx, e.OrderID); err != nil {
+		return err
+	}
+	return tx.Emit(ctx, ack)
 }
 
 // shortageDetail lists the shortages, already sorted by SKU, for the

@@ -22,27 +22,23 @@ import (
 // order does not track, and the runtime acknowledges them.
 func Reactions() []participant.Reaction {
 	return []participant.Reaction{
-		participant.On(func(ctx context.Context, tx *participant.Tx, e events.Envelope, _ events.ShipmentScheduled) error {
-			return apply(ctx, tx, e.OrderID, domain.Event{Type: e.Type})
-		}),
-		participant.On(func(ctx context.Context, tx *participant.Tx, e events.Envelope, _ events.PaymentDeclined) error {
-			return apply(ctx, tx, e.OrderID, domain.Event{Type: e.Type})
-		}),
+		participant.On(transition[events.ShipmentScheduled]),
+		participant.On(transition[events.PaymentDeclined]),
 		participant.On(func(ctx context.Context, tx *participant.Tx, e events.Envelope, p events.PaymentRefunded) error {
 			return apply(ctx, tx, e.OrderID, domain.Event{Type: e.Type, Reason: p.Reason})
 		}),
 		// The acknowledgements of a cancel: each says one participant's
 		// effect is undone for good.
-		participant.On(func(ctx context.Context, tx *participant.Tx, e events.Envelope, _ events.PaymentCancelled) error {
-			return apply(ctx, tx, e.OrderID, domain.Event{Type: e.Type})
-		}),
-		participant.On(func(ctx context.Context, tx *participant.Tx, e events.Envelope, _ events.InventoryCancelled) error {
-			return apply(ctx, tx, e.OrderID, domain.Event{Type: e.Type})
-		}),
-		participant.On(func(ctx context.Context, tx *participant.Tx, e events.Envelope, _ events.ShipmentCancelled) error {
-			return apply(ctx, tx, e.OrderID, domain.Event{Type: e.Type})
-		}),
+		participant.On(transition[events.PaymentCancelled]),
+		participant.On(transition[events.InventoryCancelled]),
+		participant.On(transition[events.ShipmentCancelled]),
 	}
+}
+
+// transition applies an event whose type alone moves the order: nothing
+// in its payload is kept.
+func transition[P events.Payload](ctx context.Context, tx *participant.Tx, e events.Envelope, _ P) error {
+	return apply(ctx, tx, e.OrderID, domain.Event{Type: e.Type})
 }
 
 // apply moves the order as domain.Transition decides, from a state that

@@ -164,16 +164,20 @@ const (
 
 // DecideCancel decides what to do when the order asks every participant to
 // undo its effect. existing is the order's payment, nil if it was never
-// charged; account is the charged customer's account, nil if absent.
+// charged; account is the charged customer's account, nil if absent. A
+// cancel undoes the payment as a refund does (DecideRefund) but for two
+// things: a cancel handled already is skipped, and where a refund has
+// nothing to give back, a cancel still acknowledges.
 func DecideCancel(existing *Payment, account *Account) CancelAction {
-	switch {
-	case existing == nil:
-		return CancelTombstone
-	case existing.Cancelled:
+	if existing != nil && existing.Cancelled {
 		return CancelSkip
-	case existing.Status != StatusCompleted:
+	}
+	switch DecideRefund(existing, account) {
+	case RefundTombstone:
+		return CancelTombstone
+	case RefundSkip:
 		return CancelAcknowledge
-	case account == nil || account.Currency != existing.Currency:
+	case RefundRefuse:
 		return CancelRefuse
 	}
 	return CancelCredit

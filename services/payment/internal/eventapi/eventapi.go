@@ -22,30 +22,28 @@ import (
 // acknowledges it.
 func Reactions() []participant.Reaction {
 	return []participant.Reaction{
-		participant.On(func(ctx context.Context, tx *participant.Tx, e events.Envelope, p events.OrderCreated) error {
-			return charge(ctx, tx, e.OrderID, p)
-		}),
-		participant.On(func(ctx context.Context, tx *participant.Tx, e events.Envelope, _ events.InventoryRejected) error {
-			return refund(ctx, tx, e.OrderID, events.ReasonOutOfStock)
+		participant.On(charge),
+		// Either of inventory's outcomes but a reservation undoes the
+		// charge, for the reason the event carries.
+		participant.On(func(ctx context.Context, tx *participant.Tx, e events.Envelope, p events.InventoryRejected) error {
+			return refund(ctx, tx, e.OrderID, p.Reason)
 		}),
 		participant.On(func(ctx context.Context, tx *participant.Tx, e events.Envelope, p events.InventoryReleased) error {
 			return refund(ctx, tx, e.OrderID, p.Reason)
 		}),
-		participant.On(func(ctx context.Context, tx *participant.Tx, e events.Envelope, p events.OrderCancelRequested) error {
-			return cancel(ctx, tx, e.OrderID, p.Reason)
-		}),
+		participant.On(cancel),
 	}
 }
 
 // charge locks the order's payment, then the customer's account (always in
 // that order, in one statement), and debits or declines.
-func charge(ctx context.Context, tx *participant.Tx, orderID string, o events.OrderCreated) error {
-	existing, account, err := store.LockCharge(ctx, tx, orderID, o.CustomerID)
+func charge(ctx context.Context, tx *participant.Tx, e events.Envelope, o events.OrderCreated) error {
+	existing, account, err := store.LockCharge(ctx, tx, e.OrderID, o.CustomerID)
 	if err != nil {
 		return err
 	}
 	d := domain.DecideCharge(existing, account, o.TotalAmount, o.Currency)
-	p := domain.Payment{OrderID: orderID, CustomerID: o.CustomerID, Amount: o.TotalAmount, Currency: o.Currency}
+	p := domain.Payment{OrderID: e.OrderID, CustomerID: o.CustomerID, Amount: o.TotalAmount, Currency: o.Currency}
 	switch d.Action {
 	case domain.ChargeSkip:
 		return nil
@@ -64,7 +62,7 @@ func charge(ctx context.Context, tx *participant.Tx, orderID string, o events.Or
 			Items: o.Items, ShippingAddress: o.ShippingAddress,
 		})
 	}
-	return fmt.Errorf("charge %s: unhandled decision %v", orderID, d.Action)
+	return fmt.Errorf("charge %s: unhandled decision %v", e.OrderID, d.Action)
 }
 
 // refund locks the order's payment, then the charged customer's account
@@ -100,8 +98,8 @@ func refund(ctx context.Context, tx *participant.Tx, orderID, reason string) err
 // refund does (the payment, then the charged account), so a cancel and a
 // compensation's refund of one order run one after the other, and the
 // second finds REFUNDED: the money goes back once.
-func cancel(ctx context.Context, tx *participant.Tx, orderID, reason string) error {
-	existing, account, err := store.LockPaymentAccount(ctx, tx, orderID)
+func cancel(ctx context.Context, tx *participant.Tx, e events.Envelope, p events.OrderCancelRequested) error {
+	existing, account, err := store.LockPaymentAccount(ctx, tx, e.OrderID)
 	if err != nil {
 		return err
 	}
@@ -110,25 +108,25 @@ func cancel(ctx context.Context, tx *participant.Tx, orderID, reason string) err
 		tx.Log.Info("order cancel already handled")
 		return nil
 	case domain.CancelTombstone:
-		if err := store.InsertTombstone(ctx, tx, orderID, domain.NoteCancelBeforeCharge+reason, true); err != nil {
+		if err := store.InsertTombstone(ctx, tx, e.OrderID, domain.NoteCancelBeforeCharge+p.Reason, true); err != nil {
 			return err
 		}
 		return tx.Emit(ctx, events.PaymentCancelled{Amount: 0})
 	case domain.CancelAcknowledge:
 		// Declined, or refunded by a compensation: nothing to give back.
-		if err := store.MarkPaymentCancelled(ctx, tx, orderID); err != nil {
+		if err := store.MarkPaymentCancelled(ctx, tx, e.OrderID); err != nil {
 			return err
 		}
 		return tx.Emit(ctx, events.PaymentCancelled{CustomerID: existing.CustomerID, Amount: 0})
 	case domain.CancelCredit:
-		if err := store.CreditBack(ctx, tx, *existing, domain.NoteCancelled+reason, true); err != nil {
+		if err := store.CreditBack(ctx, tx, *existing, domain.NoteCancelled+p.Reason, true); err != nil {
 			return err
 		}
 		return tx.Emit(ctx, events.PaymentCancelled{CustomerID: existing.CustomerID, Amount: existing.Amount})
 	case domain.CancelRefuse:
 		return refused("cancel", existing, account)
 	}
-	return fmt.Errorf("cancel %s: unhandled decision", orderID)
+	return fmt.Errorf("cancel %s: unhandled decision", e.OrderID)
 }
 
 // refused is the permanent error of a refund or cancel that would credit

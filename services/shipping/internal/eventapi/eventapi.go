@@ -22,12 +22,8 @@ import (
 // (rejected, released) concern payment; the runtime acknowledges them.
 func Reactions(served map[string]bool) []participant.Reaction {
 	return []participant.Reaction{
-		participant.On(func(ctx context.Context, tx *participant.Tx, e events.Envelope, p events.InventoryReserved) error {
-			return ship(ctx, tx, e.OrderID, p.ShippingAddress.Country, served)
-		}),
-		participant.On(func(ctx context.Context, tx *participant.Tx, e events.Envelope, p events.OrderCancelRequested) error {
-			return cancel(ctx, tx, e.OrderID, p.Reason)
-		}),
+		participant.On(ship(served)),
+		participant.On(cancel),
 	}
 }
 
@@ -35,8 +31,8 @@ func Reactions(served map[string]bool) []participant.Reaction {
 // acknowledges with ShipmentCancelled in the same transaction. The order
 // accepted the cancel before anything here could complete it, so a
 // SCHEDULED shipment is cancelled: the cancel wins.
-func cancel(ctx context.Context, tx *participant.Tx, orderID, reason string) error {
-	existing, err := store.LockShipment(ctx, tx, orderID)
+func cancel(ctx context.Context, tx *participant.Tx, e events.Envelope, p events.OrderCancelRequested) error {
+	existing, err := store.LockShipment(ctx, tx, e.OrderID)
 	if err != nil {
 		return err
 	}
@@ -46,55 +42,60 @@ func cancel(ctx context.Context, tx *participant.Tx, orderID, reason string) err
 		return nil
 	case domain.CancelTombstone:
 		// Nothing decided yet; the row makes the late reservation a no-op.
-		tomb := domain.Shipment{OrderID: orderID, Status: domain.StatusCancelled, Reason: reason, Cancelled: true}
+		tomb := domain.Shipment{OrderID: e.OrderID, Status: domain.StatusCancelled, Reason: p.Reason, Cancelled: true}
 		if err := store.InsertShipment(ctx, tx, tomb); err != nil {
 			return err
 		}
 		return tx.Emit(ctx, events.ShipmentCancelled{})
 	case domain.CancelScheduled, domain.CancelAcknowledge:
-		if err := store.CancelShipment(ctx, tx, orderID, reason); err != nil {
+		if err := store.CancelShipment(ctx, tx, e.OrderID, p.Reason); err != nil {
 			return err
 		}
 		return tx.Emit(ctx, events.ShipmentCancelled{WasScheduled: d == domain.CancelScheduled})
 	}
-	return fmt.Errorf("cancel %s: unhandled decision", orderID)
+	return fmt.Errorf("cancel %s: unhandled decision", e.OrderID)
 }
 
-// ship decides first as if the order had no shipment — the common case —
-// and records that only if it has none (store.InsertShipmentIfNone: one
+// ship returns the reaction that schedules an order's shipment when its
+// items are reserved, or fails it when served does not hold the country.
+// It decides first as if the order had no shipment — the common case — and
+// records that only if it has none (store.InsertShipmentIfNone: one
 // statement, the primary key deciding as the lock would). An order that has
 // one is locked and decided on as it is.
-func ship(ctx context.Context, tx *participant.Tx, orderID, country string, served map[string]bool) error {
-	if d := domain.DecideShipment(nil, served, country); d.Action != domain.Skip {
-		sh, emit, err := shipment(orderID, d)
+func ship(served map[string]bool) func(context.Context, *participant.Tx, events.Envelope, events.InventoryReserved) error {
+	return func(ctx context.Context, tx *participant.Tx, e events.Envelope, p events.InventoryReserved) error {
+		country := p.ShippingAddress.Country
+		if d := domain.DecideShipment(nil, served, country); d.Action != domain.Skip {
+			sh, emit, err := shipment(e.OrderID, d)
+			if err != nil {
+				return err
+			}
+			inserted, err := store.InsertShipmentIfNone(ctx, tx, sh)
+			if err != nil {
+				return err
+			}
+			if inserted {
+				return tx.Emit(ctx, emit)
+			}
+		}
+		existing, err := store.LockShipment(ctx, tx, e.OrderID)
 		if err != nil {
 			return err
 		}
-		inserted, err := store.InsertShipmentIfNone(ctx, tx, sh)
+		d := domain.DecideShipment(existing, served, country)
+		if d.Action == domain.Skip {
+			return nil
+		}
+		// Gone since the insert conflicted: only a hand-made delete gets here.
+		sh, emit, err := shipment(e.OrderID, d)
 		if err != nil {
 			return err
 		}
-		if inserted {
-			return tx.Emit(ctx, emit)
+		if err := store.InsertShipment(ctx, tx, sh); err != nil {
+			return err
 		}
+		return tx.Emit(ctx, emit)
 	}
-	existing, err := store.LockShipment(ctx, tx, orderID)
-	if err != nil {
-		return err
-	}
-	d := domain.DecideShipment(existing, served, country)
-	if d.Action == domain.Skip {
-		return nil
-	}
-	// Gone since the insert conflicted: only a hand-made delete gets here.
-	sh, emit, err := shipment(orderID, d)
-	if err != nil {
-		return err
-	}
-	if err := store.InsertShipment(ctx, tx, sh); err != nil {
-		return err
-	}
-	return tx.Emit(ctx, emit)
 }
 
 // shipment is the record and the event of decision d about the order.
