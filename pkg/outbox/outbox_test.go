@@ -107,24 +107,14 @@ func anyEvent(t testing.TB) events.Envelope {
 	return event(t, testenv.ID("order"))
 }
 
-// message is e as a service stores it in the outbox: keyed by its order id,
-// so that all of one order's events share a partition and keep their order,
-// with its id and type in headers.
+// message is e as a service stores it in the outbox, on topic.
 func message(t testing.TB, topic string, e events.Envelope) outbox.Message {
 	t.Helper()
-	value, err := e.Encode()
+	m, err := outbox.EventMessage(topic, e)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return outbox.Message{
-		Topic: topic,
-		Key:   []byte(e.OrderID),
-		Value: value,
-		Headers: map[string]string{
-			events.HeaderEventID:   e.ID,
-			events.HeaderEventType: e.Type,
-		},
-	}
+	return m
 }
 
 // add stores e for topic in a transaction of its own and waits until the
