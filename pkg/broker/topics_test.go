@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -14,8 +13,6 @@ import (
 	"github.com/choreo-saga/choreo/internal/testenv"
 	"github.com/choreo-saga/choreo/pkg/broker"
 )
-
-func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 
 func TestTopicSettingsValidate(t *testing.T) {
 	tests := []struct {
