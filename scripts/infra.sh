@@ -590,20 +590,35 @@ kafka_stop_node() {
     log "stopping $name (pid $pid)"
   fi
   kill "-$signal" "$pid" 2>/dev/null || true
-  local deadline=$(( $(now) + 90 ))
-  while kill -0 "$pid" 2>/dev/null; do
-    if [ "$(now)" -ge "$deadline" ]; then
-      log "$name did not stop within 90s; sending SIGKILL"
-      kill -KILL "$pid" 2>/dev/null || true
-      sleep 1
-      break
-    fi
-    sleep 0.3
-  done
+  kafka_wait_exit "$pid"
   rm -f "$KAFKA_PID_FILE"
-  deadline=$(( $(now) + 30 ))
-  while port_open "$KAFKA_HOST" "$KAFKA_NODE_PORT" && [ "$(now)" -lt "$deadline" ]; do sleep 0.3; done
+  kafka_wait_port_closed
   log "$name stopped"
+}
+
+# Waits until every pid given has exited, and sends SIGKILL to one still
+# running 90s after the call: a broker stuck in its shutdown must not hang
+# down.
+kafka_wait_exit() {
+  local pid deadline=$(( $(now) + 90 ))
+  for pid in "$@"; do
+    while kill -0 "$pid" 2>/dev/null; do
+      if [ "$(now)" -ge "$deadline" ]; then
+        log "Kafka (pid $pid) did not stop within 90s; sending SIGKILL"
+        kill -KILL "$pid" 2>/dev/null || true
+        sleep 1
+        break
+      fi
+      sleep 0.3
+    done
+  done
+}
+
+# Waits, up to 30s, until the selected node's port is closed, so that a
+# start right after finds it free.
+kafka_wait_port_closed() {
+  local deadline=$(( $(now) + 30 ))
+  while port_open "$KAFKA_HOST" "$KAFKA_NODE_PORT" && [ "$(now)" -lt "$deadline" ]; do sleep 0.3; done
 }
 
 kafka_stop() {
@@ -620,7 +635,7 @@ kafka_stop() {
 # A cluster: SIGTERM to every node at once (stopped one by one, the last
 # ones would wait for a quorum that is gone), SIGKILL after 90s.
 kafka_cluster_stop() {
-  local i pid pids=() deadline
+  local i pid pids=()
   for ((i = 1; i <= KAFKA_BROKERS_COUNT; i++)); do
     kafka_node "$i"
     if pid="$(kafka_pid)"; then pids+=("$pid"); else rm -f "$KAFKA_PID_FILE"; fi
@@ -631,23 +646,11 @@ kafka_cluster_stop() {
   fi
   log "stopping Kafka nodes (pids ${pids[*]})"
   kill -TERM "${pids[@]}" 2>/dev/null || true
-  deadline=$(( $(now) + 90 ))
-  for pid in "${pids[@]}"; do
-    while kill -0 "$pid" 2>/dev/null; do
-      if [ "$(now)" -ge "$deadline" ]; then
-        log "Kafka (pid $pid) did not stop within 90s; sending SIGKILL"
-        kill -KILL "$pid" 2>/dev/null || true
-        sleep 1
-        break
-      fi
-      sleep 0.3
-    done
-  done
+  kafka_wait_exit "${pids[@]}"
   for ((i = 1; i <= KAFKA_BROKERS_COUNT; i++)); do
     kafka_node "$i"
     rm -f "$KAFKA_PID_FILE"
-    deadline=$(( $(now) + 30 ))
-    while port_open "$KAFKA_HOST" "$KAFKA_NODE_PORT" && [ "$(now)" -lt "$deadline" ]; do sleep 0.3; done
+    kafka_wait_port_closed
   done
   log "Kafka cluster stopped"
 }
@@ -656,7 +659,7 @@ kafka_cluster_stop() {
 # that this state dir still runs: stopped too, all at once, so down leaves
 # nothing behind.
 kafka_stop_strays() {
-  local f pid pids=() deadline
+  local f pid pids=()
   for f in "$RUN_DIR"/kafka.pid "$RUN_DIR"/kafka-c*-node*.pid; do
     [ -f "$f" ] || continue
     pid="$(cat "$f" 2>/dev/null || true)"
@@ -669,13 +672,7 @@ kafka_stop_strays() {
   [ ${#pids[@]} -gt 0 ] || return 0
   log "stopping Kafka of another layout (pids ${pids[*]})"
   kill -TERM "${pids[@]}" 2>/dev/null || true
-  deadline=$(( $(now) + 90 ))
-  for pid in "${pids[@]}"; do
-    while kill -0 "$pid" 2>/dev/null; do
-      [ "$(now)" -lt "$deadline" ] || { kill -KILL "$pid" 2>/dev/null || true; break; }
-      sleep 0.3
-    done
-  done
+  kafka_wait_exit "${pids[@]}"
   log "Kafka of another layout stopped"
 }
 
