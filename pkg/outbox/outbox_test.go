@@ -79,20 +79,7 @@ func newRelay(t testing.TB, db *testDB, pub outbox.Publisher, opts ...func(*outb
 // return promptly then.
 func run(t testing.TB, r *outbox.Relay) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("Run: %v", err)
-			}
-		case <-time.After(10 * time.Second):
-			t.Errorf("Run still running 10s after its context ended")
-		}
-	})
+	testenv.Background(t, "the relay", 10*time.Second, r.Run)
 }
 
 func event(t testing.TB, orderID string) events.Envelope {
