@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,8 @@ import (
 	"github.com/choreo-saga/choreo/internal/testenv"
 	"github.com/choreo-saga/choreo/pkg/broker"
 )
+
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 
 func TestTopicSettingsValidate(t *testing.T) {
 	tests := []struct {
