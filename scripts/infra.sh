@@ -433,6 +433,20 @@ kafka_log_since_launch() {
   cat "$KAFKA_LOG" 2>/dev/null || true
 }
 
+# Runs the command given (after the first four arguments) every second
+# until it succeeds, as long as Kafka's process lives: it fails saying $1
+# (pid $2) exited if the process is gone, and with the message $4 once the
+# deadline $3 (epoch seconds) has passed.
+kafka_await() {
+  local name="$1" pid="$2" deadline="$3" late="$4"
+  shift 4
+  until "$@"; do
+    kill -0 "$pid" 2>/dev/null || kafka_fail "$name (pid $pid) exited"
+    [ "$(now)" -lt "$deadline" ] || kafka_fail "$late"
+    sleep 1
+  done
+}
+
 # Waits until the node kafka_launch started logs "Kafka Server started" and
 # listens (a node already running: until it listens).
 kafka_wait_started() {
@@ -446,11 +460,8 @@ kafka_wait_started() {
       if ! port_open "$KAFKA_HOST" "$KAFKA_NODE_PORT"; then
         log "$name process $pid exists but does not listen yet; waiting"
         kafka_write_config
-        until port_open "$KAFKA_HOST" "$KAFKA_NODE_PORT"; do
-          kill -0 "$pid" 2>/dev/null || kafka_fail "$name (pid $pid) exited"
-          [ "$(now)" -lt "$deadline" ] || kafka_fail "$name (pid $pid) does not answer on $KAFKA_HOST:$KAFKA_NODE_PORT"
-          sleep 1
-        done
+        kafka_await "$name" "$pid" "$deadline" "$name (pid $pid) does not answer on $KAFKA_HOST:$KAFKA_NODE_PORT" \
+          port_open "$KAFKA_HOST" "$KAFKA_NODE_PORT"
       fi
       return 0 ;;
   esac
@@ -480,22 +491,14 @@ kafka_start() {
         log "Kafka process $pid exists but does not listen yet; waiting"
         kafka_write_config
         local deadline=$(( $(now) + KAFKA_START_TIMEOUT ))
-        until kafka_answers; do
-          kill -0 "$pid" 2>/dev/null || kafka_fail "Kafka (pid $pid) exited"
-          [ "$(now)" -lt "$deadline" ] || kafka_fail "Kafka (pid $pid) does not answer on $KAFKA_HOST:$KAFKA_PORT"
-          sleep 1
-        done
+        kafka_await Kafka "$pid" "$deadline" "Kafka (pid $pid) does not answer on $KAFKA_HOST:$KAFKA_PORT" kafka_answers
       fi
       log "Kafka already running (pid $pid) on $KAFKA_HOST:$KAFKA_PORT"
       return 0 ;;
   esac
   local pid="$KAFKA_LAUNCHED" deadline=$(( $(now) + KAFKA_START_TIMEOUT ))
   kafka_wait_started
-  until kafka_answers; do
-    kill -0 "$pid" 2>/dev/null || kafka_fail "Kafka (pid $pid) exited during startup"
-    [ "$(now)" -lt "$deadline" ] || kafka_fail "Kafka does not answer requests within ${KAFKA_START_TIMEOUT}s"
-    sleep 1
-  done
+  kafka_await Kafka "$pid" "$deadline" "Kafka does not answer requests within ${KAFKA_START_TIMEOUT}s" kafka_answers
   log "Kafka ready (pid $pid), log: $KAFKA_LOG"
 }
 
