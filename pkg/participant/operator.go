@@ -335,5 +335,5 @@ func watchParked(ctx context.Context, db *sqlx.DB, service string, log *slog.Log
 		}
 	}
 	update(ctx)
-	return every(ctx, 15*time.Second, update)
+	return Every(ctx, 15*time.Second, update)
 }

@@ -43,7 +43,7 @@ type Pruner struct {
 // Run prunes every pruneEvery until ctx ends; failures are logged and
 // tried again at the next round.
 func (p Pruner) Run(ctx context.Context) error {
-	return every(ctx, pruneEvery, func(ctx context.Context) {
+	return Every(ctx, pruneEvery, func(ctx context.Context) {
 		if n, err := p.Once(ctx); err != nil {
 			p.Log.Warn("pruning processed_events failed; will try again", "err", err)
 		} else if n > 0 {
@@ -52,10 +52,11 @@ func (p Pruner) Run(ctx context.Context) error {
 	})
 }
 
-// every calls f every d until ctx ends, then returns nil: the runtime's
-// housekeeping jobs (pruning, the parked gauges) log their own failures
-// and try again at the next tick.
-func every(ctx context.Context, d time.Duration, f func(context.Context)) error {
+// Every calls f every d until ctx ends, then returns nil: the loop of a
+// periodic job — the runtime's pruning and parked gauges, a service's
+// sweep in its Spec.Jobs — each of which logs its own failures and tries
+// again at the next tick.
+func Every(ctx context.Context, d time.Duration, f func(context.Context)) error {
 	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
