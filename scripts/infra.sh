@@ -433,6 +433,20 @@ kafka_log_since_launch() {
   cat "$KAFKA_LOG" 2>/dev/null || true
 }
 
+# Runs the command given (after the first four arguments) every second
+# until it succeeds, as long as Kafka's process lives: it fails saying $1
+# (pid $2) exited if the process is gone, and with the message $4 once the
+# deadline $3 (epoch seconds) has passed.
+kafka_await() {
+  local name="$1" pid="$2" deadline="$3" late="$4"
+  shift 4
+  until "$@"; do
+    kill -0 "$pid" 2>/dev/null || kafka_fail "$name (pid $pid) exited"
+    [ "$(now)" -lt "$deadline" ] || kafka_fail "$late"
+    sleep 1
+  done
+}
+
 # Waits until the node kafka_launch started logs "Kafka Server started" and
 # listens (a node already running: until it listens).
 kafka_wait_started() {
@@ -446,11 +460,8 @@ kafka_wait_started() {
       if ! port_open "$KAFKA_HOST" "$KAFKA_NODE_PORT"; then
         log "$name process $pid exists but does not listen yet; waiting"
         kafka_write_config
-        until port_open "$KAFKA_HOST" "$KAFKA_NODE_PORT"; do
-          kill -0 "$pid" 2>/dev/null || kafka_fail "$name (pid $pid) exited"
-          [ "$(now)" -lt "$deadline" ] || kafka_fail "$name (pid $pid) does not answer on $KAFKA_HOST:$KAFKA_NODE_PORT"
-          sleep 1
-        done
+        kafka_await "$name" "$pid" "$deadline" "$name (pid $pid) does not answer on $KAFKA_HOST:$KAFKA_NODE_PORT" \
+          port_open "$KAFKA_HOST" "$KAFKA_NODE_PORT"
       fi
       return 0 ;;
   esac
@@ -480,22 +491,14 @@ kafka_start() {
         log "Kafka process $pid exists but does not listen yet; waiting"
         kafka_write_config
         local deadline=$(( $(now) + KAFKA_START_TIMEOUT ))
-        until kafka_answers; do
-          kill -0 "$pid" 2>/dev/null || kafka_fail "Kafka (pid $pid) exited"
-          [ "$(now)" -lt "$deadline" ] || kafka_fail "Kafka (pid $pid) does not answer on $KAFKA_HOST:$KAFKA_PORT"
-          sleep 1
-        done
+        kafka_await Kafka "$pid" "$deadline" "Kafka (pid $pid) does not answer on $KAFKA_HOST:$KAFKA_PORT" kafka_answers
       fi
       log "Kafka already running (pid $pid) on $KAFKA_HOST:$KAFKA_PORT"
       return 0 ;;
   esac
   local pid="$KAFKA_LAUNCHED" deadline=$(( $(now) + KAFKA_START_TIMEOUT ))
   kafka_wait_started
-  until kafka_answers; do
-    kill -0 "$pid" 2>/dev/null || kafka_fail "Kafka (pid $pid) exited during startup"
-    [ "$(now)" -lt "$deadline" ] || kafka_fail "Kafka does not answer requests within ${KAFKA_START_TIMEOUT}s"
-    sleep 1
-  done
+  kafka_await Kafka "$pid" "$deadline" "Kafka does not answer requests within ${KAFKA_START_TIMEOUT}s" kafka_answers
   log "Kafka ready (pid $pid), log: $KAFKA_LOG"
 }
 
@@ -590,20 +593,35 @@ kafka_stop_node() {
     log "stopping $name (pid $pid)"
   fi
   kill "-$signal" "$pid" 2>/dev/null || true
-  local deadline=$(( $(now) + 90 ))
-  while kill -0 "$pid" 2>/dev/null; do
-    if [ "$(now)" -ge "$deadline" ]; then
-      log "$name did not stop within 90s; sending SIGKILL"
-      kill -KILL "$pid" 2>/dev/null || true
-      sleep 1
-      break
-    fi
-    sleep 0.3
-  done
+  kafka_wait_exit "$pid"
   rm -f "$KAFKA_PID_FILE"
-  deadline=$(( $(now) + 30 ))
-  while port_open "$KAFKA_HOST" "$KAFKA_NODE_PORT" && [ "$(now)" -lt "$deadline" ]; do sleep 0.3; done
+  kafka_wait_port_closed
   log "$name stopped"
+}
+
+# Waits until every pid given has exited, and sends SIGKILL to one still
+# running 90s after the call: a broker stuck in its shutdown must not hang
+# down.
+kafka_wait_exit() {
+  local pid deadline=$(( $(now) + 90 ))
+  for pid in "$@"; do
+    while kill -0 "$pid" 2>/dev/null; do
+      if [ "$(now)" -ge "$deadline" ]; then
+        log "Kafka (pid $pid) did not stop within 90s; sending SIGKILL"
+        kill -KILL "$pid" 2>/dev/null || true
+        sleep 1
+        break
+      fi
+      sleep 0.3
+    done
+  done
+}
+
+# Waits, up to 30s, until the selected node's port is closed, so that a
+# start right after finds it free.
+kafka_wait_port_closed() {
+  local deadline=$(( $(now) + 30 ))
+  while port_open "$KAFKA_HOST" "$KAFKA_NODE_PORT" && [ "$(now)" -lt "$deadline" ]; do sleep 0.3; done
 }
 
 kafka_stop() {
@@ -620,7 +638,7 @@ kafka_stop() {
 # A cluster: SIGTERM to every node at once (stopped one by one, the last
 # ones would wait for a quorum that is gone), SIGKILL after 90s.
 kafka_cluster_stop() {
-  local i pid pids=() deadline
+  local i pid pids=()
   for ((i = 1; i <= KAFKA_BROKERS_COUNT; i++)); do
     kafka_node "$i"
     if pid="$(kafka_pid)"; then pids+=("$pid"); else rm -f "$KAFKA_PID_FILE"; fi
@@ -631,23 +649,11 @@ kafka_cluster_stop() {
   fi
   log "stopping Kafka nodes (pids ${pids[*]})"
   kill -TERM "${pids[@]}" 2>/dev/null || true
-  deadline=$(( $(now) + 90 ))
-  for pid in "${pids[@]}"; do
-    while kill -0 "$pid" 2>/dev/null; do
-      if [ "$(now)" -ge "$deadline" ]; then
-        log "Kafka (pid $pid) did not stop within 90s; sending SIGKILL"
-        kill -KILL "$pid" 2>/dev/null || true
-        sleep 1
-        break
-      fi
-      sleep 0.3
-    done
-  done
+  kafka_wait_exit "${pids[@]}"
   for ((i = 1; i <= KAFKA_BROKERS_COUNT; i++)); do
     kafka_node "$i"
     rm -f "$KAFKA_PID_FILE"
-    deadline=$(( $(now) + 30 ))
-    while port_open "$KAFKA_HOST" "$KAFKA_NODE_PORT" && [ "$(now)" -lt "$deadline" ]; do sleep 0.3; done
+    kafka_wait_port_closed
   done
   log "Kafka cluster stopped"
 }
@@ -656,7 +662,7 @@ kafka_cluster_stop() {
 # that this state dir still runs: stopped too, all at once, so down leaves
 # nothing behind.
 kafka_stop_strays() {
-  local f pid pids=() deadline
+  local f pid pids=()
   for f in "$RUN_DIR"/kafka.pid "$RUN_DIR"/kafka-c*-node*.pid; do
     [ -f "$f" ] || continue
     pid="$(cat "$f" 2>/dev/null || true)"
@@ -669,13 +675,7 @@ kafka_stop_strays() {
   [ ${#pids[@]} -gt 0 ] || return 0
   log "stopping Kafka of another layout (pids ${pids[*]})"
   kill -TERM "${pids[@]}" 2>/dev/null || true
-  deadline=$(( $(now) + 90 ))
-  for pid in "${pids[@]}"; do
-    while kill -0 "$pid" 2>/dev/null; do
-      [ "$(now)" -lt "$deadline" ] || { kill -KILL "$pid" 2>/dev/null || true; break; }
-      sleep 0.3
-    done
-  done
+  kafka_wait_exit "${pids[@]}"
   log "Kafka of another layout stopped"
 }
 

@@ -24,6 +24,19 @@ import (
 // key spreads rows over partitions as order ids would.
 func key(i int) []byte { return []byte("order-" + strconv.Itoa(i%97)) }
 
+// insertEach commits rows [from, to) in one transaction, insert writing
+// row i.
+func insertEach(ctx context.Context, db *sqlx.DB, from, to int, insert func(tx *sqlx.Tx, i int) error) error {
+	return pg.InTx(ctx, db, func(tx *sqlx.Tx) error {
+		for i := from; i < to; i++ {
+			if err := insert(tx, i); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
 // relayContender is choreo's outbox: outbox.Add in the transaction,
 // outbox.Relay publishing.
 type relayContender struct{ e *env }
@@ -36,18 +49,9 @@ func (c *relayContender) Prepare(ctx context.Context, e *env) error {
 }
 
 func (c *relayContender) Insert(ctx context.Context, topic string, from, to int) error {
-	return pg.InTx(ctx, c.e.db, func(tx *sqlx.Tx) error {
-		for i := from; i < to; i++ {
-			if err := outbox.Add(ctx, tx, outbox.Message{Topic: topic, Key: key(i), Value: []byte(strconv.Itoa(i))}); err != nil {
-				return err
-			}
-		}
-		return nil
+	return insertEach(ctx, c.e.db, from, to, func(tx *sqlx.Tx, i int) error {
+		return outbox.Add(ctx, tx, outbox.Message{Topic: topic, Key: key(i), Value: []byte(strconv.Itoa(i))})
 	})
-}
-
-func (c *relayContender) InsertOne(ctx context.Context, topic string, i int) error {
-	return c.Insert(ctx, topic, i, i+1)
 }
 
 func (c *relayContender) Run(ctx context.Context) error {
@@ -79,19 +83,11 @@ func (c *naiveContender) Prepare(ctx context.Context, e *env) error {
 }
 
 func (c *naiveContender) Insert(ctx context.Context, topic string, from, to int) error {
-	return pg.InTx(ctx, c.e.db, func(tx *sqlx.Tx) error {
-		for i := from; i < to; i++ {
-			if _, err := tx.ExecContext(ctx, `INSERT INTO naive_outbox (topic, key, value) VALUES ($1, $2, $3)`,
-				topic, key(i), []byte(strconv.Itoa(i))); err != nil {
-				return err
-			}
-		}
-		return nil
+	return insertEach(ctx, c.e.db, from, to, func(tx *sqlx.Tx, i int) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO naive_outbox (topic, key, value) VALUES ($1, $2, $3)`,
+			topic, key(i), []byte(strconv.Itoa(i)))
+		return err
 	})
-}
-
-func (c *naiveContender) InsertOne(ctx context.Context, topic string, i int) error {
-	return c.Insert(ctx, topic, i, i+1)
 }
 
 func (c *naiveContender) Run(ctx context.Context) error {
@@ -191,10 +187,6 @@ func (c *watermillContender) publish(tx *stdsql.Tx, topic string, from, to int) 
 		return fmt.Errorf("watermill publish: %w", err)
 	}
 	return nil
-}
-
-func (c *watermillContender) InsertOne(ctx context.Context, topic string, i int) error {
-	return c.Insert(ctx, topic, i, i+1)
 }
 
 func (c *watermillContender) Run(ctx context.Context) error {

@@ -50,10 +50,9 @@ type contender interface {
 	Name() string
 	// Prepare creates its tables in db (a fresh database).
 	Prepare(ctx context.Context, env *env) error
-	// Insert commits rows [from, to) for topic, many per transaction.
+	// Insert commits rows [from, to) for topic in one transaction: many
+	// for the backlog, one alone as a service's transaction would.
 	Insert(ctx context.Context, topic string, from, to int) error
-	// InsertOne commits row i alone, as a service's transaction would.
-	InsertOne(ctx context.Context, topic string, i int) error
 	// Run moves rows to Kafka until ctx ends.
 	Run(ctx context.Context) error
 }
@@ -148,7 +147,7 @@ func measure(ctx context.Context, c contender, baseURL string, brokers []string,
 	if err != nil {
 		return r, err
 	}
-	lat, err := e.trickle(ctx, topic, rate, trickle, func(i int) error { return c.InsertOne(ctx, topic, i) }, errc)
+	lat, err := e.trickle(ctx, topic, rate, trickle, func(i int) error { return c.Insert(ctx, topic, i, i+1) }, errc)
 	if err != nil {
 		return r, fmt.Errorf("trickle: %w", err)
 	}

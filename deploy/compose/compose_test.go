@@ -475,7 +475,7 @@ func TestComposeHealthchecksAndRestart(t *testing.T) {
 	}
 }
 
-func TestComposeBuildTargets(t *testing.T) {
+func TestComposeBuildsEachServiceImage(t *testing.T) {
 	p := loadProject(t)
 	root, err := filepath.Abs(repoRoot)
 	if err != nil {
@@ -491,25 +491,27 @@ func TestComposeBuildTargets(t *testing.T) {
 			if b.Context != root {
 				t.Errorf("build context = %s, want the repository root %s", b.Context, root)
 			}
-			if b.Target != svc.name {
-				t.Errorf("build target = %q, want %q", b.Target, svc.name)
+			if arg := b.Args["SERVICE"]; arg == nil || *arg != svc.name {
+				t.Errorf("build arg SERVICE is not %q", svc.name)
 			}
 			df := parseDockerfile(t, filepath.Join(b.Context, b.Dockerfile))
-			st, ok := df.stages[b.Target]
-			if !ok {
+			st := df.last
+			if b.Target != "" {
+				st = df.stages[b.Target]
+			}
+			if st == nil {
 				t.Fatalf("%s has no stage `FROM … AS %s`", b.Dockerfile, b.Target)
 			}
-			chain := df.chain(st)
+			chain := withArgs(df.chain(st), b.Args)
 
-			// The image runs /<name>, copied from /out/<name> of a build
+			// The image runs the binary copied from /out/<name> of a build
 			// stage whose `go build -o /out/` compiles services/<name>/cmd/<name>.
-			bin := "/" + svc.name
+			from, bin, ok := copiedFrom(chain, "/out/"+svc.name)
+			if !ok {
+				t.Fatalf("stage %s does not COPY --from=<build stage> /out/%s", st.name, svc.name)
+			}
 			if ep := lastArgs(chain, "ENTRYPOINT"); !slices.Equal(jsonArgs(t, ep), []string{bin}) {
 				t.Errorf("ENTRYPOINT = %s, want [%q]", ep, bin)
-			}
-			from, ok := copiedFrom(chain, "/out/"+svc.name, bin)
-			if !ok {
-				t.Fatalf("stage %s does not COPY --from=<build stage> /out/%s %s", b.Target, svc.name, bin)
 			}
 			build, ok := df.stages[from]
 			if !ok {
@@ -524,9 +526,9 @@ func TestComposeBuildTargets(t *testing.T) {
 			}
 
 			// The compose healthcheck runs /healthcheck, so the image has it.
-			hcFrom, ok := copiedFrom(chain, "/out/healthcheck", "/healthcheck")
-			if !ok {
-				t.Errorf("stage %s does not COPY /healthcheck into the image", b.Target)
+			hcFrom, hc, ok := copiedFrom(chain, "/out/healthcheck")
+			if !ok || hc != "/healthcheck" {
+				t.Errorf("stage %s does not COPY /healthcheck into the image", st.name)
 			} else if !builds(t, df.chain(df.stages[hcFrom]), "/out/", "./deploy/healthcheck") {
 				t.Errorf("stage %s does not build ./deploy/healthcheck", hcFrom)
 			}
@@ -535,7 +537,7 @@ func TestComposeBuildTargets(t *testing.T) {
 			if !slices.ContainsFunc(all(chain, "EXPOSE"), func(a string) bool {
 				return slices.Contains(strings.Fields(a), port) || slices.Contains(strings.Fields(a), port+"/tcp")
 			}) {
-				t.Errorf("stage %s does not EXPOSE %s", b.Target, port)
+				t.Errorf("stage %s does not EXPOSE %s", st.name, port)
 			}
 		})
 	}
@@ -612,6 +614,7 @@ func isMainPackage(t *testing.T, dir string) bool {
 type dockerfile struct {
 	args   map[string]string // ARGs declared before the first FROM
 	stages map[string]*stage
+	last   *stage // what a build without --target makes
 }
 
 type stage struct {
@@ -678,6 +681,7 @@ func parseDockerfile(t *testing.T, path string) *dockerfile {
 				t.Fatalf("%s: stage %q declared twice", path, st.name)
 			}
 			df.stages[st.name] = st
+			df.last = st
 		case st == nil:
 			t.Fatalf("%s: %s before the first FROM", path, in.cmd)
 		default:
@@ -731,14 +735,14 @@ func jsonArgs(t *testing.T, s string) []string {
 	return a
 }
 
-// copiedFrom finds `COPY --from=<stage> src dst` in ins and returns the
-// stage.
-func copiedFrom(ins []instruction, src, dst string) (string, bool) {
+// copiedFrom finds `COPY --from=<stage> src <dst>` in ins and returns the
+// stage and dst.
+func copiedFrom(ins []instruction, src string) (from, dst string, ok bool) {
 	for _, in := range ins {
 		if in.cmd != "COPY" {
 			continue
 		}
-		var from string
+		from = ""
 		var paths []string
 		for _, w := range strings.Fields(in.args) {
 			if v, ok := strings.CutPrefix(w, "--from="); ok {
@@ -747,11 +751,38 @@ func copiedFrom(ins []instruction, src, dst string) (string, bool) {
 				paths = append(paths, w)
 			}
 		}
-		if from != "" && slices.Equal(paths, []string{src, dst}) {
-			return from, true
+		if from != "" && len(paths) == 2 && paths[0] == src {
+			return from, paths[1], true
 		}
 	}
-	return "", false
+	return "", "", false
+}
+
+// withArgs returns ins with the build arguments expanded as Docker does:
+// an ARG the stages declare takes the value compose passes (args), or else
+// its default; references to anything else are left as they are.
+func withArgs(ins []instruction, args types.MappingWithEquals) []instruction {
+	vars := map[string]string{}
+	out := make([]instruction, 0, len(ins))
+	for _, in := range ins {
+		if in.cmd == "ARG" {
+			for _, a := range strings.Fields(in.args) {
+				k, v, _ := strings.Cut(a, "=")
+				if given, ok := args[k]; ok && given != nil {
+					v = *given
+				}
+				vars[k] = v
+			}
+		}
+		in.args = os.Expand(in.args, func(k string) string {
+			if v, ok := vars[k]; ok {
+				return v
+			}
+			return "${" + k + "}"
+		})
+		out = append(out, in)
+	}
+	return out
 }
 
 // builds reports whether a RUN in ins runs `go build` with -o outDir and pkg

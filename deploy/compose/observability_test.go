@@ -72,15 +72,22 @@ func mountSource(t *testing.T, service, target string) string {
 	return ""
 }
 
-// TestComposePrometheusScrapesEveryService: each service's /metrics, at
-// the port it listens on, is a target of the mounted prometheus.yml.
-func TestComposePrometheusScrapesEveryService(t *testing.T) {
-	p := loadProject(t)
-	path := mountSource(t, prometheusService, "/etc/prometheus/prometheus.yml")
+// readYAML decodes the YAML file at path into v.
+func readYAML(t *testing.T, path string, v any) {
+	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := yaml.Unmarshal(data, v); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+}
+
+// TestComposePrometheusScrapesEveryService: each service's /metrics, at
+// the port it listens on, is a target of the mounted prometheus.yml.
+func TestComposePrometheusScrapesEveryService(t *testing.T) {
+	p := loadProject(t)
 	var cfg struct {
 		ScrapeConfigs []struct {
 			MetricsPath   string `yaml:"metrics_path"`
@@ -89,9 +96,7 @@ func TestComposePrometheusScrapesEveryService(t *testing.T) {
 			} `yaml:"static_configs"`
 		} `yaml:"scrape_configs"`
 	}
-	if err := yaml.Unmarshal(data, &cfg); err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
+	readYAML(t, mountSource(t, prometheusService, "/etc/prometheus/prometheus.yml"), &cfg)
 	var targets []string
 	for _, sc := range cfg.ScrapeConfigs {
 		if sc.MetricsPath != "" && sc.MetricsPath != "/metrics" {
@@ -150,10 +155,6 @@ func grafanaDatasources(t *testing.T) map[string]string {
 	}
 	uids := map[string]string{} // uid → url
 	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
 		var cfg struct {
 			Datasources []struct {
 				UID  string `yaml:"uid"`
@@ -161,9 +162,7 @@ func grafanaDatasources(t *testing.T) map[string]string {
 				URL  string `yaml:"url"`
 			} `yaml:"datasources"`
 		}
-		if err := yaml.Unmarshal(data, &cfg); err != nil {
-			t.Fatalf("%s: %v", f, err)
-		}
+		readYAML(t, f, &cfg)
 		for _, d := range cfg.Datasources {
 			uids[d.UID] = d.URL
 		}

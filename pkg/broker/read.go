@@ -13,19 +13,60 @@ import (
 // the oldest retained offset up to the end as of the call. Tools and tests
 // use it to find one order's events, e.g. to redeliver them.
 func MessagesFor(ctx context.Context, brokers []string, topic, key string) ([]*sarama.ConsumerMessage, error) {
-	client, err := sarama.NewClient(brokers, Config("reader"))
+	client, parts, err := connect(brokers, topic)
 	if err != nil {
-		return nil, fmt.Errorf("broker: connect: %w", err)
+		return nil, err
 	}
 	defer client.Close()
-	parts, err := client.Partitions(topic)
-	if err != nil {
-		return nil, fmt.Errorf("broker: partitions of %s: %w", topic, err)
-	}
 	p, err := sarama.NewHashPartitioner(topic).Partition(&sarama.ProducerMessage{Key: sarama.StringEncoder(key)}, int32(len(parts)))
 	if err != nil {
 		return nil, fmt.Errorf("broker: partition for %q: %w", key, err)
 	}
+	return readPartition(ctx, client, topic, p, func(m *sarama.ConsumerMessage) bool { return string(m.Key) == key })
+}
+
+// Messages returns every message on topic, by partition, in offset order:
+// each partition from its oldest retained offset up to its end as of the
+// call. A partition that holds none is left out. Tools use it to read a
+// topic of their own whole.
+func Messages(ctx context.Context, brokers []string, topic string) (map[int32][]*sarama.ConsumerMessage, error) {
+	client, parts, err := connect(brokers, topic)
+	if err != nil {
+		return nil, err
+	}
+	defer client.Close()
+	out := map[int32][]*sarama.ConsumerMessage{}
+	for _, p := range parts {
+		msgs, err := readPartition(ctx, client, topic, p, func(*sarama.ConsumerMessage) bool { return true })
+		if err != nil {
+			return nil, err
+		}
+		if len(msgs) > 0 {
+			out[p] = msgs
+		}
+	}
+	return out, nil
+}
+
+// connect returns a client of brokers, which the caller closes, and the
+// partitions of topic.
+func connect(brokers []string, topic string) (sarama.Client, []int32, error) {
+	client, err := sarama.NewClient(brokers, Config("reader"))
+	if err != nil {
+		return nil, nil, fmt.Errorf("broker: connect: %w", err)
+	}
+	parts, err := client.Partitions(topic)
+	if err != nil {
+		client.Close()
+		return nil, nil, fmt.Errorf("broker: partitions of %s: %w", topic, err)
+	}
+	return client, parts, nil
+}
+
+// readPartition returns the messages of topic/p that keep accepts, from the
+// oldest retained offset up to the end as of the call. On an error it
+// returns what it read so far with it.
+func readPartition(ctx context.Context, client sarama.Client, topic string, p int32, keep func(*sarama.ConsumerMessage) bool) ([]*sarama.ConsumerMessage, error) {
 	end, err := client.GetOffset(topic, p, sarama.OffsetNewest)
 	if err != nil {
 		return nil, fmt.Errorf("broker: end of %s/%d: %w", topic, p, err)
@@ -66,7 +107,7 @@ func MessagesFor(ctx context.Context, brokers []string, topic, key string) ([]*s
 				}
 				return out, fmt.Errorf("broker: reading %s/%d stopped before offset %d: %w", topic, p, end, lastErr)
 			}
-			if string(m.Key) == key {
+			if keep(m) {
 				out = append(out, m)
 			}
 			if m.Offset >= end-1 {

@@ -88,18 +88,13 @@ func TestBatchesKeepOrderRetryWholeAndDeadLetterFailures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	errc := make(chan error, 1)
-	go func() { errc <- g.Run(ctx) }()
+	stop := testenv.Background(t, "the consumer group", time.Minute, g.Run)
 	select {
 	case <-done:
 	case <-time.After(60 * time.Second):
 		t.Fatal("the backlog was not handled in 60s")
 	}
-	cancel()
-	if err := <-errc; err != nil {
-		t.Fatal(err)
-	}
+	stop()
 
 	mu.Lock()
 	defer mu.Unlock()

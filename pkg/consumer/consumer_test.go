@@ -53,15 +53,7 @@ func run(t *testing.T, group, topic string, h consumer.HandlerFunc, dl consumer.
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	errc := make(chan error, 1)
-	go func() { errc <- g.Run(ctx) }()
-	return func() {
-		cancel()
-		if err := <-errc; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}
+	return testenv.Background(t, "the consumer group", time.Minute, g.Run)
 }
 
 // nextMemberSees starts the next member of group, which accepts every
@@ -204,15 +196,7 @@ func TestStaticMemberRestartKeepsItsPartitions(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- g.Run(ctx) }()
-		return g, func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("Run: %v", err)
-			}
-		}
+		return g, testenv.Background(t, "the consumer group", time.Minute, g.Run)
 	}
 	holdsAll := func(g *consumer.Group) func() bool {
 		return func() bool { _, n := g.Assigned(); return n == broker.Partitions }

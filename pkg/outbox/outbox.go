@@ -21,6 +21,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/choreo-saga/choreo/pkg/events"
 	"github.com/choreo-saga/choreo/pkg/pg"
 	"github.com/choreo-saga/choreo/pkg/tracing"
 )
@@ -41,6 +42,27 @@ type Message struct {
 	Key     []byte
 	Value   []byte
 	Headers map[string]string
+}
+
+// EventMessage returns e as a Message on topic: keyed by its order id, so
+// that all of one order's events share a partition and keep their order,
+// with its id and type in headers, which the relay's logs and spans and
+// the consumer's dead letters read without decoding the value. It fails
+// only if e cannot be encoded.
+func EventMessage(topic string, e events.Envelope) (Message, error) {
+	value, err := e.Encode()
+	if err != nil {
+		return Message{}, err
+	}
+	return Message{
+		Topic: topic,
+		Key:   []byte(e.OrderID),
+		Value: value,
+		Headers: map[string]string{
+			events.HeaderEventID:   e.ID,
+			events.HeaderEventType: e.Type,
+		},
+	}, nil
 }
 
 // Execer is the part of *sqlx.Tx that Add needs. Pass the transaction that

@@ -79,20 +79,7 @@ func newRelay(t testing.TB, db *testDB, pub outbox.Publisher, opts ...func(*outb
 // return promptly then.
 func run(t testing.TB, r *outbox.Relay) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("Run: %v", err)
-			}
-		case <-time.After(10 * time.Second):
-			t.Errorf("Run still running 10s after its context ended")
-		}
-	})
+	testenv.Background(t, "the relay", 10*time.Second, r.Run)
 }
 
 func event(t testing.TB, orderID string) events.Envelope {
@@ -107,24 +94,14 @@ func anyEvent(t testing.TB) events.Envelope {
 	return event(t, testenv.ID("order"))
 }
 
-// message is e as a service stores it in the outbox: keyed by its order id,
-// so that all of one order's events share a partition and keep their order,
-// with its id and type in headers.
+// message is e as a service stores it in the outbox, on topic.
 func message(t testing.TB, topic string, e events.Envelope) outbox.Message {
 	t.Helper()
-	value, err := e.Encode()
+	m, err := outbox.EventMessage(topic, e)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return outbox.Message{
-		Topic: topic,
-		Key:   []byte(e.OrderID),
-		Value: value,
-		Headers: map[string]string{
-			events.HeaderEventID:   e.ID,
-			events.HeaderEventType: e.Type,
-		},
-	}
+	return m
 }
 
 // add stores e for topic in a transaction of its own and waits until the

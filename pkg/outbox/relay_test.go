@@ -185,19 +185,9 @@ func TestRunStopsPromptlyWhilePublishHangs(t *testing.T) {
 	add(t, db, "t", anyEvent(t))
 	pub := newBlocking(t)
 	r := newRelay(t, db, pub)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
+	stop := testenv.Background(t, "the relay, while the publish hangs,", 3*time.Second, r.Run)
 	waitStarted(t, pub)
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(3 * time.Second):
-		t.Fatal("Run still running 3s after its context ended, while the publish hangs")
-	}
+	stop()
 	if n := unsent(t, db, "t"); n != 1 {
 		t.Fatalf("unsent = %d, want the row left for the next leader", n)
 	}
@@ -266,10 +256,7 @@ func TestRunPublishesWhileListenCannotConnect(t *testing.T) {
 		c.PollInterval = 50 * time.Millisecond
 		c.Clock = clock
 	})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
+	stop := testenv.Background(t, "the relay", 5*time.Second, r.Run)
 
 	testenv.Eventually(t, 10*time.Second, "the first round over", func() bool { return outbox.Waits(r) >= 1 })
 	add(t, db, "t", anyEvent(t))         // no NOTIFY reaches the relay
@@ -279,12 +266,7 @@ func TestRunPublishesWhileListenCannotConnect(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("nothing published within 10s of the poll: the poll does not run while LISTEN waits")
 	}
-	cancel()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		t.Fatal("Run still running 5s after its context ended")
-	}
+	stop()
 }
 
 // TestPermanentFailuresAreParkedAndTheRestFlows: rows Kafka will never

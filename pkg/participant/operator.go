@@ -321,11 +321,10 @@ var (
 	}, []string{"service"})
 )
 
-// watchParked keeps the parked gauges current until ctx ends.
+// watchParked keeps the parked gauges current, from now every 15s, until
+// ctx ends.
 func watchParked(ctx context.Context, db *sqlx.DB, service string, log *slog.Logger) error {
-	t := time.NewTicker(15 * time.Second)
-	defer t.Stop()
-	for {
+	update := func(ctx context.Context) {
 		c, err := park.Count(ctx, db, service)
 		if err == nil {
 			parkedEvents.WithLabelValues(service).Set(float64(c.Rows))
@@ -334,10 +333,7 @@ func watchParked(ctx context.Context, db *sqlx.DB, service string, log *slog.Log
 		} else if ctx.Err() == nil {
 			log.Debug("parked gauges not updated", "err", err)
 		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
 	}
+	update(ctx)
+	return Every(ctx, 15*time.Second, update)
 }

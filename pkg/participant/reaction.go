@@ -104,25 +104,12 @@ func Enqueue(ctx context.Context, tx outbox.Execer, e events.Envelope) error {
 	return outbox.Add(ctx, tx, m)
 }
 
-// message is e as the outbox keeps it: on the topic its type is produced
-// to, keyed by its order id, so that all of one order's events share a
-// partition and keep their order.
+// message is e as the outbox keeps it, on the topic its type is produced
+// to.
 func message(e events.Envelope) (outbox.Message, error) {
 	topic, ok := events.TopicOf(e.Type)
 	if !ok {
 		return outbox.Message{}, fmt.Errorf("enqueue %s: %w: %q", e.ID, events.ErrUnknownType, e.Type)
 	}
-	value, err := e.Encode()
-	if err != nil {
-		return outbox.Message{}, err
-	}
-	return outbox.Message{
-		Topic: topic,
-		Key:   []byte(e.OrderID),
-		Value: value,
-		Headers: map[string]string{
-			events.HeaderEventID:   e.ID,
-			events.HeaderEventType: e.Type,
-		},
-	}, nil
+	return outbox.EventMessage(topic, e)
 }

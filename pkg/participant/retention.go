@@ -43,7 +43,21 @@ type Pruner struct {
 // Run prunes every pruneEvery until ctx ends; failures are logged and
 // tried again at the next round.
 func (p Pruner) Run(ctx context.Context) error {
-	t := time.NewTicker(pruneEvery)
+	return Every(ctx, pruneEvery, func(ctx context.Context) {
+		if n, err := p.Once(ctx); err != nil {
+			p.Log.Warn("pruning processed_events failed; will try again", "err", err)
+		} else if n > 0 {
+			p.Log.Info("processed_events pruned", "marks", n)
+		}
+	})
+}
+
+// Every calls f every d until ctx ends, then returns nil: the loop of a
+// periodic job — the runtime's pruning and parked gauges, a service's
+// sweep in its Spec.Jobs — each of which logs its own failures and tries
+// again at the next tick.
+func Every(ctx context.Context, d time.Duration, f func(context.Context)) error {
+	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
 		select {
@@ -51,11 +65,7 @@ func (p Pruner) Run(ctx context.Context) error {
 			return nil
 		case <-t.C:
 		}
-		if n, err := p.Once(ctx); err != nil {
-			p.Log.Warn("pruning processed_events failed; will try again", "err", err)
-		} else if n > 0 {
-			p.Log.Info("processed_events pruned", "marks", n)
-		}
+		f(ctx)
 	}
 }
 

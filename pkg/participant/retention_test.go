@@ -2,6 +2,7 @@ package participant_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -69,4 +70,16 @@ func TestPrunerFollowsTheCommittedOffsetAndTheTopicsRetention(t *testing.T) {
 			t.Errorf("mark %s could still be tested by a delivery but was pruned", id)
 		}
 	}
+}
+
+// TestEveryRunsUntilTheContextEnds: a periodic job's function runs at each
+// tick, and Every returns nil promptly once ctx ends (Background's stop
+// fails the test otherwise).
+func TestEveryRunsUntilTheContextEnds(t *testing.T) {
+	var calls atomic.Int64
+	stop := testenv.Background(t, "Every", 5*time.Second, func(ctx context.Context) error {
+		return participant.Every(ctx, time.Millisecond, func(context.Context) { calls.Add(1) })
+	})
+	testenv.Eventually(t, 5*time.Second, "three ticks", func() bool { return calls.Load() >= 3 })
+	stop()
 }

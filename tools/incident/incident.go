@@ -364,49 +364,13 @@ func produceTwice(ctx context.Context, brokers []string, topic string, orders []
 // readTopic reads every partition of topic from its oldest offset to its
 // end, and fails unless it holds want messages.
 func readTopic(ctx context.Context, brokers []string, topic string, want int) (map[int32][]*sarama.ConsumerMessage, error) {
-	client, err := sarama.NewClient(brokers, broker.Config("incident"))
-	if err != nil {
-		return nil, fmt.Errorf("connect: %w", err)
-	}
-	defer client.Close()
-	parts, err := client.Partitions(topic)
-	if err != nil {
-		return nil, fmt.Errorf("partitions of %s: %w", topic, err)
-	}
-	c, err := sarama.NewConsumerFromClient(client)
+	out, err := broker.Messages(ctx, brokers, topic)
 	if err != nil {
 		return nil, err
 	}
-	defer c.Close()
-	out := map[int32][]*sarama.ConsumerMessage{}
 	total := 0
-	for _, p := range parts {
-		end, err := client.GetOffset(topic, p, sarama.OffsetNewest)
-		if err != nil {
-			return nil, err
-		}
-		if end == 0 {
-			continue
-		}
-		pc, err := c.ConsumePartition(topic, p, sarama.OffsetOldest)
-		if err != nil {
-			return nil, err
-		}
-		for done := false; !done; {
-			select {
-			case m := <-pc.Messages():
-				out[p] = append(out[p], m)
-				done = m.Offset >= end-1
-			case err := <-pc.Errors():
-				pc.Close()
-				return nil, fmt.Errorf("read %s/%d: %w", topic, p, err)
-			case <-ctx.Done():
-				pc.Close()
-				return nil, fmt.Errorf("read %s/%d: %w", topic, p, ctx.Err())
-			}
-		}
-		pc.Close()
-		total += len(out[p])
+	for _, part := range out {
+		total += len(part)
 	}
 	if total != want {
 		return nil, fmt.Errorf("topic %s holds %d messages, want %d", topic, total, want)

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -11,8 +10,6 @@ import (
 	"github.com/choreo-saga/choreo/internal/testenv"
 	"github.com/choreo-saga/choreo/pkg/pg"
 )
-
-func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 
 // TestNaiveChargesTwiceChoreoDoesNot runs the demo small: the naive
 // check-then-act consumer must overcharge under concurrent delivery, and
