@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
+	"github.com/choreo-saga/choreo/pkg/participant"
 	"github.com/choreo-saga/choreo/services/order/internal/store"
 )
 
@@ -59,18 +60,11 @@ func (s Sweeper) Run(ctx context.Context) error {
 	if s.Every <= 0 || s.Deadline <= 0 {
 		return fmt.Errorf("deadline: Every %s and Deadline %s must be positive", s.Every, s.Deadline)
 	}
-	t := time.NewTicker(s.Every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
+	return participant.Every(ctx, s.Every, func(ctx context.Context) {
 		if _, err := s.Sweep(ctx); err != nil && !errors.Is(err, context.Canceled) {
 			s.log().Error("deadline sweep failed", "err", err)
 		}
-	}
+	})
 }
 
 // Sweep cancels, with reason timeout, every order PENDING since before

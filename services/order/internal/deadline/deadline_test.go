@@ -9,7 +9,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/choreo-saga/choreo/internal/testenv"
-	"github.com/choreo-saga/choreo/pkg/events"
 	"github.com/choreo-saga/choreo/services/order"
 	"github.com/choreo-saga/choreo/services/order/internal/deadline"
 	"github.com/choreo-saga/choreo/services/order/internal/domain"
@@ -48,15 +47,7 @@ func TestSweepCancelsOrdersPastTheDeadline(t *testing.T) {
 	if got := timedOut(t) - before; got != float64(len(ids)) {
 		t.Errorf("choreo_orders_timed_out_total rose by %v, want %d", got, len(ids))
 	}
-	for _, id := range ids {
-		o, err := st.Order(ctx, id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if o.Status != domain.StatusCancelling || o.CancelReason != events.ReasonTimeout {
-			t.Errorf("order %s = %s %q, want CANCELLING timeout", id, o.Status, o.CancelReason)
-		}
-	}
+	ordertest.WantTimedOut(t, st, ids...)
 	// The next sweep finds nothing: each order is cancelled once.
 	if n, err := s.Sweep(ctx); err != nil || n != 0 {
 		t.Fatalf("second Sweep = %d, %v; want 0", n, err)

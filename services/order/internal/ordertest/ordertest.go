@@ -66,3 +66,18 @@ func Cancelling(t testing.TB, db *sqlx.DB) string {
 	}
 	return id
 }
+
+// WantTimedOut fails t unless every order in ids is CANCELLING for the
+// reason timeout: what a deadline sweep leaves behind.
+func WantTimedOut(t testing.TB, st *store.Store, ids ...string) {
+	t.Helper()
+	for _, id := range ids {
+		o, err := st.Order(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o.Status != domain.StatusCancelling || o.CancelReason != events.ReasonTimeout {
+			t.Errorf("order %s = %s %q, want CANCELLING timeout", id, o.Status, o.CancelReason)
+		}
+	}
+}

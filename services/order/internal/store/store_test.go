@@ -485,14 +485,8 @@ func TestTimeOut(t *testing.T) {
 	if len(all) != len(old) {
 		t.Fatalf("sweeps cancelled %d orders, want the %d old PENDING ones: %v", len(all), len(old), all)
 	}
+	ordertest.WantTimedOut(t, st, old...)
 	for _, id := range old {
-		o, err := st.Order(ctx, id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if o.Status != domain.StatusCancelling || o.CancelReason != events.ReasonTimeout {
-			t.Errorf("order %s = %s %q, want CANCELLING timeout", id, o.Status, o.CancelReason)
-		}
 		if r := cancelRequests(t, db, id); len(r) != 1 || r[0] != events.ReasonTimeout {
 			t.Errorf("order %s cancel requests = %v, want one timeout", id, r)
 		}
