@@ -18,7 +18,7 @@ import (
 
 	"github.com/cenkalti/backoff/v5"
 	"github.com/jmoiron/sqlx"
-	_ "github.com/lib/pq" // registers the "postgres" driver
+	"github.com/lib/pq"
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/lock"
 
@@ -70,7 +70,8 @@ func WithSessionDefaults(rawURL string) (string, error) {
 	return u.String(), nil
 }
 
-// Open connects to url, with SessionDefaults, and waits, with backoff, up
+// Open connects to url, with SessionDefaults and each connection's
+// statements prepared once (StatementCacheSize), and waits, with backoff, up
 // to wait for the database to answer, so a service started next to a
 // database that is still booting does not crash-loop. It returns the last
 // error if the database never answers.
@@ -79,10 +80,11 @@ func Open(ctx context.Context, rawURL string, wait time.Duration) (*sqlx.DB, err
 	if err != nil {
 		return nil, err
 	}
-	db, err := sqlx.Open("postgres", dsn)
+	connector, err := pq.NewConnector(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("pg: open: %w", err)
 	}
+	db := sqlx.NewDb(sql.OpenDB(cachingConnector{pq: connector}), "postgres")
 	db.SetMaxOpenConns(20)
 	db.SetMaxIdleConns(10)
 	db.SetConnMaxIdleTime(5 * time.Minute)

@@ -1,0 +1,181 @@
+package pg_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
+
+	"github.com/choreo-saga/choreo/internal/testenv"
+	"github.com/choreo-saga/choreo/pkg/pg"
+)
+
+// oneConn is a database from Open whose pool holds a single connection,
+// so that what a test asks of pg_prepared_statements is about the
+// connection its statements ran on.
+func oneConn(t *testing.T) *sqlx.DB {
+	t.Helper()
+	db := testenv.DB(t)
+	db.SetMaxOpenConns(1)
+	return db
+}
+
+// preparedCount counts the connection's prepared statements whose text
+// contains like (a LIKE pattern), leaving out the asking statement.
+func preparedCount(t *testing.T, db *sqlx.DB, like string) int {
+	t.Helper()
+	var n int
+	if err := db.Get(&n, `SELECT count(*) FROM pg_prepared_statements
+		WHERE statement LIKE $1 AND statement NOT LIKE '%pg_prepared_statements%'`, like); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func TestAStatementIsPreparedOncePerConnection(t *testing.T) {
+	db := oneConn(t)
+	if _, err := db.Exec(`CREATE TABLE things (id text PRIMARY KEY, n int); INSERT INTO things VALUES ('a', 1)`); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		var got int
+		if err := db.Get(&got, `SELECT n + $1 FROM things WHERE id = $2`, i, "a"); err != nil || got != 1+i {
+			t.Fatalf("run %d = %d, %v; want %d", i, got, err, 1+i)
+		}
+		if _, err := db.Exec(`UPDATE things SET n = n WHERE id = $1`, "a"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, like := range []string{"SELECT n + $1%", "UPDATE things%"} {
+		if n := preparedCount(t, db, like); n != 1 {
+			t.Errorf("prepared statements like %q = %d, want 1", like, n)
+		}
+	}
+	// A statement without arguments goes unprepared, as lib/pq sends it:
+	// several statements in one string still run.
+	if _, err := db.Exec(`UPDATE things SET n = 2; UPDATE things SET n = n + 1`); err != nil {
+		t.Fatal(err)
+	}
+	if n := preparedCount(t, db, "UPDATE things SET n = 2%"); n != 0 {
+		t.Errorf("a statement without arguments was prepared (%d)", n)
+	}
+}
+
+// TestPreparedValuesReadAsUnprepared reads and writes every kind of value
+// the services store through Open's connections and through a plain lib/pq
+// connection, and wants the same back: a prepared statement returns some
+// columns (bytea, integers, uuid) in binary, which lib/pq must decode to
+// what the unnamed statement's text gives.
+func TestPreparedValuesReadAsUnprepared(t *testing.T) {
+	ctx := context.Background()
+	cached := testenv.DB(t)
+	if _, err := cached.Exec(`CREATE TABLE v (id uuid PRIMARY KEY, b bytea, i8 bigint, i4 int, i2 smallint,
+		t text, j jsonb, ts timestamptz, tags text[], maybe text)`); err != nil {
+		t.Fatal(err)
+	}
+	var schema string
+	if err := cached.Get(&schema, `SELECT current_schema()`); err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(testenv.DatabaseURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	plain := sqlx.MustOpen("postgres", u.String()) // lib/pq's own: unnamed statements
+	t.Cleanup(func() { plain.Close() })
+
+	type row struct {
+		ID    string         `db:"id"`
+		B     []byte         `db:"b"`
+		I8    int64          `db:"i8"`
+		I4    int32          `db:"i4"`
+		I2    int16          `db:"i2"`
+		T     string         `db:"t"`
+		J     string         `db:"j"`
+		TS    time.Time      `db:"ts"`
+		Tags  pq.StringArray `db:"tags"`
+		Maybe *string        `db:"maybe"`
+	}
+	ts := time.Date(2026, 12, 1, 8, 0, 0, 123456000, time.UTC)
+	for name, db := range map[string]*sqlx.DB{"prepared": cached, "unprepared": plain} {
+		t.Run(name, func(t *testing.T) {
+			id := uuid.NewString()
+			if _, err := db.ExecContext(ctx, `INSERT INTO v VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+				id, []byte{0, 1, 0xff}, int64(1)<<40, int32(-7), int16(3), "héllo", `{"a": [1, 2]}`, ts,
+				pq.StringArray{"x", "y,z"}, nil); err != nil {
+				t.Fatal(err)
+			}
+			for range 2 { // the first run prepares, the second reuses
+				var got row
+				if err := db.GetContext(ctx, &got, `SELECT * FROM v WHERE id = $1`, id); err != nil {
+					t.Fatal(err)
+				}
+				want := row{ID: id, B: []byte{0, 1, 0xff}, I8: 1 << 40, I4: -7, I2: 3, T: "héllo",
+					J: `{"a": [1, 2]}`, TS: ts, Tags: pq.StringArray{"x", "y,z"}}
+				if fmt.Sprint(got.ID, got.B, got.I8, got.I4, got.I2, got.T, got.J, got.Tags, got.Maybe) !=
+					fmt.Sprint(want.ID, want.B, want.I8, want.I4, want.I2, want.T, want.J, want.Tags, want.Maybe) ||
+					!got.TS.Equal(want.TS) {
+					t.Errorf("read back %+v, want %+v", got, want)
+				}
+			}
+		})
+	}
+}
+
+func TestTheCacheIsBounded(t *testing.T) {
+	db := oneConn(t)
+	for k := range pg.StatementCacheSize + 10 {
+		var got int
+		if err := db.Get(&got, fmt.Sprintf(`SELECT $1::int + %d`, k), 1); err != nil || got != k+1 {
+			t.Fatalf("statement %d = %d, %v", k, got, err)
+		}
+	}
+	if n := preparedCount(t, db, "%"); n > pg.StatementCacheSize {
+		t.Errorf("the connection holds %d prepared statements, want at most %d", n, pg.StatementCacheSize)
+	}
+	if n := preparedCount(t, db, "SELECT $1::int + 0"); n != 0 {
+		t.Errorf("the least recently used statement is still prepared")
+	}
+}
+
+// TestAStatementIsPreparedAnewAfterItsTableChanged: PostgreSQL refuses to
+// run a prepared SELECT * whose table gained a column since. That one call
+// fails, as a transient error its caller retries; the next is prepared
+// anew, so a migration under a running instance costs one retry, not a
+// statement that fails until restart.
+func TestAStatementIsPreparedAnewAfterItsTableChanged(t *testing.T) {
+	db := oneConn(t)
+	if _, err := db.Exec(`CREATE TABLE things (id text PRIMARY KEY); INSERT INTO things VALUES ('a')`); err != nil {
+		t.Fatal(err)
+	}
+	const q = `SELECT * FROM things WHERE id = $1`
+	if rows, err := db.Queryx(q, "a"); err != nil {
+		t.Fatal(err)
+	} else {
+		rows.Close()
+	}
+	if _, err := db.Exec(`ALTER TABLE things ADD COLUMN n int DEFAULT 7`); err != nil {
+		t.Fatal(err)
+	}
+	var pqErr *pq.Error
+	_, err := db.Queryx(q, "a")
+	if !errors.As(err, &pqErr) || pqErr.Code != "0A000" {
+		t.Fatalf("first run after the change: %v; want PostgreSQL's 0A000 (cached plan must not change result type)", err)
+	}
+	var got struct {
+		ID string `db:"id"`
+		N  int    `db:"n"`
+	}
+	if err := db.Get(&got, q, "a"); err != nil || got.N != 7 {
+		t.Fatalf("next run = %+v, %v; want the new column", got, err)
+	}
+}
