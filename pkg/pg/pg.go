@@ -1,7 +1,8 @@
 // Package pg opens a service's PostgreSQL database — every session bounded
 // by SessionDefaults, so a frozen process cannot hold locks or the outbox
-// relay's horizon for long — and brings its schema up to date from embedded
-// goose migrations.
+// relay's horizon for long, and every parameterised statement prepared once
+// per connection (StatementCacheSize) — and brings its schema up to date
+// from embedded goose migrations.
 package pg
 
 import (
