@@ -134,11 +134,11 @@ func Processed(ctx context.Context, q sqlx.QueryerContext, consumer string, even
 // is still recognised. It returns how many it deleted.
 func Prune(ctx context.Context, db sqlx.ExecerContext, consumer, topic string, partition int32, below int64, olderThan time.Duration, limit int) (int64, error) {
 	res, err := db.ExecContext(ctx, `
-		DELETE FROM processed_events WHERE ctid IN (
+		DELETE FROM processed_events WHERE ctid = ANY(ARRAY(
 			SELECT ctid FROM processed_events
 			WHERE consumer = $1 AND topic = $2 AND kafka_partition = $3 AND kafka_offset < $4
 			  AND processed_at < now() - make_interval(secs => $5)
-			LIMIT $6)`,
+			ORDER BY kafka_offset LIMIT $6))`,
 		consumer, topic, partition, below, olderThan.Seconds(), limit)
 	if err != nil {
 		return 0, fmt.Errorf("idem: prune %s %s/%d below %d: %w", consumer, topic, partition, below, err)

@@ -15,6 +15,7 @@ import (
 	"context"
 	"database/sql"
 	"embed"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -24,6 +25,7 @@ import (
 	"github.com/choreo-saga/choreo/pkg/events"
 	"github.com/choreo-saga/choreo/pkg/pg"
 	"github.com/choreo-saga/choreo/pkg/tracing"
+	"github.com/lib/pq"
 )
 
 // Migrations holds the schema of the outbox table as goose migrations. Each
@@ -93,7 +95,8 @@ func Add(ctx context.Context, tx Execer, m Message) error {
 // every statement it sends, and a batch of events emits many. The zero
 // value is ready to use.
 type Pending struct {
-	rows []any // topic, key, value, headers: four per message
+	topics, headers []string
+	keys, values    []sql.NullString // base64; NULL for a nil slice
 }
 
 // Add queues m, with the trace context of ctx's span (see the package
@@ -109,42 +112,53 @@ func (p *Pending) Add(ctx context.Context, m Message) error {
 	if err != nil {
 		return fmt.Errorf("outbox: headers: %w", err)
 	}
-	// text: jsonb takes no raw bytes as a binary parameter.
-	p.rows = append(p.rows, m.Topic, m.Key, m.Value, string(headers))
+	p.topics = append(p.topics, m.Topic)
+	p.keys = append(p.keys, base64Of(m.Key))
+	p.values = append(p.values, base64Of(m.Value))
+	p.headers = append(p.headers, string(headers))
 	return nil
 }
 
+// base64Of is b as the text of a text[] element, nil as NULL. A bytea[]
+// parameter cannot carry raw bytes here: with binary_parameters lib/pq
+// would send the array's text form as if it were binary.
+func base64Of(b []byte) sql.NullString {
+	if b == nil {
+		return sql.NullString{}
+	}
+	return sql.NullString{String: base64.StdEncoding.EncodeToString(b), Valid: true}
+}
+
 // Len is how many messages wait for Flush.
-func (p *Pending) Len() int { return len(p.rows) / 4 }
+func (p *Pending) Len() int { return len(p.topics) }
 
 // Flush stores the queued messages in the outbox within tx, in the order
 // they were queued, with one statement that also wakes the relay when it
 // needs it (see wakeSQL), and empties p. With nothing queued it sends
 // nothing.
+//
+// The statement's text is the same for any number of messages (arrays,
+// not a VALUES list of n rows), so a connection prepares it once (see
+// pg.StatementCacheSize) rather than once, and keeps a plan, per size.
 func (p *Pending) Flush(ctx context.Context, tx Execer) error {
 	n := p.Len()
 	if n == 0 {
 		return nil
 	}
-	var values strings.Builder
-	for i := range n {
-		if i > 0 {
-			values.WriteString(", ")
-		}
-		k := 4 + 4*i // $1-$3 are wakeSQL's
-		fmt.Fprintf(&values, "(%d, $%d::text, $%d::bytea, $%d::bytea, $%d::jsonb)", i, k, k+1, k+2, k+3)
-	}
 	// The serial ids follow ORDER BY: the relay publishes one key's rows in
 	// id order.
-	args := append([]any{Channel, relayAwakeID, relayWritingID}, p.rows...)
 	if _, err := tx.ExecContext(ctx, `
 		INSERT INTO outbox (topic, key, value, headers)
-		SELECT m.topic, m.key, m.value, m.headers
-		FROM (VALUES `+values.String()+`) AS m(ord, topic, key, value, headers), (`+wakeSQL+`) AS wake
-		ORDER BY m.ord`, args...); err != nil {
+		SELECT m.topic, decode(m.key, 'base64'), decode(m.value, 'base64'), m.headers::jsonb
+		FROM unnest($4::text[], $5::text[], $6::text[], $7::text[])
+		     WITH ORDINALITY AS m(topic, key, value, headers, ord),
+		     (`+wakeSQL+`) AS wake
+		ORDER BY m.ord`,
+		Channel, relayAwakeID, relayWritingID,
+		pq.StringArray(p.topics), pq.Array(p.keys), pq.Array(p.values), pq.StringArray(p.headers)); err != nil {
 		return fmt.Errorf("outbox: insert %d rows: %w", n, err)
 	}
-	p.rows = p.rows[:0]
+	p.topics, p.keys, p.values, p.headers = p.topics[:0], p.keys[:0], p.values[:0], p.headers[:0]
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package outbox_test
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -558,51 +559,75 @@ func TestAddNotifiesUnlessTheRelayIsAwake(t *testing.T) {
 
 // TestPendingFlushesInOrderWithOneStatement: messages queued on a Pending
 // are stored by Flush in the order queued — one key's rows keep their
-// order for the relay — with their trace headers, and a Flush with
-// nothing queued sends nothing.
+// order for the relay — byte for byte (a nil key stays NULL, an empty one
+// empty; values with NUL and invalid UTF-8; headers with the characters an
+// array literal quotes), and a Flush with nothing queued sends nothing.
+// Flushes of different sizes run one statement text, so a connection
+// prepares it once.
 func TestPendingFlushesInOrderWithOneStatement(t *testing.T) {
 	db := testenv.DB(t)
+	db.SetMaxOpenConns(1) // pg_prepared_statements below is this connection's
 	ctx := context.Background()
-	tx, err := db.BeginTxx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback()
 	var p outbox.Pending
 	if err := p.Flush(ctx, failingExecer{}); err != nil {
 		t.Fatalf("an empty Flush sent a statement: %v", err)
 	}
-	for i := range 5 {
-		if err := p.Add(ctx, outbox.Message{Topic: "t", Key: []byte("k"), Value: []byte{byte('a' + i), 0xff}, Headers: map[string]string{"n": string(rune('0' + i))}}); err != nil {
+	msgs := []outbox.Message{
+		{Topic: "t", Key: []byte("k"), Value: []byte("a"), Headers: map[string]string{"n": "0"}},
+		{Topic: "t", Key: nil, Value: []byte{0, 'b', 0xff, 0}, Headers: map[string]string{"n": `1 "q" {x,y} \ NULL`}},
+		{Topic: "t", Key: []byte{}, Value: []byte{}, Headers: map[string]string{"n": "2"}},
+		{Topic: "t", Key: []byte{0xfe, 0}, Value: bytes.Repeat([]byte{0xc3}, 3000), Headers: map[string]string{"n": "3"}},
+	}
+	// Two transactions, of three messages and of one: two sizes.
+	for _, batch := range [][]outbox.Message{msgs[:3], msgs[3:]} {
+		tx, err := db.BeginTxx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range batch {
+			if err := p.Add(ctx, m); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if p.Len() != len(batch) {
+			t.Fatalf("Len = %d, want %d", p.Len(), len(batch))
+		}
+		if err := p.Flush(ctx, tx); err != nil {
+			t.Fatal(err)
+		}
+		if p.Len() != 0 {
+			t.Fatalf("Len after Flush = %d, want 0", p.Len())
+		}
+		if err := tx.Commit(); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if p.Len() != 5 {
-		t.Fatalf("Len = %d, want 5", p.Len())
-	}
-	if err := p.Flush(ctx, tx); err != nil {
-		t.Fatal(err)
-	}
-	if p.Len() != 0 {
-		t.Fatalf("Len after Flush = %d, want 0", p.Len())
-	}
-	if err := tx.Commit(); err != nil {
-		t.Fatal(err)
-	}
 	var rows []struct {
+		Key   []byte `db:"key"`
+		Null  bool   `db:"null_key"`
 		Value []byte `db:"value"`
 		N     string `db:"n"`
 	}
-	if err := db.Select(&rows, `SELECT value, headers->>'n' AS n FROM outbox WHERE topic = 't' ORDER BY id`); err != nil {
+	if err := db.Select(&rows, `SELECT key, key IS NULL AS null_key, value, headers->>'n' AS n FROM outbox WHERE topic = 't' ORDER BY id`); err != nil {
 		t.Fatal(err)
 	}
-	if len(rows) != 5 {
-		t.Fatalf("%d rows stored, want 5", len(rows))
+	if len(rows) != len(msgs) {
+		t.Fatalf("%d rows stored, want %d", len(rows), len(msgs))
 	}
 	for i, r := range rows {
-		if string(r.Value) != string([]byte{byte('a' + i), 0xff}) || r.N != string(rune('0'+i)) {
-			t.Fatalf("row %d = %q %q: not in the order queued, or not as queued", i, r.Value, r.N)
+		m := msgs[i]
+		if r.Null != (m.Key == nil) || !bytes.Equal(r.Key, m.Key) || !bytes.Equal(r.Value, m.Value) || r.N != m.Headers["n"] {
+			t.Errorf("row %d = key %q (null %v) value %q n %q; want message %d as queued: key %q value %q n %q",
+				i, r.Key, r.Null, r.Value, r.N, i, m.Key, m.Value, m.Headers["n"])
 		}
+	}
+	var shapes int
+	if err := db.Get(&shapes, `SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE '%INSERT INTO outbox%'
+		AND statement NOT LIKE '%pg_prepared_statements%'`); err != nil {
+		t.Fatal(err)
+	}
+	if shapes != 1 {
+		t.Errorf("flushes of 3 and 1 messages prepared %d statements, want 1", shapes)
 	}
 }
 

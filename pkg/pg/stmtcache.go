@@ -23,8 +23,16 @@ import (
 // tx.ExecContext(ctx, query, args...) and see the same results.
 //
 // Statements whose text varies with the data (a VALUES list of n rows)
-// take one entry per shape; the bound keeps a connection's prepared
-// statements, and the server's memory for them, in check.
+// would take one entry, and one plan in the server's memory (~100 KiB),
+// per shape: write such a statement with arrays instead (outbox.Pending
+// does). The bound keeps a connection's prepared statements in check.
+//
+// After five runs PostgreSQL may switch a prepared statement to a generic
+// plan, made without the arguments' values, and keep it. A statement whose
+// best plan depends on a value (a range over a timestamp) should say so in
+// its shape: an ORDER BY on the indexed column with a LIMIT leads both plans
+// to the index. Open recycles connections (and their plans) every
+// ConnMaxLifetime.
 const StatementCacheSize = 256
 
 // cachingConnector opens lib/pq connections that prepare each
@@ -128,18 +136,26 @@ func (c *cachingConn) prepared(ctx context.Context, query string) (driver.Stmt, 
 	return st, nil
 }
 
-// forgetIfStale drops query's statement when PostgreSQL says it can no
-// longer run it — a table it reads changed its columns under it, or the
-// session's statements were discarded — so the next call prepares it
-// anew instead of failing forever.
+// forgetIfStale drops query's statement when PostgreSQL's error may be
+// the statement's own rather than the data's: a prepared statement keeps
+// the parameter and result types it was prepared with, so after a
+// migration changed a table under a running instance it can fail on every
+// call ("cached plan must not change result type", "operator does not
+// exist: status = text", a column or table gone) where the same text
+// prepared anew succeeds. The call fails — its transaction is retried as
+// any transient error is — and the next one prepares afresh. Errors of the
+// data or the transaction (a constraint, a deadlock, a cancel) keep the
+// statement.
 func (c *cachingConn) forgetIfStale(query string, err error) {
 	var pqErr *pq.Error
 	if err == nil || !errors.As(err, &pqErr) {
 		return
 	}
-	switch pqErr.Code {
-	case "0A000", // feature_not_supported: "cached plan must not change result type"
-		"26000": // invalid_sql_statement_name: the statement is gone
+	switch pqErr.Code.Class() {
+	case "0A", // feature_not_supported: the result type changed
+		"26", // invalid_sql_statement_name: the statement is gone
+		"42", // syntax_error_or_access_rule_violation: a type, column or table changed
+		"XX": // internal_error, e.g. a cache lookup of a dropped type
 		if el, ok := c.stmts[query]; ok {
 			c.evict(el)
 		}

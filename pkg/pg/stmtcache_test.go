@@ -83,7 +83,13 @@ func TestPreparedValuesReadAsUnprepared(t *testing.T) {
 	if err := cached.Get(&schema, `SELECT current_schema()`); err != nil {
 		t.Fatal(err)
 	}
-	u, err := url.Parse(testenv.DatabaseURL(t))
+	// The baseline is lib/pq as Open configured it before the cache:
+	// binary_parameters=yes, which asks for every result column as text.
+	raw, err := pg.WithSessionDefaults(testenv.DatabaseURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(raw)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,35 +153,66 @@ func TestTheCacheIsBounded(t *testing.T) {
 	}
 }
 
-// TestAStatementIsPreparedAnewAfterItsTableChanged: PostgreSQL refuses to
-// run a prepared SELECT * whose table gained a column since. That one call
-// fails, as a transient error its caller retries; the next is prepared
-// anew, so a migration under a running instance costs one retry, not a
-// statement that fails until restart.
+// TestAStatementIsPreparedAnewAfterItsTableChanged: a prepared statement
+// keeps the result and parameter types it was prepared with. After a
+// migration changed them under a running instance, PostgreSQL refuses the
+// statement; that one call fails, as a transient error its caller retries,
+// and the next is prepared anew — not a statement that fails on every call
+// until the process restarts.
 func TestAStatementIsPreparedAnewAfterItsTableChanged(t *testing.T) {
-	db := oneConn(t)
-	if _, err := db.Exec(`CREATE TABLE things (id text PRIMARY KEY); INSERT INTO things VALUES ('a')`); err != nil {
-		t.Fatal(err)
+	tests := []struct {
+		name     string
+		query    string
+		arg      any
+		change   string
+		wantCode pq.ErrorCode
+	}{
+		{
+			name:     "ResultTypeChanged",
+			query:    `SELECT * FROM things WHERE id = $1`,
+			arg:      "a",
+			change:   `ALTER TABLE things ADD COLUMN extra int DEFAULT 7`,
+			wantCode: "0A000", // cached plan must not change result type
+		},
+		{
+			name:     "ParameterTypeChanged",
+			query:    `SELECT count(*) FROM things WHERE status = $1`,
+			arg:      "new",
+			change:   `CREATE TYPE st AS ENUM ('new', 'old'); ALTER TABLE things ALTER COLUMN status TYPE st USING status::st`,
+			wantCode: "42883", // operator does not exist: st = text
+		},
 	}
-	const q = `SELECT * FROM things WHERE id = $1`
-	if rows, err := db.Queryx(q, "a"); err != nil {
-		t.Fatal(err)
-	} else {
-		rows.Close()
-	}
-	if _, err := db.Exec(`ALTER TABLE things ADD COLUMN n int DEFAULT 7`); err != nil {
-		t.Fatal(err)
-	}
-	var pqErr *pq.Error
-	_, err := db.Queryx(q, "a")
-	if !errors.As(err, &pqErr) || pqErr.Code != "0A000" {
-		t.Fatalf("first run after the change: %v; want PostgreSQL's 0A000 (cached plan must not change result type)", err)
-	}
-	var got struct {
-		ID string `db:"id"`
-		N  int    `db:"n"`
-	}
-	if err := db.Get(&got, q, "a"); err != nil || got.N != 7 {
-		t.Fatalf("next run = %+v, %v; want the new column", got, err)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			db := oneConn(t)
+			if _, err := db.Exec(`CREATE TABLE things (id text PRIMARY KEY, status text); INSERT INTO things VALUES ('a', 'new')`); err != nil {
+				t.Fatal(err)
+			}
+			run := func() error {
+				rows, err := db.Queryx(tt.query, tt.arg)
+				if err != nil {
+					return err
+				}
+				defer rows.Close()
+				for rows.Next() {
+				}
+				return rows.Err()
+			}
+			if err := run(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := db.Exec(tt.change); err != nil {
+				t.Fatal(err)
+			}
+			var pqErr *pq.Error
+			if err := run(); !errors.As(err, &pqErr) || pqErr.Code != tt.wantCode {
+				t.Fatalf("first run after the change: %v; want PostgreSQL's %s", err, tt.wantCode)
+			}
+			for i := range 2 {
+				if err := run(); err != nil {
+					t.Fatalf("run %d after the failed one: %v; want the statement prepared anew", i+1, err)
+				}
+			}
+		})
 	}
 }
