@@ -95,13 +95,9 @@ func (c *cachingConn) ExecContext(ctx context.Context, query string, args []driv
 	if len(args) == 0 {
 		return c.innerConn.ExecContext(ctx, query, args)
 	}
-	st, err := c.prepared(ctx, query)
-	if err != nil {
-		return nil, err
-	}
-	res, err := st.(driver.StmtExecContext).ExecContext(ctx, args)
-	c.forgetIfStale(query, err)
-	return res, err
+	return runCached(ctx, c, query, func(st driver.Stmt) (driver.Result, error) {
+		return st.(driver.StmtExecContext).ExecContext(ctx, args)
+	})
 }
 
 // QueryContext is ExecContext for statements that return rows.
@@ -109,13 +105,22 @@ func (c *cachingConn) QueryContext(ctx context.Context, query string, args []dri
 	if len(args) == 0 {
 		return c.innerConn.QueryContext(ctx, query, args)
 	}
+	return runCached(ctx, c, query, func(st driver.Stmt) (driver.Rows, error) {
+		return st.(driver.StmtQueryContext).QueryContext(ctx, args)
+	})
+}
+
+// runCached runs query's prepared statement on c with run, and forgets
+// the statement if PostgreSQL's answer says it is stale.
+func runCached[T any](ctx context.Context, c *cachingConn, query string, run func(driver.Stmt) (T, error)) (T, error) {
 	st, err := c.prepared(ctx, query)
 	if err != nil {
-		return nil, err
+		var zero T
+		return zero, err
 	}
-	rows, err := st.(driver.StmtQueryContext).QueryContext(ctx, args)
+	res, err := run(st)
 	c.forgetIfStale(query, err)
-	return rows, err
+	return res, err
 }
 
 // prepared returns query's statement on this connection, preparing it and
