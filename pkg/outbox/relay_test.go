@@ -711,6 +711,22 @@ func noRowWaits(t *testing.T, failover bool) {
 		})
 	}
 	wg.Wait()
+	t.Cleanup(func() { // before the relays stop: what a stall left behind
+		if !t.Failed() {
+			return
+		}
+		var unsent int
+		db.Get(&unsent, `SELECT count(*) FROM outbox WHERE sent_at IS NULL`)
+		var locks []string
+		db.Select(&locks, `SELECT format('pid %s objid %s %s granted %s', pid, objid, mode, granted)
+			FROM pg_locks WHERE locktype = 'advisory'`)
+		for name, rr := range map[string]*outbox.Relay{"relay": r, "standby": standby} {
+			pid, err := outbox.LeaderPID(rr)
+			t.Logf("%s: leader pid %d (%v), listening %v, waits %d, retries %d",
+				name, pid, err, outbox.Listening(rr), outbox.Waits(rr), outbox.HeldBackRetries(rr))
+		}
+		t.Logf("unsent rows %d; advisory locks %v", unsent, locks)
+	})
 	testenv.Eventually(t, 20*time.Second, "every committed row published", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
