@@ -421,7 +421,11 @@ func (r *Relay) awaken(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, statementTimeout)
 	defer cancel()
 	if err := r.conn.GetContext(ctx, &r.awake, `SELECT pg_try_advisory_lock($1::bigint # 'outbox'::regclass::oid::bigint)`, relayAwakeID); err != nil {
-		r.awake = false
+		// The statement may have taken the lock before it failed (a
+		// cancelled statement leaves its session alive): a lock held
+		// unknown to the relay would keep writers from notifying for good.
+		// End the session, as doze does; the next round elects again.
+		r.resign()
 		return fmt.Errorf("outbox: take the awake lock: %w", err)
 	}
 	return nil
