@@ -119,9 +119,8 @@ func (p *Pending) Add(ctx context.Context, m Message) error {
 	return nil
 }
 
-// base64Of is b as the text of a text[] element, nil as NULL. A bytea[]
-// parameter cannot carry raw bytes here: with binary_parameters lib/pq
-// would send the array's text form as if it were binary.
+// base64Of is b as the text of a text[] element, nil as NULL: a nil key
+// must stay NULL, which pq.ByteaArray cannot say.
 func base64Of(b []byte) sql.NullString {
 	if b == nil {
 		return sql.NullString{}

@@ -71,11 +71,6 @@ func WithSessionDefaults(rawURL string) (string, error) {
 	return u.String(), nil
 }
 
-// ConnMaxLifetime is how long Open's connections live: a backstop that
-// ends a session's prepared statements, and any plan PostgreSQL settled
-// on for them, however busy the connection is.
-const ConnMaxLifetime = 30 * time.Minute
-
 // Open connects to url, with SessionDefaults and each connection's
 // statements prepared once (StatementCacheSize), and waits, with backoff, up
 // to wait for the database to answer, so a service started next to a
@@ -97,7 +92,6 @@ func Open(ctx context.Context, rawURL string, wait time.Duration) (*sqlx.DB, err
 	db.SetMaxOpenConns(20)
 	db.SetMaxIdleConns(20)
 	db.SetConnMaxIdleTime(5 * time.Minute)
-	db.SetConnMaxLifetime(ConnMaxLifetime)
 
 	ping := func() (struct{}, error) {
 		pctx, cancel := context.WithTimeout(ctx, 3*time.Second)

@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/lib/pq"
 )
@@ -31,9 +32,23 @@ import (
 // plan, made without the arguments' values, and keep it. A statement whose
 // best plan depends on a value (a range over a timestamp) should say so in
 // its shape: an ORDER BY on the indexed column with a LIMIT leads both plans
-// to the index. Open recycles connections (and their plans) every
-// ConnMaxLifetime.
+// to the index.
+//
+// A prepared statement also keeps the parameter types it was prepared
+// with. A migration that changes a column's type under a running instance
+// can make it fail (see forgetIfStale) or, where a cast exists, coerce a
+// value the old way (timestamp to timestamptz) without an error. So no
+// statement is kept longer than StatementMaxAge, however busy its
+// connection; change a column's type in place only with every instance
+// restarted after it, or, better, add a column and move to it.
 const StatementCacheSize = 256
+
+// StatementMaxAge is how long a prepared statement is used before it is
+// prepared again (see StatementCacheSize).
+const StatementMaxAge = 10 * time.Minute
+
+// now is the cache's clock; tests move it.
+var now = time.Now
 
 // cachingConnector opens lib/pq connections that prepare each
 // parameterised statement once (see StatementCacheSize).
@@ -77,6 +92,7 @@ type cachingConn struct {
 type cachedStmt struct {
 	query string
 	stmt  driver.Stmt
+	at    time.Time // when it was prepared
 }
 
 func newCachingConn(conn driver.Conn, size int) (*cachingConn, error) {
@@ -113,57 +129,86 @@ func (c *cachingConn) QueryContext(ctx context.Context, query string, args []dri
 // runCached runs query's prepared statement on c with run, and forgets
 // the statement if PostgreSQL's answer says it is stale.
 func runCached[T any](ctx context.Context, c *cachingConn, query string, run func(driver.Stmt) (T, error)) (T, error) {
-	st, err := c.prepared(ctx, query)
+	st, fresh, err := c.prepared(ctx, query)
 	if err != nil {
 		var zero T
 		return zero, err
 	}
 	res, err := run(st)
-	c.forgetIfStale(query, err)
-	return res, err
+	return res, c.forgetIfStale(query, fresh, err)
 }
 
-// prepared returns query's statement on this connection, preparing it and
-// closing the least recently used one beyond the cache's size.
-func (c *cachingConn) prepared(ctx context.Context, query string) (driver.Stmt, error) {
+// prepared returns query's statement on this connection, and whether it
+// was prepared just now: preparing it if it is not cached or older than
+// StatementMaxAge, and closing the least recently used one beyond the
+// cache's size.
+func (c *cachingConn) prepared(ctx context.Context, query string) (driver.Stmt, bool, error) {
 	if el, ok := c.stmts[query]; ok {
-		c.lru.MoveToFront(el)
-		return el.Value.(*cachedStmt).stmt, nil
+		if cs := el.Value.(*cachedStmt); now().Sub(cs.at) < StatementMaxAge {
+			c.lru.MoveToFront(el)
+			return cs.stmt, false, nil
+		}
+		c.evict(el)
 	}
 	st, err := c.innerConn.PrepareContext(ctx, query)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	c.stmts[query] = c.lru.PushFront(&cachedStmt{query: query, stmt: st})
+	c.stmts[query] = c.lru.PushFront(&cachedStmt{query: query, stmt: st, at: now()})
 	for c.lru.Len() > c.size {
 		c.evict(c.lru.Back())
 	}
-	return st, nil
+	return st, true, nil
 }
 
 // forgetIfStale drops query's statement when PostgreSQL's error may be
-// the statement's own rather than the data's: a prepared statement keeps
-// the parameter and result types it was prepared with, so after a
-// migration changed a table under a running instance it can fail on every
-// call ("cached plan must not change result type", "operator does not
-// exist: status = text", a column or table gone) where the same text
-// prepared anew succeeds. The call fails — its transaction is retried as
-// any transient error is — and the next one prepares afresh. Errors of the
+// the statement's own rather than the data's, and returns the error the
+// caller should see.
+//
+// A prepared statement keeps the parameter and result types it was
+// prepared with, so after a migration changed a table under a running
+// instance it can fail on every call ("cached plan must not change result
+// type", "operator does not exist: status = text", a column or table
+// gone) where the same text prepared anew succeeds: the call fails, and
+// the next one prepares afresh. A data exception (class 22: "value out of
+// range for type integer" after the column became bigint) from a
+// statement prepared on an earlier call is not final either: it is
+// returned without its *pq.Error, so that callers which take class 22 for
+// bad data (a consumer dead-letters it) retry instead, on a statement
+// prepared afresh; a data exception then is the data's. Errors of the
 // data or the transaction (a constraint, a deadlock, a cancel) keep the
 // statement.
-func (c *cachingConn) forgetIfStale(query string, err error) {
+func (c *cachingConn) forgetIfStale(query string, fresh bool, err error) error {
 	var pqErr *pq.Error
 	if err == nil || !errors.As(err, &pqErr) {
-		return
+		return err
 	}
-	switch pqErr.Code.Class() {
-	case "0A", // feature_not_supported: the result type changed
-		"26", // invalid_sql_statement_name: the statement is gone
-		"42", // syntax_error_or_access_rule_violation: a type, column or table changed
-		"XX": // internal_error, e.g. a cache lookup of a dropped type
-		if el, ok := c.stmts[query]; ok {
-			c.evict(el)
-		}
+	switch class := pqErr.Code.Class(); {
+	case class == "0A", // feature_not_supported: the result type changed
+		class == "26", // invalid_sql_statement_name: the statement is gone
+		class == "42", // syntax_error_or_access_rule_violation: a type, column or table changed
+		class == "XX": // internal_error, e.g. a cache lookup of a dropped type
+		c.forget(query)
+	case class == "22" && !fresh:
+		c.forget(query)
+		return staleDataError{err}
+	}
+	return err
+}
+
+// staleDataError is a data exception from a statement prepared before the
+// call that failed: see forgetIfStale. It does not unwrap to the
+// *pq.Error, on purpose.
+type staleDataError struct{ err error }
+
+func (e staleDataError) Error() string {
+	return e.err.Error() + " (from a statement prepared earlier, perhaps before a migration; prepared afresh on retry)"
+}
+
+// forget evicts query's statement, if cached.
+func (c *cachingConn) forget(query string) {
+	if el, ok := c.stmts[query]; ok {
+		c.evict(el)
 	}
 }
 

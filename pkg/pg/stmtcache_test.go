@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -164,6 +165,72 @@ func TestAStatementIsPreparedAnewAfterItsTableChanged(t *testing.T) {
 			`CREATE TYPE st AS ENUM ('new', 'old'); ALTER TABLE things ALTER COLUMN status TYPE st USING status::st`,
 			"42883") // operator does not exist: st = text
 	})
+}
+
+// TestADataExceptionOfAnOlderStatementIsNotFinal: a statement prepared
+// before a column was widened (int to bigint) refuses a value the column
+// now takes. That error comes back without its *pq.Error — a consumer
+// would take class 22 for bad data and dead-letter a valid event — and the
+// retry, on a statement prepared afresh, succeeds. A data exception from a
+// statement prepared in the same call is the data's, and stays class 22.
+func TestADataExceptionOfAnOlderStatementIsNotFinal(t *testing.T) {
+	db := oneConn(t)
+	if _, err := db.Exec(`CREATE TABLE acc (id text PRIMARY KEY, n int); INSERT INTO acc VALUES ('a', 1)`); err != nil {
+		t.Fatal(err)
+	}
+	const q = `UPDATE acc SET n = $1 WHERE id = $2`
+	if _, err := db.Exec(q, 2, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`ALTER TABLE acc ALTER COLUMN n TYPE bigint`); err != nil {
+		t.Fatal(err)
+	}
+	var pqErr *pq.Error
+	_, err := db.Exec(q, int64(5_000_000_000), "a")
+	if err == nil || errors.As(err, &pqErr) || !strings.Contains(err.Error(), "out of range") {
+		t.Fatalf("the older statement's run: %v; want its out-of-range error without the *pq.Error", err)
+	}
+	if _, err := db.Exec(q, int64(5_000_000_000), "a"); err != nil {
+		t.Fatalf("the retry: %v; want the statement prepared afresh to take the value", err)
+	}
+	var n int64
+	if err := db.Get(&n, `SELECT n FROM acc WHERE id = 'a'`); err != nil || n != 5_000_000_000 {
+		t.Fatalf("n = %d, %v; want 5000000000", n, err)
+	}
+
+	_, err = db.Exec(`UPDATE acc SET n = $1::text::int WHERE id = $2`, "not a number", "a")
+	if !errors.As(err, &pqErr) || pqErr.Code.Class() != "22" {
+		t.Errorf("a fresh statement's data exception: %v; want PostgreSQL's class 22", err)
+	}
+}
+
+// TestAStatementIsPreparedAgainWhenOld: however busy its connection, a
+// statement is prepared again after StatementMaxAge, so that one prepared
+// before a migration does not outlive it by more than that.
+func TestAStatementIsPreparedAgainWhenOld(t *testing.T) {
+	db := oneConn(t)
+	const q = `SELECT $1::int + 1`
+	name := func() string {
+		t.Helper()
+		var got int
+		if err := db.Get(&got, q, 1); err != nil || got != 2 {
+			t.Fatalf("run = %d, %v", got, err)
+		}
+		var names []string
+		if err := db.Select(&names, `SELECT name FROM pg_prepared_statements WHERE statement = $1`, q); err != nil || len(names) != 1 {
+			t.Fatalf("prepared statements of %q: %v, %v; want one", q, names, err)
+		}
+		return names[0]
+	}
+	first := name()
+	pg.MoveClock(t.Cleanup, pg.StatementMaxAge-time.Second)
+	if again := name(); again != first {
+		t.Errorf("prepared again (%s, was %s) before StatementMaxAge", again, first)
+	}
+	pg.MoveClock(t.Cleanup, 2*time.Second)
+	if again := name(); again == first {
+		t.Errorf("still statement %s after StatementMaxAge; want it prepared again", first)
+	}
 }
 
 // wantPreparedAnew runs query with arg, then change, then wants query to
