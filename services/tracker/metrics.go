@@ -15,7 +15,8 @@ import (
 // ends it is recorded, as the time between its first and its last event by
 // their producers' clocks. The stuck gauge is recomputed from the database,
 // not counted: a stuck saga that ends leaves it by itself, and a restart
-// does not reset it.
+// does not reset it. Forgotten sagas are counted as they are deleted
+// (store.Forget).
 var (
 	sagaDuration = promauto.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "choreo_saga_duration_seconds",
@@ -25,6 +26,10 @@ var (
 	sagasStuck = promauto.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "choreo_sagas_stuck",
 		Help: "Sagas not ended within the SLA (TRACKER_SAGA_SLA) of their first event, by service.",
+	}, []string{"service"})
+	forgottenSagas = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "choreo_tracker_forgotten_sagas_total",
+		Help: "Ended sagas deleted with their events once Kafka held none of their events and they ended more than TRACKER_RETENTION ago, by service.",
 	}, []string{"service"})
 )
 

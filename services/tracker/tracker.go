@@ -42,25 +42,40 @@ var Topics = []string{events.TopicOrder, events.TopicPayment, events.TopicInvent
 
 // Config is the tracker's configuration: the variables every service reads
 // (HTTP_ADDR, DATABASE_URL, KAFKA_BROKERS, …; the outbox and fail-point
-// ones have nothing to act on here) and its SLA. cmd/tracker reads it from
-// the environment over DefaultConfig.
+// ones have nothing to act on here), its SLA and its retention.
+// cmd/tracker reads it from the environment over DefaultConfig.
 type Config struct {
 	participant.Config
 	// SagaSLA is how long a saga may run, from its first event's
 	// occurred_at, before the tracker calls it stuck.
 	SagaSLA time.Duration `envconfig:"TRACKER_SAGA_SLA"`
+	// Retention is the least time an ended saga is kept after its end
+	// (ended_at). It is forgotten later still: only once Kafka holds none
+	// of its events any more. It must outlast the tracker's worst lag
+	// behind the topics, or an event read that late would find its saga
+	// gone and start a partial one.
+	Retention time.Duration `envconfig:"TRACKER_RETENTION"`
 	// StuckEvery is how often the stuck-saga gauge is recomputed from the
 	// database.
 	StuckEvery time.Duration `ignored:"true"`
+	// ForgetEvery is how often ended sagas are forgotten; a minute unless
+	// a test needs it sooner.
+	ForgetEvery time.Duration `ignored:"true"`
 	// GroupID is the consumer group; Name unless a test needs its own.
 	GroupID string `ignored:"true"`
-	// Now is the clock that tells stuck from running; nil means time.Now.
+	// Now is the clock that tells stuck from running, and which ended
+	// sagas are past Retention; nil means time.Now.
 	Now func() time.Time `ignored:"true"`
+
+	// topics replaces Topics in a test that must drop records from the
+	// topics it reads, which it may do only to topics of its own.
+	topics []string
 }
 
-// DefaultConfig returns the defaults: HTTP on :8084, a 30-second SLA.
+// DefaultConfig returns the defaults: HTTP on :8084, a 30-second SLA,
+// ended sagas kept at least a day.
 func DefaultConfig() Config {
-	return Config{Config: participant.DefaultConfig(":8084"), SagaSLA: 30 * time.Second}
+	return Config{Config: participant.DefaultConfig(":8084"), SagaSLA: 30 * time.Second, Retention: 24 * time.Hour}
 }
 
 // Validate reports the first bad setting, naming its variable.
@@ -71,6 +86,9 @@ func (c Config) Validate() error {
 	if c.SagaSLA <= 0 {
 		return fmt.Errorf("TRACKER_SAGA_SLA: %s is not a positive duration", c.SagaSLA)
 	}
+	if c.Retention <= 0 {
+		return fmt.Errorf("TRACKER_RETENTION: %s is not a positive duration", c.Retention)
+	}
 	return nil
 }
 
@@ -79,9 +97,10 @@ func (c Config) Validate() error {
 // nothing.
 var Schema = pg.Schema{Name: Name, FS: store.Migrations, Dir: "migrations"}
 
-// Run runs the tracker until ctx ends: its consumer group, its HTTP API and
-// the stuck-saga gauge. It returns after all three stopped, the message in
-// hand recorded and its offset committed.
+// Run runs the tracker until ctx ends: its consumer group, its HTTP API,
+// the stuck-saga gauge and the forgetting of ended sagas Kafka no longer
+// holds. It returns after all four stopped, the message in hand recorded
+// and its offset committed.
 func Run(ctx context.Context, cfg Config) error {
 	if err := cfg.Validate(); err != nil {
 		return err
@@ -92,8 +111,18 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.StuckEvery <= 0 {
 		cfg.StuckEvery = 5 * time.Second
 	}
+	if cfg.ForgetEvery <= 0 {
+		cfg.ForgetEvery = time.Minute
+	}
 	if cfg.GroupID == "" {
 		cfg.GroupID = Name
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	topics := cfg.topics
+	if len(topics) == 0 {
+		topics = Topics
 	}
 	log := cfg.Logger.With("service", Name)
 
@@ -106,14 +135,14 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	// The tracker may start before the services that create the topics.
-	if err := broker.EnsureTopicsWith(ctx, cfg.KafkaBrokers, Name, cfg.TopicSettings, Topics...); err != nil {
+	if err := broker.EnsureTopicsWith(ctx, cfg.KafkaBrokers, Name, cfg.TopicSettings, topics...); err != nil {
 		return err
 	}
 	st := store.New(db, cfg.SagaSLA, cfg.Now)
 	group, err := consumer.New(consumer.Config{
 		Brokers:    cfg.KafkaBrokers,
 		GroupID:    cfg.GroupID,
-		Topics:     Topics,
+		Topics:     topics,
 		Handler:    eventapi.Handler(Name, st, log, observeEnd),
 		DeadLetter: eventapi.SkipDeadLetter(log),
 		InstanceID: cfg.GroupInstanceID,
@@ -131,7 +160,12 @@ func Run(ctx context.Context, cfg Config) error {
 	g.Go(func() error { return group.Run(ctx) })
 	g.Go(func() error { return web.Serve(ctx, cfg.HTTPAddr, api, log) })
 	g.Go(func() error { return watchStuck(ctx, st, cfg.StuckEvery, log) })
-	log.Info("tracker started", "http", cfg.HTTPAddr, "consumes", Topics, "sla", cfg.SagaSLA)
+	g.Go(func() error {
+		f := forgetter{st: st, brokers: cfg.KafkaBrokers, topics: topics, window: cfg.Retention, now: cfg.Now,
+			log: log.With("component", "retention")}
+		return f.run(ctx, cfg.ForgetEvery)
+	})
+	log.Info("tracker started", "http", cfg.HTTPAddr, "consumes", topics, "sla", cfg.SagaSLA, "retention", cfg.Retention)
 	err = g.Wait()
 	log.Info("tracker stopped", "err", err)
 	if errors.Is(err, context.Canceled) {

@@ -21,12 +21,15 @@ import (
 	"github.com/choreo-saga/choreo/services/tracker"
 )
 
-// TestConfigValidate checks the runtime's settings and the SLA.
+// TestConfigValidate checks the runtime's settings, the SLA and the
+// retention.
 func TestConfigValidate(t *testing.T) {
 	runtime := func(c *tracker.Config) *participant.Config { return &c.Config }
 	testenv.CheckServiceConfig(t, tracker.DefaultConfig(), runtime, []testenv.ConfigCase[tracker.Config]{
 		{Name: "ZeroSLAFails", Change: func(c *tracker.Config) { c.SagaSLA = 0 }, WantVar: "TRACKER_SAGA_SLA"},
 		{Name: "NegativeSLAFails", Change: func(c *tracker.Config) { c.SagaSLA = -time.Second }, WantVar: "TRACKER_SAGA_SLA"},
+		{Name: "ZeroRetentionFails", Change: func(c *tracker.Config) { c.Retention = 0 }, WantVar: "TRACKER_RETENTION"},
+		{Name: "NegativeRetentionFails", Change: func(c *tracker.Config) { c.Retention = -time.Hour }, WantVar: "TRACKER_RETENTION"},
 	})
 }
 
@@ -34,8 +37,9 @@ func TestConfigValidate(t *testing.T) {
 type running struct{ base string }
 
 // startTracker runs the tracker with a consumer group and a database of
-// the test's own, and waits until it is ready.
-func startTracker(t *testing.T) running {
+// the test's own, changed by change if not nil, and waits until it is
+// ready. It reads the saga's topics from their end.
+func startTracker(t *testing.T, change func(*tracker.Config)) running {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -51,6 +55,9 @@ func startTracker(t *testing.T) running {
 	testenv.StartAtEnd(t, cfg.GroupID, events.TopicOrder, events.TopicPayment, events.TopicInventory, events.TopicShipping)
 	cfg.StuckEvery = 100 * time.Millisecond
 	cfg.Logger = testenv.Logger(t)
+	if change != nil {
+		change(&cfg)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- tracker.Run(ctx, cfg) }()
@@ -142,7 +149,7 @@ func (r running) waitSaga(t *testing.T, order, what string, cond func(saga) bool
 // past payment — and checks what the running tracker shows: over its API,
 // in its metrics, and on its page in headless Chromium.
 func TestTrackerFollowsPublishedSagas(t *testing.T) {
-	r := startTracker(t)
+	r := startTracker(t, nil)
 	now := time.Now()
 	done, stuck := uuid.NewString(), uuid.NewString()
 	at := func(ms int) time.Time { return now.Add(time.Duration(ms) * time.Millisecond) }

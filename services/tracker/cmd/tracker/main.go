@@ -1,7 +1,7 @@
 // Command tracker runs the saga tracker: participant.Main reads its
 // configuration from the environment (HTTP_ADDR, DATABASE_URL,
-// KAFKA_BROKERS, TRACKER_SAGA_SLA, …) over tracker.DefaultConfig and runs
-// tracker.Run until SIGINT or SIGTERM.
+// KAFKA_BROKERS, TRACKER_SAGA_SLA, TRACKER_RETENTION, …) over
+// tracker.DefaultConfig and runs tracker.Run until SIGINT or SIGTERM.
 package main
 
 import (
