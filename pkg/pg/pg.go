@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
@@ -85,7 +86,7 @@ func Open(ctx context.Context, rawURL string, wait time.Duration) (*sqlx.DB, err
 	if err != nil {
 		return nil, fmt.Errorf("pg: open: %w", err)
 	}
-	db := sqlx.NewDb(sql.OpenDB(cachingConnector{pq: connector}), "postgres")
+	db := sqlx.NewDb(sql.OpenDB(cachingConnector{pq: connector, epoch: new(atomic.Int64)}), "postgres")
 	// Idle connections are kept up to the maximum: one closed on release
 	// takes its prepared statements with it, and a burst would prepare
 	// them again.
@@ -181,8 +182,20 @@ func Get[T any](ctx context.Context, q sqlx.QueryerContext, what, query string, 
 	return v, nil
 }
 
-// InTx runs fn in a transaction and commits it if fn returns nil.
+// InTx runs fn in a transaction and commits it if fn returns nil. A
+// transaction aborted by a stale prepared statement (IsStale: a migration
+// changed a table under the running service) is run once more, from the
+// start, on statements prepared afresh — so fn may run twice, and must
+// change nothing but through tx.
 func InTx(ctx context.Context, db *sqlx.DB, fn func(tx *sqlx.Tx) error) error {
+	err := inTx(ctx, db, fn)
+	if IsStale(err) {
+		err = inTx(ctx, db, fn)
+	}
+	return err
+}
+
+func inTx(ctx context.Context, db *sqlx.DB, fn func(tx *sqlx.Tx) error) error {
 	tx, err := db.BeginTxx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("pg: begin: %w", err)

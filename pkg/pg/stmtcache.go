@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/lib/pq"
@@ -37,10 +38,14 @@ import (
 // A prepared statement also keeps the parameter types it was prepared
 // with. A migration that changes a column's type under a running instance
 // can make it fail (see forgetIfStale) or, where a cast exists, coerce a
-// value the old way (timestamp to timestamptz) without an error. So no
-// statement is kept longer than StatementMaxAge, however busy its
-// connection; change a column's type in place only with every instance
-// restarted after it, or, better, add a column and move to it.
+// value the old way (timestamp to timestamptz) without an error. The first
+// failure drops every statement of the pool, and the statement is run
+// again where that is safe: outside a transaction at once, and a
+// transaction of InTx once more from its start. So no caller sees the
+// failure but one in a transaction of its own, which retries it. Where no
+// error says so, no statement is kept longer than StatementMaxAge, however
+// busy its connection; change a column's type in place only with every
+// instance restarted after it, or, better, add a column and move to it.
 const StatementCacheSize = 256
 
 // StatementMaxAge is how long a prepared statement is used before it is
@@ -52,14 +57,21 @@ var now = time.Now
 
 // cachingConnector opens lib/pq connections that prepare each
 // parameterised statement once (see StatementCacheSize).
-type cachingConnector struct{ pq *pq.Connector }
+type cachingConnector struct {
+	pq *pq.Connector
+	// epoch counts the stale statements found on any connection of the
+	// pool: a statement prepared in an earlier epoch is prepared again.
+	// One migration makes the same statement stale on every connection;
+	// the first failure spares the others theirs.
+	epoch *atomic.Int64
+}
 
 func (c cachingConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	conn, err := c.pq.Connect(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return newCachingConn(conn, StatementCacheSize)
+	return newCachingConn(conn, StatementCacheSize, c.epoch)
 }
 
 func (c cachingConnector) Driver() driver.Driver { return c.pq.Driver() }
@@ -87,21 +99,51 @@ type cachingConn struct {
 	size  int
 	stmts map[string]*list.Element // of *cachedStmt, most recent at the front
 	lru   *list.List
+	epoch *atomic.Int64 // the pool's: see cachingConnector
+	inTx  bool          // between BeginTx and the end of its transaction
 }
 
 type cachedStmt struct {
 	query string
 	stmt  driver.Stmt
 	at    time.Time // when it was prepared
+	epoch int64     // the pool's epoch then
 }
 
-func newCachingConn(conn driver.Conn, size int) (*cachingConn, error) {
+func newCachingConn(conn driver.Conn, size int, epoch *atomic.Int64) (*cachingConn, error) {
 	inner, ok := conn.(innerConn)
 	if !ok {
 		conn.Close()
 		return nil, fmt.Errorf("pg: %T lacks the interfaces the statement cache wraps", conn)
 	}
-	return &cachingConn{innerConn: inner, size: size, stmts: map[string]*list.Element{}, lru: list.New()}, nil
+	return &cachingConn{innerConn: inner, size: size, stmts: map[string]*list.Element{}, lru: list.New(), epoch: epoch}, nil
+}
+
+// BeginTx starts a transaction and notes it: a statement that fails in a
+// transaction aborts it, so it cannot be run again in place.
+func (c *cachingConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
+	tx, err := c.innerConn.BeginTx(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	c.inTx = true
+	return endTx{Tx: tx, c: c}, nil
+}
+
+// endTx notes the end of its connection's transaction.
+type endTx struct {
+	driver.Tx
+	c *cachingConn
+}
+
+func (t endTx) Commit() error {
+	t.c.inTx = false
+	return t.Tx.Commit()
+}
+
+func (t endTx) Rollback() error {
+	t.c.inTx = false
+	return t.Tx.Rollback()
 }
 
 // ExecContext runs query as a prepared statement when it has arguments;
@@ -126,8 +168,10 @@ func (c *cachingConn) QueryContext(ctx context.Context, query string, args []dri
 	})
 }
 
-// runCached runs query's prepared statement on c with run, and forgets
-// the statement if PostgreSQL's answer says it is stale.
+// runCached runs query's prepared statement on c with run. If PostgreSQL's
+// answer says the statement may be stale (forgetIfStale), outside a
+// transaction — where the failed statement changed nothing — query is
+// prepared and run again at once.
 func runCached[T any](ctx context.Context, c *cachingConn, query string, run func(driver.Stmt) (T, error)) (T, error) {
 	st, fresh, err := c.prepared(ctx, query)
 	if err != nil {
@@ -135,7 +179,15 @@ func runCached[T any](ctx context.Context, c *cachingConn, query string, run fun
 		return zero, err
 	}
 	res, err := run(st)
-	return res, c.forgetIfStale(query, fresh, err)
+	if err = c.forgetIfStale(query, fresh, err); !IsStale(err) || c.inTx {
+		return res, err
+	}
+	if st, _, err = c.prepared(ctx, query); err != nil {
+		var zero T
+		return zero, err
+	}
+	res, err = run(st)
+	return res, c.forgetIfStale(query, true, err)
 }
 
 // prepared returns query's statement on this connection, and whether it
@@ -143,8 +195,9 @@ func runCached[T any](ctx context.Context, c *cachingConn, query string, run fun
 // StatementMaxAge, and closing the least recently used one beyond the
 // cache's size.
 func (c *cachingConn) prepared(ctx context.Context, query string) (driver.Stmt, bool, error) {
+	epoch := c.epoch.Load()
 	if el, ok := c.stmts[query]; ok {
-		if cs := el.Value.(*cachedStmt); now().Sub(cs.at) < StatementMaxAge {
+		if cs := el.Value.(*cachedStmt); cs.epoch == epoch && now().Sub(cs.at) < StatementMaxAge {
 			c.lru.MoveToFront(el)
 			return cs.stmt, false, nil
 		}
@@ -154,7 +207,7 @@ func (c *cachingConn) prepared(ctx context.Context, query string) (driver.Stmt, 
 	if err != nil {
 		return nil, false, err
 	}
-	c.stmts[query] = c.lru.PushFront(&cachedStmt{query: query, stmt: st, at: now()})
+	c.stmts[query] = c.lru.PushFront(&cachedStmt{query: query, stmt: st, at: now(), epoch: epoch})
 	for c.lru.Len() > c.size {
 		c.evict(c.lru.Back())
 	}
@@ -178,6 +231,11 @@ func (c *cachingConn) prepared(ctx context.Context, query string) (driver.Stmt, 
 // prepared afresh; a data exception then is the data's. Errors of the
 // data or the transaction (a constraint, a deadlock, a cancel) keep the
 // statement.
+//
+// An error of a statement prepared on an earlier call comes back marked
+// (IsStale). One of the statement's own takes every statement of the pool
+// with it: the migration that made this one stale reached the others'
+// copies too. A data exception does not, as bad data can cause it at will.
 func (c *cachingConn) forgetIfStale(query string, fresh bool, err error) error {
 	var pqErr *pq.Error
 	if err == nil || !errors.As(err, &pqErr) {
@@ -189,12 +247,33 @@ func (c *cachingConn) forgetIfStale(query string, fresh bool, err error) error {
 		class == "42", // syntax_error_or_access_rule_violation: a type, column or table changed
 		class == "XX": // internal_error, e.g. a cache lookup of a dropped type
 		c.forget(query)
+		if !fresh {
+			c.epoch.Add(1)
+			return staleError{err}
+		}
 	case class == "22" && !fresh:
 		c.forget(query)
 		return staleDataError{err}
 	}
 	return err
 }
+
+// IsStale reports whether err came from a statement prepared before the
+// call that failed, which may have failed for being stale (see
+// StatementCacheSize) and has been dropped. A transaction it aborted can
+// be run again; InTx does so once.
+func IsStale(err error) bool {
+	var s interface{ stale() }
+	return errors.As(err, &s)
+}
+
+// staleError is the error of a statement prepared before the call that
+// failed: see forgetIfStale. It unwraps to PostgreSQL's.
+type staleError struct{ err error }
+
+func (e staleError) Error() string { return e.err.Error() }
+func (e staleError) Unwrap() error { return e.err }
+func (staleError) stale()          {}
 
 // staleDataError is a data exception from a statement prepared before the
 // call that failed: see forgetIfStale. It does not unwrap to the
@@ -204,6 +283,8 @@ type staleDataError struct{ err error }
 func (e staleDataError) Error() string {
 	return e.err.Error() + " (from a statement prepared earlier, perhaps before a migration; prepared afresh on retry)"
 }
+
+func (staleDataError) stale() {}
 
 // forget evicts query's statement, if cached.
 func (c *cachingConn) forget(query string) {

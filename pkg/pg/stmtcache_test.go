@@ -148,60 +148,216 @@ func TestTheCacheIsBounded(t *testing.T) {
 	}
 }
 
-// TestAStatementIsPreparedAnewAfterItsTableChanged: a prepared statement
-// keeps the result and parameter types it was prepared with. After a
-// migration changed them under a running instance, PostgreSQL refuses the
-// statement; that one call fails, as a transient error its caller retries,
-// and the next is prepared anew — not a statement that fails on every call
-// until the process restarts.
+// TestAStatementIsPreparedAnewAfterItsTableChanged: a statement prepared
+// before a migration changed its table fails where the same text prepared
+// anew succeeds. Outside a transaction the caller never sees it: the
+// statement is prepared and run again at once. A transaction it aborts
+// fails, marked stale, and succeeds when run again — InTx does that
+// itself.
 func TestAStatementIsPreparedAnewAfterItsTableChanged(t *testing.T) {
-	t.Run("ResultTypeChanged", func(t *testing.T) {
-		wantPreparedAnew(t, `SELECT * FROM things WHERE id = $1`, "a",
+	changes := []struct {
+		name, query string
+		arg         any
+		change      string
+		code        pq.ErrorCode
+	}{
+		{"ResultTypeChanged", `SELECT * FROM things WHERE id = $1`, "a",
 			`ALTER TABLE things ADD COLUMN extra int DEFAULT 7`,
-			"0A000") // cached plan must not change result type
-	})
-	t.Run("ParameterTypeChanged", func(t *testing.T) {
-		wantPreparedAnew(t, `SELECT count(*) FROM things WHERE status = $1`, "new",
+			"0A000"}, // cached plan must not change result type
+		{"ParameterTypeChanged", `SELECT count(*) FROM things WHERE status = $1`, "new",
 			`CREATE TYPE st AS ENUM ('new', 'old'); ALTER TABLE things ALTER COLUMN status TYPE st USING status::st`,
-			"42883") // operator does not exist: st = text
-	})
+			"42883"}, // operator does not exist: st = text
+	}
+	for _, c := range changes {
+		t.Run(c.name, func(t *testing.T) {
+			run := func(q sqlx.QueryerContext) error {
+				rows, err := q.QueryxContext(context.Background(), c.query, c.arg)
+				if err != nil {
+					return err
+				}
+				defer rows.Close()
+				for rows.Next() {
+				}
+				return rows.Err()
+			}
+			t.Run("OutsideATransactionItRunsAgainAtOnce", func(t *testing.T) {
+				db := staleAfter(t, c.query, c.arg, c.change)
+				for i := range 3 {
+					if err := run(db); err != nil {
+						t.Fatalf("run %d after the change: %v; want the statement prepared anew", i+1, err)
+					}
+				}
+			})
+			t.Run("ATransactionFailsOnceMarkedStale", func(t *testing.T) {
+				db := staleAfter(t, c.query, c.arg, c.change)
+				inTx := func() error {
+					tx := db.MustBegin()
+					defer tx.Rollback()
+					return run(tx)
+				}
+				var pqErr *pq.Error
+				if err := inTx(); !errors.As(err, &pqErr) || pqErr.Code != c.code || !pg.IsStale(err) {
+					t.Fatalf("first transaction after the change: %v; want PostgreSQL's %s, marked stale", err, c.code)
+				}
+				for i := range 2 {
+					if err := inTx(); err != nil {
+						t.Fatalf("transaction %d after the failed one: %v; want the statement prepared anew", i+1, err)
+					}
+				}
+			})
+			t.Run("InTxRunsTheTransactionAgain", func(t *testing.T) {
+				db := staleAfter(t, c.query, c.arg, c.change)
+				runs := 0
+				err := pg.InTx(context.Background(), db, func(tx *sqlx.Tx) error {
+					runs++
+					return run(tx)
+				})
+				if err != nil || runs != 2 {
+					t.Fatalf("InTx after the change: %v after %d runs; want success on the second", err, runs)
+				}
+			})
+		})
+	}
+}
+
+// TestAStaleStatementDropsThePoolsOtherCopies: one migration makes the
+// same statement stale on every connection of the pool; once one
+// connection found it stale, the others prepare theirs anew before they
+// run it, and no second transaction fails.
+func TestAStaleStatementDropsThePoolsOtherCopies(t *testing.T) {
+	ctx := context.Background()
+	db := testenv.DB(t)
+	const q = `SELECT * FROM things WHERE id = $1`
+	if _, err := db.Exec(`CREATE TABLE things (id text PRIMARY KEY); INSERT INTO things VALUES ('a')`); err != nil {
+		t.Fatal(err)
+	}
+	first, second := conn(t, db), conn(t, db)
+	inTx := func(c *sqlx.Conn) error {
+		tx, err := c.BeginTxx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback()
+		rows, err := tx.QueryContext(ctx, q, "a")
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+		}
+		return rows.Err()
+	}
+	for _, c := range []*sqlx.Conn{first, second} {
+		if err := inTx(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := db.Exec(`ALTER TABLE things ADD COLUMN extra int DEFAULT 7`); err != nil {
+		t.Fatal(err)
+	}
+	if err := inTx(first); !pg.IsStale(err) {
+		t.Fatalf("the first connection's transaction: %v; want it failed on its stale statement", err)
+	}
+	if err := inTx(second); err != nil {
+		t.Fatalf("the second connection's transaction: %v; want its copy prepared anew", err)
+	}
+}
+
+// conn pins one connection of db for the test.
+func conn(t *testing.T, db *sqlx.DB) *sqlx.Conn {
+	t.Helper()
+	c, err := db.Connx(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// staleAfter returns a one-connection database on which query, run once
+// with arg, is prepared, and then change has made it stale.
+func staleAfter(t *testing.T, query string, arg any, change string) *sqlx.DB {
+	t.Helper()
+	db := oneConn(t)
+	if _, err := db.Exec(`CREATE TABLE things (id text PRIMARY KEY, status text); INSERT INTO things VALUES ('a', 'new')`); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := db.Queryx(query, arg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows.Close()
+	if _, err := db.Exec(change); err != nil {
+		t.Fatal(err)
+	}
+	return db
 }
 
 // TestADataExceptionOfAnOlderStatementIsNotFinal: a statement prepared
 // before a column was widened (int to bigint) refuses a value the column
-// now takes. That error comes back without its *pq.Error — a consumer
-// would take class 22 for bad data and dead-letter a valid event — and the
-// retry, on a statement prepared afresh, succeeds. A data exception from a
-// statement prepared in the same call is the data's, and stays class 22.
+// now takes. Outside a transaction it is run again at once, prepared
+// afresh, and takes the value. A transaction it aborts sees the error
+// without its *pq.Error — a consumer would take class 22 for bad data and
+// dead-letter a valid event — and the retry succeeds. A data exception
+// from a statement prepared in the same call is the data's, and stays
+// class 22.
 func TestADataExceptionOfAnOlderStatementIsNotFinal(t *testing.T) {
-	db := oneConn(t)
-	if _, err := db.Exec(`CREATE TABLE acc (id text PRIMARY KEY, n int); INSERT INTO acc VALUES ('a', 1)`); err != nil {
-		t.Fatal(err)
-	}
 	const q = `UPDATE acc SET n = $1 WHERE id = $2`
-	if _, err := db.Exec(q, 2, "a"); err != nil {
-		t.Fatal(err)
+	widened := func(t *testing.T) *sqlx.DB {
+		db := oneConn(t)
+		if _, err := db.Exec(`CREATE TABLE acc (id text PRIMARY KEY, n int); INSERT INTO acc VALUES ('a', 1)`); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Exec(q, 2, "a"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Exec(`ALTER TABLE acc ALTER COLUMN n TYPE bigint`); err != nil {
+			t.Fatal(err)
+		}
+		return db
 	}
-	if _, err := db.Exec(`ALTER TABLE acc ALTER COLUMN n TYPE bigint`); err != nil {
-		t.Fatal(err)
+	wantN := func(t *testing.T, db *sqlx.DB) {
+		t.Helper()
+		var n int64
+		if err := db.Get(&n, `SELECT n FROM acc WHERE id = 'a'`); err != nil || n != 5_000_000_000 {
+			t.Fatalf("n = %d, %v; want 5000000000", n, err)
+		}
 	}
-	var pqErr *pq.Error
-	_, err := db.Exec(q, int64(5_000_000_000), "a")
-	if err == nil || errors.As(err, &pqErr) || !strings.Contains(err.Error(), "out of range") {
-		t.Fatalf("the older statement's run: %v; want its out-of-range error without the *pq.Error", err)
-	}
-	if _, err := db.Exec(q, int64(5_000_000_000), "a"); err != nil {
-		t.Fatalf("the retry: %v; want the statement prepared afresh to take the value", err)
-	}
-	var n int64
-	if err := db.Get(&n, `SELECT n FROM acc WHERE id = 'a'`); err != nil || n != 5_000_000_000 {
-		t.Fatalf("n = %d, %v; want 5000000000", n, err)
-	}
-
-	_, err = db.Exec(`UPDATE acc SET n = $1::text::int WHERE id = $2`, "not a number", "a")
-	if !errors.As(err, &pqErr) || pqErr.Code.Class() != "22" {
-		t.Errorf("a fresh statement's data exception: %v; want PostgreSQL's class 22", err)
-	}
+	t.Run("OutsideATransactionItRunsAgainAtOnce", func(t *testing.T) {
+		db := widened(t)
+		if _, err := db.Exec(q, int64(5_000_000_000), "a"); err != nil {
+			t.Fatalf("the older statement's run: %v; want it prepared afresh and the value taken", err)
+		}
+		wantN(t, db)
+	})
+	t.Run("ATransactionFailsWithoutThePQError", func(t *testing.T) {
+		db := widened(t)
+		update := func() error {
+			tx := db.MustBegin()
+			defer tx.Rollback()
+			if _, err := tx.Exec(q, int64(5_000_000_000), "a"); err != nil {
+				return err
+			}
+			return tx.Commit()
+		}
+		var pqErr *pq.Error
+		err := update()
+		if err == nil || errors.As(err, &pqErr) || !pg.IsStale(err) || !strings.Contains(err.Error(), "out of range") {
+			t.Fatalf("the older statement's run: %v; want its out-of-range error, stale, without the *pq.Error", err)
+		}
+		if err := update(); err != nil {
+			t.Fatalf("the retry: %v; want the statement prepared afresh to take the value", err)
+		}
+		wantN(t, db)
+	})
+	t.Run("AFreshStatementsIsTheDatas", func(t *testing.T) {
+		db := widened(t)
+		var pqErr *pq.Error
+		_, err := db.Exec(`UPDATE acc SET n = $1::text::int WHERE id = $2`, "not a number", "a")
+		if !errors.As(err, &pqErr) || pqErr.Code.Class() != "22" || pg.IsStale(err) {
+			t.Errorf("a fresh statement's data exception: %v; want PostgreSQL's class 22, not stale", err)
+		}
+	})
 }
 
 // TestAStatementIsPreparedAgainWhenOld: however busy its connection, a
@@ -230,40 +386,5 @@ func TestAStatementIsPreparedAgainWhenOld(t *testing.T) {
 	pg.MoveClock(t.Cleanup, 2*time.Second)
 	if again := name(); again == first {
 		t.Errorf("still statement %s after StatementMaxAge; want it prepared again", first)
-	}
-}
-
-// wantPreparedAnew runs query with arg, then change, then wants query to
-// fail once with PostgreSQL's code and succeed on the next two runs.
-func wantPreparedAnew(t *testing.T, query string, arg any, change string, code pq.ErrorCode) {
-	t.Helper()
-	db := oneConn(t)
-	if _, err := db.Exec(`CREATE TABLE things (id text PRIMARY KEY, status text); INSERT INTO things VALUES ('a', 'new')`); err != nil {
-		t.Fatal(err)
-	}
-	run := func() error {
-		rows, err := db.Queryx(query, arg)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-		}
-		return rows.Err()
-	}
-	if err := run(); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.Exec(change); err != nil {
-		t.Fatal(err)
-	}
-	var pqErr *pq.Error
-	if err := run(); !errors.As(err, &pqErr) || pqErr.Code != code {
-		t.Fatalf("first run after the change: %v; want PostgreSQL's %s", err, code)
-	}
-	for i := range 2 {
-		if err := run(); err != nil {
-			t.Fatalf("run %d after the failed one: %v; want the statement prepared anew", i+1, err)
-		}
 	}
 }
