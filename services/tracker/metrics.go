@@ -29,7 +29,7 @@ var (
 	}, []string{"service"})
 	forgottenSagas = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "choreo_tracker_forgotten_sagas_total",
-		Help: "Ended sagas deleted with their events once Kafka held none of their events and they ended more than TRACKER_RETENTION ago, by service.",
+		Help: "Ended sagas deleted with their events, unseen for longer than Kafka keeps an event plus TRACKER_RETENTION, by service.",
 	}, []string{"service"})
 )
 

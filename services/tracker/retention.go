@@ -2,9 +2,11 @@ package tracker
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -19,15 +21,14 @@ import (
 const forgetBatch = 5000
 
 // forgetter keeps the tracker's tables bounded: it forgets the ended sagas
-// Kafka has forgotten too (store.Forget) — Kafka's earliest offsets of
-// topics tell which — once they ended more than window ago by now's clock. What it deletes, a fresh tracker reading the topics
-// from their oldest offsets would not have rebuilt either.
+// (store.Forget) it has not seen an event of for longer than Kafka may keep
+// one, plus margin. What it deletes, no replay of the topics can bring
+// back, in part or whole.
 type forgetter struct {
 	st      *store.Store
 	brokers []string
 	topics  []string
-	window  time.Duration
-	now     func() time.Time
+	margin  time.Duration // TRACKER_RETENTION
 	log     *slog.Logger
 }
 
@@ -46,52 +47,84 @@ func (f forgetter) run(ctx context.Context, every time.Duration) error {
 	})
 }
 
-// once runs one round and returns how many sagas it forgot. A partition
-// whose earliest offset could not be read keeps its sagas this round; the
-// others are still forgotten, and the error says which failed.
+// once runs one round and returns how many sagas it forgot.
 func (f forgetter) once(ctx context.Context) (int64, error) {
-	client, err := sarama.NewClient(f.brokers, broker.Config(Name+"-retention"))
+	admin, err := sarama.NewClusterAdmin(f.brokers, broker.Config(Name+"-retention"))
 	if err != nil {
-		return 0, fmt.Errorf("retention: client: %w", err)
+		return 0, fmt.Errorf("retention: admin: %w", err)
 	}
-	defer client.Close()
-	earliest, errs := earliestOffsets(client, f.topics...)
-	endedBefore := f.now().Add(-f.window)
+	defer admin.Close()
+	keep, forever, err := kafkaKeeps(admin, f.topics)
+	if err != nil {
+		return 0, err
+	}
+	if forever != "" {
+		f.log.Debug("no saga is forgotten: a topic keeps its records forever", "topic", forever)
+		return 0, nil
+	}
 	var total int64
 	for ctx.Err() == nil {
-		n, err := f.st.Forget(ctx, earliest, endedBefore, forgetBatch)
+		n, err := f.st.Forget(ctx, keep+f.margin, forgetBatch)
 		total += n
-		if err != nil {
-			return total, errors.Join(errs, err)
-		}
-		if n == 0 { // fewer than a batch may still leave some: see Forget
-			break
+		if err != nil || n < forgetBatch {
+			return total, err
 		}
 	}
-	return total, errs
+	return total, nil
 }
 
-// earliestOffsets returns the earliest offset Kafka still holds of every
-// partition of topics: below it, no consumer can read a record again. A
-// partition or topic it could not ask about is left out, and named in the
-// error — for Forget, an unknown partition keeps its sagas.
-func earliestOffsets(client sarama.Client, topics ...string) (map[store.TopicPartition]int64, error) {
-	earliest := make(map[store.TopicPartition]int64)
-	var errs error
+// kafkaKeeps returns the longest Kafka may keep a record of any of topics
+// after it was written, or the first topic that keeps records forever.
+func kafkaKeeps(admin sarama.ClusterAdmin, topics []string) (time.Duration, string, error) {
+	var longest time.Duration
 	for _, topic := range topics {
-		parts, err := client.Partitions(topic)
+		entries, err := admin.DescribeConfig(sarama.ConfigResource{Type: sarama.TopicResource, Name: topic,
+			ConfigNames: []string{"retention.ms", "segment.ms", "cleanup.policy"}})
 		if err != nil {
-			errs = errors.Join(errs, fmt.Errorf("retention: partitions of %s: %w", topic, err))
-			continue
+			return 0, "", fmt.Errorf("retention: describe %s: %w", topic, err)
 		}
-		for _, p := range parts {
-			off, err := client.GetOffset(topic, p, sarama.OffsetOldest)
-			if err != nil {
-				errs = errors.Join(errs, fmt.Errorf("retention: earliest offset of %s/%d: %w", topic, p, err))
-				continue
-			}
-			earliest[store.TopicPartition{Topic: topic, Partition: p}] = off
+		config := make(map[string]string, len(entries))
+		for _, e := range entries {
+			config[e.Name] = e.Value
 		}
+		keep, ok, err := keeps(config)
+		if err != nil {
+			return 0, "", fmt.Errorf("retention: %s: %w", topic, err)
+		}
+		if !ok {
+			return 0, topic, nil
+		}
+		longest = max(longest, keep)
 	}
-	return earliest, errs
+	return longest, "", nil
+}
+
+// keeps returns the longest a topic with config keeps a record, or false
+// if it may keep one forever. Kafka deletes a whole segment once its
+// newest record is older than retention.ms, and a segment takes records
+// for up to segment.ms: a record may outlive retention.ms by that much. A
+// compacted topic keeps a key's last record however old.
+func keeps(config map[string]string) (time.Duration, bool, error) {
+	if slices.Contains(strings.Split(config["cleanup.policy"], ","), "compact") {
+		return 0, false, nil
+	}
+	ms := func(name string) (int64, error) {
+		v, err := strconv.ParseInt(config[name], 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("%s %q: %w", name, config[name], err)
+		}
+		return v, nil
+	}
+	retention, err := ms("retention.ms")
+	if err != nil {
+		return 0, false, err
+	}
+	segment, err := ms("segment.ms")
+	if err != nil {
+		return 0, false, err
+	}
+	if retention < 0 {
+		return 0, false, nil
+	}
+	return time.Duration(retention+segment) * time.Millisecond, true, nil
 }

@@ -1,7 +1,6 @@
 package tracker_test
 
 import (
-	"maps"
 	"net/http"
 	"testing"
 	"time"
@@ -13,39 +12,68 @@ import (
 	"github.com/choreo-saga/choreo/pkg/broker"
 	"github.com/choreo-saga/choreo/pkg/events"
 	"github.com/choreo-saga/choreo/services/tracker"
-	"github.com/choreo-saga/choreo/services/tracker/internal/store"
 )
 
-// client returns a Kafka client of the test's broker, closed when the test
-// ends.
-func client(t *testing.T) sarama.Client {
-	t.Helper()
-	c, err := sarama.NewClient(testenv.Brokers(t), broker.Config("tracker-test"))
-	if err != nil {
-		t.Fatal(err)
+func TestKeeps(t *testing.T) {
+	tests := []struct {
+		name        string
+		config      map[string]string
+		want        time.Duration
+		wantForever bool
+		wantErr     bool
+	}{
+		{name: "KafkasDefaultsKeepTwoWeeks", config: map[string]string{"retention.ms": "604800000", "segment.ms": "604800000", "cleanup.policy": "delete"}, want: 14 * 24 * time.Hour},
+		{name: "ARecordOutlivesRetentionByASegment", config: map[string]string{"retention.ms": "3600000", "segment.ms": "600000", "cleanup.policy": "delete"}, want: 70 * time.Minute},
+		{name: "InfiniteRetentionKeepsForever", config: map[string]string{"retention.ms": "-1", "segment.ms": "600000", "cleanup.policy": "delete"}, wantForever: true},
+		{name: "CompactionKeepsForever", config: map[string]string{"retention.ms": "3600000", "segment.ms": "600000", "cleanup.policy": "compact"}, wantForever: true},
+		{name: "CompactionWithDeletionKeepsForever", config: map[string]string{"retention.ms": "3600000", "segment.ms": "600000", "cleanup.policy": "compact,delete"}, wantForever: true},
+		{name: "AnUnreadableSettingFails", config: map[string]string{"retention.ms": "a week", "segment.ms": "600000", "cleanup.policy": "delete"}, wantErr: true},
+		{name: "AMissingSettingFails", config: map[string]string{"retention.ms": "3600000", "cleanup.policy": "delete"}, wantErr: true},
 	}
-	t.Cleanup(func() { c.Close() })
-	return c
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok, err := tracker.Keeps(tt.config)
+			switch {
+			case tt.wantErr:
+				if err == nil {
+					t.Errorf("Keeps = %s, %v, nil; want an error", got, ok)
+				}
+			case err != nil || ok == tt.wantForever || (ok && got != tt.want):
+				t.Errorf("Keeps = %s, %v, %v; want %s, %v, nil", got, ok, err, tt.want, !tt.wantForever)
+			}
+		})
+	}
 }
 
-// dropAll deletes every record topic holds so far, as retention would:
-// its partitions' earliest offsets move up to their ends. Only ever on a
-// test's own topic: other packages' tests share the saga's topics.
-func dropAll(t *testing.T, topic string) {
+// topicKeeping creates a topic of the test's own whose records Kafka keeps
+// for retention.ms and segment.ms as given.
+func topicKeeping(t *testing.T, retentionMs, segmentMs string) string {
 	t.Helper()
-	c := client(t)
-	parts, err := c.Partitions(topic)
+	name := "test.tracker-retention." + uuid.NewString()[:8]
+	err := testenv.Admin(t).CreateTopic(name, &sarama.TopicDetail{NumPartitions: broker.Partitions, ReplicationFactor: 1,
+		ConfigEntries: map[string]*string{"retention.ms": &retentionMs, "segment.ms": &segmentMs}}, false)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("create topic %s: %v", name, err)
 	}
-	end := make(map[int32]int64, len(parts))
-	for _, p := range parts {
-		if end[p], err = c.GetOffset(topic, p, sarama.OffsetNewest); err != nil {
-			t.Fatal(err)
-		}
+	return name
+}
+
+// TestKafkaKeepsReadsTheTopics: the longest any of the tracker's topics
+// keeps a record is read from Kafka's settings of each; one topic kept
+// forever keeps every saga.
+func TestKafkaKeepsReadsTheTopics(t *testing.T) {
+	hour := topicKeeping(t, "3600000", "600000")      // 1h10m
+	twoHours := topicKeeping(t, "7200000", "3600000") // 3h
+	forever := topicKeeping(t, "-1", "600000")
+	admin := testenv.Admin(t)
+
+	got, keptForever, err := tracker.KafkaKeeps(admin, []string{hour, twoHours})
+	if err != nil || keptForever != "" || got != 3*time.Hour {
+		t.Errorf("KafkaKeeps = %s, %q, %v; want 3h0m0s, none forever, nil", got, keptForever, err)
 	}
-	if err := testenv.Admin(t).DeleteRecords(topic, end); err != nil {
-		t.Fatalf("delete records of %s: %v", topic, err)
+	_, keptForever, err = tracker.KafkaKeeps(admin, []string{hour, forever, twoHours})
+	if err != nil || keptForever != forever {
+		t.Errorf("KafkaKeeps with a topic kept forever: %q, %v; want %q, nil", keptForever, err, forever)
 	}
 }
 
@@ -61,81 +89,37 @@ func publishTo(t *testing.T, topic string, envs ...events.Envelope) {
 	}
 }
 
-func TestEarliestOffsetsFollowDeletedRecords(t *testing.T) {
-	topic := testenv.Topic(t, "tracker-earliest")
-	p := testenv.Produce(t, topic, "order-1", "a", "b", "c", "d", "e")
-	c := client(t)
-	fresh := map[store.TopicPartition]int64{}
-	for q := range int32(broker.Partitions) {
-		fresh[store.TopicPartition{Topic: topic, Partition: q}] = 0
-	}
-
-	got, err := tracker.EarliestOffsets(c, topic)
-	if err != nil || !maps.Equal(got, fresh) {
-		t.Fatalf("EarliestOffsets of a fresh topic = %v, %v; want %v, nil", got, err, fresh)
-	}
-	if err := testenv.Admin(t).DeleteRecords(topic, map[int32]int64{p: 3}); err != nil {
-		t.Fatalf("delete records: %v", err)
-	}
-	want := maps.Clone(fresh)
-	want[store.TopicPartition{Topic: topic, Partition: p}] = 3
-	got, err = tracker.EarliestOffsets(c, topic)
-	if err != nil || !maps.Equal(got, want) {
-		t.Errorf("EarliestOffsets after deleting 3 records of partition %d = %v, %v; want %v, nil", p, got, err, want)
-	}
-}
-
-// TestTrackerForgetsSagasKafkaForgot runs the tracker over topics of the
-// test's own, drops their records as retention would, and checks that it
-// forgets an ended saga whose every event is gone from Kafka, and keeps
-// one that ended as long ago but whose last event Kafka still holds.
-func TestTrackerForgetsSagasKafkaForgot(t *testing.T) {
-	orders, payments := testenv.Topic(t, "tracker-orders"), testenv.Topic(t, "tracker-payments")
+// TestTrackerForgetsEndedSagas runs the tracker over topics of the test's
+// own that Kafka keeps records of for two seconds at the most (retention.ms
+// and segment.ms of one second): an ended saga goes once unseen for that
+// long, with all its events, and is counted; a running saga as old stays.
+func TestTrackerForgetsEndedSagas(t *testing.T) {
+	orders, payments := topicKeeping(t, "1000", "1000"), topicKeeping(t, "1000", "1000")
 	r := startTracker(t, func(c *tracker.Config) {
 		tracker.ReadTopics(c, orders, payments)
-		c.Retention = time.Hour
+		c.Retention = time.Millisecond
 		c.ForgetEvery = 100 * time.Millisecond
 	})
-	ended := time.Now().Add(-3 * time.Hour) // long past Retention
-	gone, kept, last := uuid.NewString(), uuid.NewString(), uuid.NewString()
-
-	// gone ends, and kept is under way, before Kafka drops their records.
-	publishTo(t, orders, envelope(gone, "OrderCreated", "order", ended), envelope(kept, "OrderCreated", "order", ended))
-	publishTo(t, payments, envelope(gone, "PaymentCompleted", "payment", ended), envelope(kept, "PaymentCompleted", "payment", ended))
-	publishTo(t, orders, envelope(gone, "OrderCompleted", "order", ended))
-	r.waitSaga(t, gone, "gone completes", func(s saga) bool { return s.State == "completed" && len(s.Events) == 3 })
-	r.waitSaga(t, kept, "kept is under way", func(s saga) bool { return len(s.Events) == 2 })
-	dropAll(t, orders)
-	dropAll(t, payments)
-
-	// kept ends after: Kafka still holds its last event.
-	publishTo(t, orders, envelope(kept, "OrderCompleted", "order", ended))
-	r.waitSaga(t, kept, "kept completes", func(s saga) bool { return s.State == "completed" && len(s.Events) == 3 })
-	r.waitForgotten(t, gone)
-
-	// last, recorded after kept ended and then dropped, is forgotten by a
-	// round that saw kept ended: kept must survive it.
-	publishTo(t, payments, envelope(last, "PaymentDeclined", "payment", ended))
-	r.waitSaga(t, last, "last is cancelled", func(s saga) bool { return s.State == "cancelled" })
-	dropAll(t, payments)
-	r.waitForgotten(t, last)
-	r.waitSaga(t, kept, "kept is still there, whole", func(s saga) bool { return s.State == "completed" && len(s.Events) == 3 })
-
-	m := get(t, r.base+"/metrics")
-	if !metricAtLeast(m, `choreo_tracker_forgotten_sagas_total{service="tracker"}`, 2) {
-		t.Errorf("metrics do not count the two forgotten sagas:\n%s", m)
+	if m := get(t, r.base+"/metrics"); !metricAtLeast(m, `choreo_tracker_forgotten_sagas_total{service="tracker"}`, 0) {
+		t.Errorf("the forgotten sagas' counter is not shown from the start:\n%s", m)
 	}
-}
+	now := time.Now()
+	gone, kept := uuid.NewString(), uuid.NewString()
+	publishTo(t, orders, envelope(gone, "OrderCreated", "order", now), envelope(kept, "OrderCreated", "order", now))
+	publishTo(t, payments, envelope(gone, "PaymentCompleted", "payment", now), envelope(kept, "PaymentCompleted", "payment", now))
+	publishTo(t, orders, envelope(gone, "OrderCompleted", "order", now))
+	r.waitSaga(t, kept, "kept is under way", func(s saga) bool { return len(s.Events) == 2 })
 
-// waitForgotten polls GET /sagas/{order} until it is 404.
-func (r running) waitForgotten(t *testing.T, order string) {
-	t.Helper()
-	testenv.Eventually(t, 60*time.Second, "saga "+order+" is forgotten", func() bool {
-		res, err := http.Get(r.base + "/sagas/" + order)
+	testenv.Eventually(t, 60*time.Second, "the ended saga is forgotten", func() bool {
+		res, err := http.Get(r.base + "/sagas/" + gone)
 		if err != nil {
 			return false
 		}
 		res.Body.Close()
 		return res.StatusCode == http.StatusNotFound
 	})
+	r.waitSaga(t, kept, "the running saga is kept whole", func(s saga) bool { return s.State != "completed" && len(s.Events) == 2 })
+	if m := get(t, r.base+"/metrics"); !metricAtLeast(m, `choreo_tracker_forgotten_sagas_total{service="tracker"}`, 1) {
+		t.Errorf("metrics do not count the forgotten saga:\n%s", m)
+	}
 }

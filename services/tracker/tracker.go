@@ -49,11 +49,11 @@ type Config struct {
 	// SagaSLA is how long a saga may run, from its first event's
 	// occurred_at, before the tracker calls it stuck.
 	SagaSLA time.Duration `envconfig:"TRACKER_SAGA_SLA"`
-	// Retention is the least time an ended saga is kept after its end
-	// (ended_at). It is forgotten later still: only once Kafka holds none
-	// of its events any more. It must outlast the tracker's worst lag
-	// behind the topics, or an event read that late would find its saga
-	// gone and start a partial one.
+	// Retention is how long an ended saga is kept, once the tracker last
+	// saw an event of it, beyond the longest Kafka may keep one (the
+	// topics' retention.ms plus segment.ms): then no replay can bring any
+	// of it back. It must outlast the tracker's worst lag behind the
+	// topics.
 	Retention time.Duration `envconfig:"TRACKER_RETENTION"`
 	// StuckEvery is how often the stuck-saga gauge is recomputed from the
 	// database.
@@ -63,17 +63,16 @@ type Config struct {
 	ForgetEvery time.Duration `ignored:"true"`
 	// GroupID is the consumer group; Name unless a test needs its own.
 	GroupID string `ignored:"true"`
-	// Now is the clock that tells stuck from running, and which ended
-	// sagas are past Retention; nil means time.Now.
+	// Now is the clock that tells stuck from running; nil means time.Now.
 	Now func() time.Time `ignored:"true"`
 
-	// topics replaces Topics in a test that must drop records from the
-	// topics it reads, which it may do only to topics of its own.
+	// topics replaces Topics in a test that sets how long Kafka keeps the
+	// records of the topics it reads, which it may do only to its own.
 	topics []string
 }
 
 // DefaultConfig returns the defaults: HTTP on :8084, a 30-second SLA,
-// ended sagas kept at least a day.
+// ended sagas kept a day longer than Kafka keeps their events.
 func DefaultConfig() Config {
 	return Config{Config: participant.DefaultConfig(":8084"), SagaSLA: 30 * time.Second, Retention: 24 * time.Hour}
 }
@@ -117,9 +116,6 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.GroupID == "" {
 		cfg.GroupID = Name
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
 	topics := cfg.topics
 	if len(topics) == 0 {
 		topics = Topics
@@ -160,8 +156,9 @@ func Run(ctx context.Context, cfg Config) error {
 	g.Go(func() error { return group.Run(ctx) })
 	g.Go(func() error { return web.Serve(ctx, cfg.HTTPAddr, api, log) })
 	g.Go(func() error { return watchStuck(ctx, st, cfg.StuckEvery, log) })
+	forgottenSagas.WithLabelValues(Name) // shown from the start, at 0
 	g.Go(func() error {
-		f := forgetter{st: st, brokers: cfg.KafkaBrokers, topics: topics, window: cfg.Retention, now: cfg.Now,
+		f := forgetter{st: st, brokers: cfg.KafkaBrokers, topics: topics, margin: cfg.Retention,
 			log: log.With("component", "retention")}
 		return f.run(ctx, cfg.ForgetEvery)
 	})

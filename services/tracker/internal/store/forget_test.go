@@ -10,35 +10,40 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/choreo-saga/choreo/internal/testenv"
-	"github.com/choreo-saga/choreo/pkg/events"
 	"github.com/choreo-saga/choreo/services/tracker"
 	"github.com/choreo-saga/choreo/services/tracker/internal/domain"
 	"github.com/choreo-saga/choreo/services/tracker/internal/store"
 )
 
-// at is where an event was read: a partition of a topic and an offset.
-type at struct {
-	topic     string
-	partition int32
-	offset    int64
-}
+// window is what the tests forget beyond: an ended saga unseen for longer
+// goes.
+const window = time.Hour
 
-// sagaAt returns the events of a saga of order that starts at start with
-// OrderCreated read at created, then PaymentCompleted read at paid, and —
-// if end is set — ends with OrderCompleted read at end an hour later.
-func sagaAt(order string, start time.Time, created, paid at, end *at) []domain.Event {
-	ev := func(typ, source string, when time.Time, a at) domain.Event {
+// sagaOf returns the events of a saga of order: OrderCreated, then end
+// (an event type that ends it, or "" for a saga still running).
+func sagaOf(order, end string) []domain.Event {
+	ev := func(typ, source string, offset int64) domain.Event {
 		return domain.Event{EventID: uuid.NewString(), OrderID: order, Type: typ, Service: source,
-			Topic: a.topic, Partition: a.partition, Offset: a.offset, At: when}
+			Topic: "order.events", Offset: offset, At: t0.Add(time.Duration(offset) * time.Second)}
 	}
-	evs := []domain.Event{
-		ev("OrderCreated", "order", start, created),
-		ev("PaymentCompleted", "payment", start.Add(time.Second), paid),
-	}
-	if end != nil {
-		evs = append(evs, ev("OrderCompleted", "order", start.Add(time.Hour), *end))
+	evs := []domain.Event{ev("OrderCreated", "order", 0), ev("PaymentCompleted", "payment", 1)}
+	switch end {
+	case "OrderCompleted":
+		evs = append(evs, ev(end, "order", 2))
+	case "PaymentDeclined":
+		evs = evs[:1:1]
+		evs = append(evs, ev(end, "payment", 1))
 	}
 	return evs
+}
+
+// lastSeen sets when the tracker last saw an event of order's saga: ago,
+// by the database's clock.
+func lastSeen(t *testing.T, db *sqlx.DB, order string, ago time.Duration) {
+	t.Helper()
+	if _, err := db.Exec(`UPDATE sagas SET updated_at = now() - make_interval(secs => $2) WHERE order_id = $1`, order, ago.Seconds()); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // rows returns how many rows of order the sagas and tracked_events tables
@@ -55,75 +60,57 @@ func rows(t *testing.T, db *sqlx.DB, order string) (sagas, evs int) {
 }
 
 func TestForget(t *testing.T) {
-	ord := func(p int32, off int64) at { return at{events.TopicOrder, p, off} }
-	pay := func(p int32, off int64) at { return at{events.TopicPayment, p, off} }
-	// Kafka still holds order.events/0 from offset 100 and payment.events/0
-	// from 50; of order.events/1 the earliest offset is unknown.
-	earliest := map[store.TopicPartition]int64{{events.TopicOrder, 0}: 100, {events.TopicPayment, 0}: 50}
-	now := t0.Add(48 * time.Hour)
-	endedBefore := now.Add(-24 * time.Hour)
-	longAgo, recently := t0, now.Add(-2*time.Hour) // sagas that started then end an hour later
-
 	tests := []struct {
-		name       string
-		events     []domain.Event
-		wantKept   bool
-		wantEvents int // of a kept saga
+		name     string
+		end      string        // the event that ends the saga; "" runs it still
+		unseen   time.Duration // since the tracker last saw an event of it
+		seeAgain bool          // a duplicate of its first event is recorded last
+		wantKept int           // events of the saga kept; 0: forgotten
 	}{
-		{name: "EndedLongAgoWithEveryEventBelowEarliestIsForgotten",
-			events: sagaAt("forgotten", longAgo, ord(0, 10), pay(0, 20), &at{events.TopicOrder, 0, 99})},
-		{name: "AnEventAtEarliestKeepsTheSaga", wantKept: true, wantEvents: 3,
-			events: sagaAt("at-earliest", longAgo, ord(0, 11), pay(0, 21), &at{events.TopicOrder, 0, 100})},
-		{name: "AnEventAboveEarliestKeepsTheSaga", wantKept: true, wantEvents: 3,
-			events: sagaAt("above-earliest", longAgo, ord(0, 12), pay(0, 70), &at{events.TopicOrder, 0, 30})},
-		{name: "RunningSagaIsKept", wantKept: true, wantEvents: 2,
-			events: sagaAt("running", longAgo, ord(0, 13), pay(0, 22), nil)},
-		{name: "EndedWithinTheWindowIsKept", wantKept: true, wantEvents: 3,
-			events: sagaAt("recent", recently, ord(0, 14), pay(0, 23), &at{events.TopicOrder, 0, 40})},
-		{name: "AnEventOfAPartitionWithoutEarliestKeepsTheSaga", wantKept: true, wantEvents: 3,
-			events: sagaAt("unknown-partition", longAgo, ord(1, 0), pay(0, 24), &at{events.TopicOrder, 1, 1})},
-		{name: "AnEventOfAnotherTopicKeepsTheSaga", wantKept: true, wantEvents: 3,
-			events: sagaAt("other-topic", longAgo, ord(0, 15), at{"other.events", 0, 0}, &at{events.TopicOrder, 0, 41})},
+		{name: "CompletedAndUnseenLongerIsForgotten", end: "OrderCompleted", unseen: window + time.Minute},
+		{name: "CancelledAndUnseenLongerIsForgotten", end: "PaymentDeclined", unseen: 3 * window},
+		{name: "RunningIsKeptHoweverLongUnseen", unseen: 100 * window, wantKept: 2},
+		{name: "EndedButSeenWithinTheWindowIsKept", end: "OrderCompleted", unseen: window - time.Minute, wantKept: 3},
+		{name: "ADuplicateSeenLateKeepsIt", end: "OrderCompleted", unseen: 3 * window, seeAgain: true, wantKept: 3},
 	}
-
 	db := testenv.DB(t, tracker.Schema)
-	st := store.New(db, sla, newClock(now).Now)
-	for _, tt := range tests {
-		for _, e := range tt.events {
+	st := store.New(db, sla, newClock(t0).Now)
+	orders := make([]string, len(tests))
+	for i, tt := range tests {
+		orders[i] = testenv.ID("forget")
+		evs := sagaOf(orders[i], tt.end)
+		for _, e := range evs {
 			mustRecord(t, st, e)
+		}
+		lastSeen(t, db, orders[i], tt.unseen)
+		if tt.seeAgain {
+			if r := mustRecord(t, st, evs[0]); r.New {
+				t.Fatalf("the copy of %s was recorded anew", evs[0].EventID)
+			}
 		}
 	}
 	ctx := context.Background()
-	n, err := st.Forget(ctx, earliest, endedBefore, 100)
+	n, err := st.Forget(ctx, window, 100)
 	if err != nil {
 		t.Fatalf("Forget: %v", err)
 	}
-	if n != 1 {
-		t.Errorf("Forget forgot %d sagas, want 1", n)
+	if n != 2 {
+		t.Errorf("Forget forgot %d sagas, want 2", n)
 	}
-	for _, tt := range tests {
+	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			order := tt.events[0].OrderID
-			sagas, evs := rows(t, db, order)
+			sagas, evs := rows(t, db, orders[i])
 			switch {
-			case tt.wantKept && (sagas != 1 || evs != tt.wantEvents):
-				t.Errorf("saga %s: %d saga rows and %d events, want it kept whole: 1 and %d", order, sagas, evs, tt.wantEvents)
-			case !tt.wantKept && (sagas != 0 || evs != 0):
-				t.Errorf("saga %s: %d saga rows and %d events, want it forgotten: 0 and 0", order, sagas, evs)
+			case tt.wantKept > 0 && (sagas != 1 || evs != tt.wantKept):
+				t.Errorf("%d saga rows and %d events, want it kept whole: 1 and %d", sagas, evs, tt.wantKept)
+			case tt.wantKept == 0 && (sagas != 0 || evs != 0):
+				t.Errorf("%d saga rows and %d events, want it forgotten: 0 and 0", sagas, evs)
 			}
 		})
 	}
-
 	t.Run("ASecondCallForgetsNothingMore", func(t *testing.T) {
-		n, err := st.Forget(ctx, earliest, endedBefore, 100)
-		if err != nil || n != 0 {
+		if n, err := st.Forget(ctx, window, 100); err != nil || n != 0 {
 			t.Errorf("second Forget = %d, %v; want 0, nil", n, err)
-		}
-	})
-	t.Run("NoKnownEarliestOffsetForgetsNothing", func(t *testing.T) {
-		n, err := st.Forget(ctx, nil, now, 100)
-		if err != nil || n != 0 {
-			t.Errorf("Forget without earliest offsets = %d, %v; want 0, nil", n, err)
 		}
 	})
 }
@@ -132,22 +119,17 @@ func TestForgetRespectsLimit(t *testing.T) {
 	db := testenv.DB(t, tracker.Schema)
 	st := store.New(db, sla, newClock(t0).Now)
 	const sagas = 5
-	for i := range int64(sagas) {
-		// Each saga in partitions of its own: no saga is found twice.
-		p := int32(i)
-		for _, e := range sagaAt(testenv.ID("limit"), t0, at{events.TopicOrder, p, 0}, at{events.TopicPayment, p, 0}, &at{events.TopicOrder, p, 1}) {
+	for range sagas {
+		order := testenv.ID("limit")
+		for _, e := range sagaOf(order, "OrderCompleted") {
 			mustRecord(t, st, e)
 		}
-	}
-	earliest := map[store.TopicPartition]int64{}
-	for p := range int32(sagas) {
-		earliest[store.TopicPartition{Topic: events.TopicOrder, Partition: p}] = 10
-		earliest[store.TopicPartition{Topic: events.TopicPayment, Partition: p}] = 10
+		lastSeen(t, db, order, 2*window)
 	}
 	ctx := context.Background()
 	var got []int64
-	for range sagas {
-		n, err := st.Forget(ctx, earliest, t0.Add(24*time.Hour), 2)
+	for range 4 {
+		n, err := st.Forget(ctx, window, 2)
 		if err != nil {
 			t.Fatalf("Forget: %v", err)
 		}
@@ -160,7 +142,56 @@ func TestForgetRespectsLimit(t *testing.T) {
 	if err := db.Get(&evs, `SELECT count(*) FROM tracked_events`); err != nil {
 		t.Fatal(err)
 	}
-	if want := []int64{2, 2, 1, 0, 0}; !slices.Equal(got, want) || left != 0 || evs != 0 {
+	if want := []int64{2, 2, 1, 0}; !slices.Equal(got, want) || left != 0 || evs != 0 {
 		t.Errorf("calls forgot %v sagas, leaving %d sagas and %d events; want %v, leaving none", got, left, evs, want)
+	}
+}
+
+// TestForgetKeepsASagaBeingRecorded: an event of a saga due to be
+// forgotten is being recorded, its transaction open, when Forget runs.
+// Forget waits for it and keeps the saga, whole with the new event — it
+// does not delete the saga under the event and leave the event to start a
+// partial one.
+func TestForgetKeepsASagaBeingRecorded(t *testing.T) {
+	ctx := context.Background()
+	db := testenv.DB(t, tracker.Schema)
+	st := store.New(db, sla, newClock(t0).Now)
+	order := testenv.ID("race")
+	evs := sagaOf(order, "OrderCompleted")
+	for _, e := range evs {
+		mustRecord(t, st, e)
+	}
+	lastSeen(t, db, order, 2*window)
+
+	tx := db.MustBegin()
+	defer tx.Rollback()
+	late := domain.Event{EventID: uuid.NewString(), OrderID: order, Type: "ShipmentScheduled", Service: "shipping",
+		Topic: "shipping.events", At: t0.Add(time.Minute)}
+	if _, err := store.RecordIn(ctx, tx, late); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		n   int64
+		err error
+	}
+	forgot := make(chan result, 1)
+	go func() {
+		n, err := st.Forget(ctx, window, 100)
+		forgot <- result{n, err}
+	}()
+	testenv.Eventually(t, 10*time.Second, "Forget waits for the saga's lock", func() bool {
+		var waiting bool
+		err := db.Get(&waiting, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+			WHERE wait_event_type = 'Lock' AND query LIKE '%DELETE FROM sagas%')`)
+		return err == nil && waiting
+	})
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-forgot; r.err != nil || r.n != 0 {
+		t.Errorf("Forget = %d, %v; want 0, nil: the saga was seen just now", r.n, r.err)
+	}
+	if sagas, n := rows(t, db, order); sagas != 1 || n != len(evs)+1 {
+		t.Errorf("%d saga rows and %d events, want the saga whole with the late event: 1 and %d", sagas, n, len(evs)+1)
 	}
 }

@@ -61,7 +61,8 @@ type Recorded struct {
 func (r Recorded) Ended() bool { return r.New && !r.Before.Terminal() && r.After.Terminal() }
 
 // Record stores e unless its event id is already stored, and brings its
-// saga's summary up to date, in one transaction. Errors are the
+// saga's summary up to date — updated_at, when the saga was last seen, even
+// for a duplicate — in one transaction. Errors are the
 // database's, wrapped; the caller retries them.
 func (s *Store) Record(ctx context.Context, e domain.Event) (Recorded, error) {
 	var r Recorded
@@ -74,6 +75,12 @@ func (s *Store) Record(ctx context.Context, e domain.Event) (Recorded, error) {
 }
 
 func record(ctx context.Context, tx *sqlx.Tx, e domain.Event) (Recorded, error) {
+	// The saga's row is locked before the event goes in: Forget, deleting
+	// the saga meanwhile, waits for this transaction and then keeps it.
+	before, err := lockSaga(ctx, tx, e)
+	if err != nil {
+		return Recorded{}, err
+	}
 	res, err := tx.ExecContext(ctx, `
 		INSERT INTO tracked_events (event_id, order_id, type, source, topic, partition, "offset", occurred_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
@@ -87,11 +94,13 @@ func record(ctx context.Context, tx *sqlx.Tx, e domain.Event) (Recorded, error) 
 		return Recorded{}, fmt.Errorf("insert event %s: %w", e.EventID, err)
 	}
 	if n == 0 {
-		return Recorded{}, nil // a duplicate: the saga is as it was
-	}
-	before, err := lockSaga(ctx, tx, e)
-	if err != nil {
-		return Recorded{}, err
+		// A duplicate: the saga is as it was, but seen now. A copy
+		// re-published at a later offset lives in Kafka longer than the
+		// first, and retention counts from the last one seen.
+		if _, err := tx.ExecContext(ctx, `UPDATE sagas SET updated_at = now() WHERE order_id = $1`, e.OrderID); err != nil {
+			return Recorded{}, fmt.Errorf("saga %s seen: %w", e.OrderID, err)
+		}
+		return Recorded{}, nil
 	}
 	evs, err := timeline(ctx, tx, e.OrderID)
 	if err != nil {
@@ -111,7 +120,8 @@ func record(ctx context.Context, tx *sqlx.Tx, e domain.Event) (Recorded, error) 
 // lockSaga creates the saga's row if this is its first event and locks it
 // for the rest of tx, so that two events of one saga consumed at once from
 // different topics update it one after the other, the second seeing the
-// first's event. It returns the saga's state before the event.
+// first's event, and Forget cannot delete it under them. It returns the
+// saga's state before the event.
 func lockSaga(ctx context.Context, tx *sqlx.Tx, e domain.Event) (domain.State, error) {
 	if _, err := tx.ExecContext(ctx, `
 		INSERT INTO sagas (order_id, state, started_at) VALUES ($1, 'running', $2)
