@@ -169,7 +169,7 @@ func (c *cachingConn) QueryContext(ctx context.Context, query string, args []dri
 }
 
 // runCached runs query's prepared statement on c with run. If PostgreSQL's
-// answer says the statement may be stale (forgetIfStale), outside a
+// answer says the statement was stale before it ran (planStale), outside a
 // transaction — where the failed statement changed nothing — query is
 // prepared and run again at once.
 func runCached[T any](ctx context.Context, c *cachingConn, query string, run func(driver.Stmt) (T, error)) (T, error) {
@@ -179,7 +179,8 @@ func runCached[T any](ctx context.Context, c *cachingConn, query string, run fun
 		return zero, err
 	}
 	res, err := run(st)
-	if err = c.forgetIfStale(query, fresh, err); !IsStale(err) || c.inTx {
+	var stale staleError
+	if err = c.forgetIfStale(query, fresh, err); !errors.As(err, &stale) || c.inTx {
 		return res, err
 	}
 	if st, _, err = c.prepared(ctx, query); err != nil {
@@ -232,10 +233,12 @@ func (c *cachingConn) prepared(ctx context.Context, query string) (driver.Stmt, 
 // data or the transaction (a constraint, a deadlock, a cancel) keep the
 // statement.
 //
-// An error of a statement prepared on an earlier call comes back marked
-// (IsStale). One of the statement's own takes every statement of the pool
-// with it: the migration that made this one stale reached the others'
-// copies too. A data exception does not, as bad data can cause it at will.
+// Of a statement prepared on an earlier call, the errors PostgreSQL raises
+// while it checks the statement against the tables, before it runs it
+// (planStale), come back marked (IsStale) and take every statement of the
+// pool with them: the migration that made this one stale reached the
+// others' copies too. A data exception comes back marked but does not, as
+// bad data can cause it at will.
 func (c *cachingConn) forgetIfStale(query string, fresh bool, err error) error {
 	var pqErr *pq.Error
 	if err == nil || !errors.As(err, &pqErr) {
@@ -247,7 +250,7 @@ func (c *cachingConn) forgetIfStale(query string, fresh bool, err error) error {
 		class == "42", // syntax_error_or_access_rule_violation: a type, column or table changed
 		class == "XX": // internal_error, e.g. a cache lookup of a dropped type
 		c.forget(query)
-		if !fresh {
+		if !fresh && planStale[pqErr.Code] {
 			c.epoch.Add(1)
 			return staleError{err}
 		}
@@ -256,6 +259,19 @@ func (c *cachingConn) forgetIfStale(query string, fresh bool, err error) error {
 		return staleDataError{err}
 	}
 	return err
+}
+
+// planStale are the errors a statement prepared before a migration meets
+// when PostgreSQL checks it against the tables again, before it has done
+// anything: a statement that failed so can be run again, prepared afresh,
+// without running twice.
+var planStale = map[pq.ErrorCode]bool{
+	"0A000": true, // cached plan must not change result type
+	"26000": true, // prepared statement does not exist
+	"42703": true, // undefined column
+	"42P01": true, // undefined table
+	"42804": true, // datatype mismatch
+	"42883": true, // undefined function or operator: a parameter's type changed
 }
 
 // IsStale reports whether err came from a statement prepared before the

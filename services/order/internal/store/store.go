@@ -110,6 +110,7 @@ func (s *Store) Create(ctx context.Context, o domain.Order, key string, created 
 	}
 
 	err = pg.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
+		replayed = false // fn may run twice: see pg.InTx
 		var r row
 		// jsonb parameters go as text: lib/pq would send []byte as bytea.
 		err := tx.GetContext(ctx, &r, `
