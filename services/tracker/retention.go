@@ -20,6 +20,16 @@ import (
 // long locks or a long transaction.
 const forgetBatch = 5000
 
+// forgetBatches bounds one round: 100,000 sagas a minute, well above what
+// the saga runs, so a first round over a tracker that never forgot works
+// through its backlog over many minutes instead of all at once.
+const forgetBatches = 20
+
+// forever is a retention Kafka settings may name instead of -1
+// (Long.MAX_VALUE ms, and anything else past a Duration's range): a
+// century is as good as forever for the tracker.
+const forever = 100 * 365 * 24 * time.Hour
+
 // forgetter keeps the tracker's tables bounded: it forgets the ended sagas
 // (store.Forget) it has not seen an event of for longer than Kafka may keep
 // one, plus margin. What it deletes, no replay of the topics can bring
@@ -63,10 +73,10 @@ func (f forgetter) once(ctx context.Context) (int64, error) {
 		return 0, nil
 	}
 	var total int64
-	for ctx.Err() == nil {
+	for range forgetBatches {
 		n, err := f.st.Forget(ctx, keep+f.margin, forgetBatch)
 		total += n
-		if err != nil || n < forgetBatch {
+		if err != nil || n < forgetBatch || ctx.Err() != nil {
 			return total, err
 		}
 	}
@@ -123,7 +133,8 @@ func keeps(config map[string]string) (time.Duration, bool, error) {
 	if err != nil {
 		return 0, false, err
 	}
-	if retention < 0 {
+	limit := forever.Milliseconds()
+	if retention < 0 || retention >= limit || segment < 0 || segment >= limit {
 		return 0, false, nil
 	}
 	return time.Duration(retention+segment) * time.Millisecond, true, nil

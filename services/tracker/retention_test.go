@@ -25,6 +25,8 @@ func TestKeeps(t *testing.T) {
 		{name: "KafkasDefaultsKeepTwoWeeks", config: map[string]string{"retention.ms": "604800000", "segment.ms": "604800000", "cleanup.policy": "delete"}, want: 14 * 24 * time.Hour},
 		{name: "ARecordOutlivesRetentionByASegment", config: map[string]string{"retention.ms": "3600000", "segment.ms": "600000", "cleanup.policy": "delete"}, want: 70 * time.Minute},
 		{name: "InfiniteRetentionKeepsForever", config: map[string]string{"retention.ms": "-1", "segment.ms": "600000", "cleanup.policy": "delete"}, wantForever: true},
+		{name: "LongMaxValueKeepsForever", config: map[string]string{"retention.ms": "9223372036854775807", "segment.ms": "604800000", "cleanup.policy": "delete"}, wantForever: true},
+		{name: "RetentionPastADurationKeepsForever", config: map[string]string{"retention.ms": "10000000000000", "segment.ms": "604800000", "cleanup.policy": "delete"}, wantForever: true},
 		{name: "CompactionKeepsForever", config: map[string]string{"retention.ms": "3600000", "segment.ms": "600000", "cleanup.policy": "compact"}, wantForever: true},
 		{name: "CompactionWithDeletionKeepsForever", config: map[string]string{"retention.ms": "3600000", "segment.ms": "600000", "cleanup.policy": "compact,delete"}, wantForever: true},
 		{name: "AnUnreadableSettingFails", config: map[string]string{"retention.ms": "a week", "segment.ms": "600000", "cleanup.policy": "delete"}, wantErr: true},

@@ -1,11 +1,12 @@
 // Package store is the tracker's PostgreSQL adapter: the events it saw,
 // each once, and one summary row per saga derived from them.
 //
-// Record is the only write. It inserts the event with ON CONFLICT DO
-// NOTHING — the unique event id, not a look-up, decides what is a
-// duplicate — then locks the saga's row and recomputes it from the whole
-// timeline, so neither a duplicate nor an event that arrives after later
-// ones can distort it.
+// Record writes what the tracker reads. It locks the saga's row, inserts
+// the event with ON CONFLICT DO NOTHING — the unique event id, not a
+// look-up, decides what is a duplicate — and recomputes the saga from the
+// whole timeline, so neither a duplicate nor an event that arrives after
+// later ones can distort it. Forget deletes the ended sagas Kafka can no
+// longer bring back.
 package store
 
 import (
@@ -96,8 +97,13 @@ func record(ctx context.Context, tx *sqlx.Tx, e domain.Event) (Recorded, error) 
 	if n == 0 {
 		// A duplicate: the saga is as it was, but seen now. A copy
 		// re-published at a later offset lives in Kafka longer than the
-		// first, and retention counts from the last one seen.
-		if _, err := tx.ExecContext(ctx, `UPDATE sagas SET updated_at = now() WHERE order_id = $1`, e.OrderID); err != nil {
+		// first, and retention counts from the last one seen — to the hour,
+		// which spares a write per copy. A row lockSaga made just now for
+		// an id stored under another order goes again.
+		if _, err := tx.ExecContext(ctx, `
+			WITH phantom AS (DELETE FROM sagas WHERE order_id = $1 AND event_count = 0)
+			UPDATE sagas SET updated_at = now()
+			WHERE order_id = $1 AND event_count > 0 AND updated_at < now() - interval '1 hour'`, e.OrderID); err != nil {
 			return Recorded{}, fmt.Errorf("saga %s seen: %w", e.OrderID, err)
 		}
 		return Recorded{}, nil

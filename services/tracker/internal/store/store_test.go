@@ -94,6 +94,28 @@ func TestRecordIgnoresDuplicateEventID(t *testing.T) {
 	}
 }
 
+// TestRecordOfAnIDStoredUnderAnotherOrderStartsNoSaga: an event id the
+// tracker stored for one order, read again under another (a producer's
+// bug), is a duplicate, and leaves no empty saga of the other order —
+// running for ever, and never forgotten.
+func TestRecordOfAnIDStoredUnderAnotherOrderStartsNoSaga(t *testing.T) {
+	st := newStore(t, newClock(t0))
+	order, other := uuid.NewString(), uuid.NewString()
+	created := event(order, "OrderCreated", t0, 1)
+	mustRecord(t, st, created)
+	stray := created
+	stray.OrderID = other
+	if r := mustRecord(t, st, stray); r.New {
+		t.Fatal("Record of the same event id under another order reported it new")
+	}
+	if _, err := st.Saga(context.Background(), other); !errors.Is(err, fault.NotFound) {
+		t.Errorf("Saga(%s) = %v; want NotFound: no saga of an event stored under another order", other, err)
+	}
+	if s := mustSaga(t, st, order); len(s.Events) != 1 {
+		t.Errorf("the first order's timeline = %+v, want its one event", s.Events)
+	}
+}
+
 func TestRecordConcurrentDuplicatesStoreOnce(t *testing.T) {
 	st := newStore(t, newClock(t0))
 	order := uuid.NewString()
