@@ -11,6 +11,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"embed"
 	"encoding/base64"
 	"errors"
@@ -163,12 +164,19 @@ const summaryColumns = `order_id, state, started_at, ended_at, waiting_for, even
 // Saga returns the saga of orderID with its timeline, as of the store's
 // clock; a fault.NotFound error if the tracker has seen none of its events.
 func (s *Store) Saga(ctx context.Context, orderID string) (domain.Saga, error) {
-	sum, err := pg.Get[domain.Summary](ctx, s.db, "saga of order "+orderID,
+	// Both reads see one snapshot, so the summary and the timeline agree
+	// while Record adds an event or Forget deletes the saga.
+	tx, err := s.db.BeginTxx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
+	if err != nil {
+		return domain.Saga{}, fmt.Errorf("saga of order %s: begin: %w", orderID, err)
+	}
+	defer tx.Rollback() //nolint:errcheck // read only: nothing to keep
+	sum, err := pg.Get[domain.Summary](ctx, tx, "saga of order "+orderID,
 		`SELECT `+summaryColumns+` FROM sagas WHERE order_id = $1`, orderID)
 	if err != nil {
 		return domain.Saga{}, err
 	}
-	evs, err := timeline(ctx, s.db, orderID)
+	evs, err := timeline(ctx, tx, orderID)
 	if err != nil {
 		return domain.Saga{}, err
 	}
