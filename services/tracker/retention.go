@@ -64,12 +64,12 @@ func (f forgetter) once(ctx context.Context) (int64, error) {
 		return 0, fmt.Errorf("retention: admin: %w", err)
 	}
 	defer admin.Close()
-	keep, forever, err := kafkaKeeps(admin, f.topics)
+	keep, keptForever, err := kafkaKeeps(admin, f.topics)
 	if err != nil {
 		return 0, err
 	}
-	if forever != "" {
-		f.log.Debug("no saga is forgotten: a topic keeps its records forever", "topic", forever)
+	if keptForever != "" {
+		f.log.Debug("no saga is forgotten: a topic keeps its records forever", "topic", keptForever)
 		return 0, nil
 	}
 	var total int64
