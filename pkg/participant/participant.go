@@ -30,6 +30,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"slices"
 	"time"
 
@@ -55,10 +56,10 @@ type Config struct {
 	HTTPAddr     string       `envconfig:"HTTP_ADDR"`
 	DatabaseURL  string       `envconfig:"DATABASE_URL" required:"true"`
 	KafkaBrokers broker.Addrs `envconfig:"KAFKA_BROKERS" required:"true"`
-	// GroupInstanceID makes this instance a static member of its consumer
-	// group (see consumer.Config.InstanceID): a stable id per instance,
-	// e.g. "payment-1", lets a restarted instance take its partitions back
-	// at once. Empty: dynamic membership.
+	// GroupInstanceID is this instance's static member id in its consumer
+	// group (see consumer.Config.InstanceID), e.g. "payment-1". Empty: one
+	// derived from the host name and HTTP port (see InstanceID), so a
+	// restarted instance takes its partitions back at once by default.
 	GroupInstanceID string `envconfig:"KAFKA_GROUP_INSTANCE_ID"`
 	// ConsumerBatch is how many ready events of one partition are applied
 	// in one transaction (see Spec.BatchHandler), 1 to MaxBatch; 1 is one
@@ -92,6 +93,17 @@ type Config struct {
 // and the brokers.
 func DefaultConfig(httpAddr string) Config {
 	return Config{HTTPAddr: httpAddr, ConsumerBatch: 32, ProcessedRetention: 168 * time.Hour, TopicSettings: broker.DefaultTopicSettings()}
+}
+
+// InstanceID is the static member id of this instance in group:
+// GroupInstanceID if set, else consumer.InstanceID of the host name and
+// HTTP port ("" with an ephemeral port: dynamic membership).
+func (c Config) InstanceID(group string) string {
+	if c.GroupInstanceID != "" {
+		return c.GroupInstanceID
+	}
+	host, _ := os.Hostname()
+	return consumer.InstanceID(group, host, c.HTTPAddr)
 }
 
 // Validate reports the first bad setting, naming its environment variable.
@@ -249,9 +261,6 @@ func Run(ctx context.Context, cfg Config, spec Spec) error {
 
 	dlq := events.DeadLetterTopic(spec.Name)
 	topics := append([]string{spec.Produces, dlq}, spec.Consumes()...)
-	if err := broker.EnsureTopicsWith(ctx, cfg.KafkaBrokers, spec.Name, cfg.TopicSettings, topics...); err != nil {
-		return err
-	}
 	producer, err := broker.NewSyncProducer(cfg.KafkaBrokers, spec.Name)
 	if err != nil {
 		return err
@@ -272,6 +281,12 @@ func Run(ctx context.Context, cfg Config, spec Spec) error {
 	} else {
 		handler = spec.Handler(db, log)
 	}
+	ensure := func(ctx context.Context) error {
+		return broker.EnsureTopicsWith(ctx, cfg.KafkaBrokers, spec.Name, cfg.TopicSettings, topics...)
+	}
+	if err := ensure(ctx); err != nil {
+		return err
+	}
 	group, err := consumer.New(consumer.Config{
 		Brokers:    cfg.KafkaBrokers,
 		GroupID:    spec.Name,
@@ -280,7 +295,8 @@ func Run(ctx context.Context, cfg Config, spec Spec) error {
 		Batch:      batch,
 		MaxBatch:   cfg.ConsumerBatch,
 		DeadLetter: spec.DeadLetterTo(db),
-		InstanceID: cfg.GroupInstanceID,
+		InstanceID: cfg.InstanceID(spec.Name),
+		Ensure:     ensure,
 		Logger:     log,
 	})
 	if err != nil {
@@ -289,6 +305,7 @@ func Run(ctx context.Context, cfg Config, spec Spec) error {
 	routes := spec.API(log, db, map[string]web.Check{
 		"database": db.PingContext,
 		"kafka":    broker.NewProbe(cfg.KafkaBrokers, time.Second).Check,
+		"consumer": group.Ready,
 	})
 	router, ok := routes.(chi.Router)
 	if !ok {
@@ -312,7 +329,7 @@ func Run(ctx context.Context, cfg Config, spec Spec) error {
 	for _, job := range spec.Jobs {
 		g.Go(func() error { return job(ctx, db, log) })
 	}
-	log.Info("service started", "http", cfg.HTTPAddr, "produces", spec.Produces, "consumes", spec.Consumes())
+	log.Info("service started", "http", cfg.HTTPAddr, "produces", spec.Produces, "consumes", spec.Consumes(), "instance", cfg.InstanceID(spec.Name))
 	err = g.Wait()
 	log.Info("service stopped", "err", err)
 	return err
