@@ -56,6 +56,7 @@ type options struct {
 	kafkaPort, pgPort  int
 	portBase           int
 	crashEvery, pause  time.Duration
+	budget             Budget
 	// fixedInfra: -infra-dir or a port was given, so the run uses them as
 	// they are instead of a fresh state dir and ports checked free.
 	fixedInfra bool
@@ -84,6 +85,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.portBase, "port-base", first.HTTP, "HTTP port of order-1; service s instance i listens on base+s+100(i-1) (default: the first free set of ports)")
 	fs.DurationVar(&o.crashEvery, "crash-every", 3*time.Second, "period of the crash loop")
 	fs.DurationVar(&o.pause, "pause", 16*time.Second, "how long a SIGSTOP lasts (past relay takeover and the session timeout)")
+	fs.IntVar(&o.budget.Refused, "max-refused", 0, "planned orders that may be refused with a 4xx (every planned kind is valid)")
+	fs.IntVar(&o.budget.Unsettled, "max-unsettled", -1, "planned orders that may stay unanswered, checked within bounds (default 0.5% of -orders, at least 1)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -112,6 +115,9 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	}
 	if o.orders <= 0 {
 		o.orders = int(o.duration.Seconds() * o.rate)
+	}
+	if o.budget.Unsettled < 0 {
+		o.budget.Unsettled = max(1, o.orders/200)
 	}
 	if o.customers < 2 || o.skus < 2 {
 		return o, fmt.Errorf("-customers and -skus must be at least 2")
@@ -160,7 +166,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) (err error) {
 	log.Info("chaos run", "seed", o.seed, "tag", tag, "orders", o.orders, "rate", o.rate, "load", load, "faults", len(sched), "dir", o.dir)
 
 	rep := &Report{Seed: o.seed, Tag: tag, Started: t0, Dir: o.dir, Schedule: sched,
-		Config: Settings{Orders: o.orders, Rate: o.rate, Customers: o.customers, SKUs: o.skus, Short: o.short}}
+		Config: Settings{Orders: o.orders, Rate: o.rate, Customers: o.customers, SKUs: o.skus, Short: o.short}, Budget: o.budget}
 	// Whatever happens, the report (as far as it got) is printed and written.
 	defer func() {
 		rep.Wall = Duration(time.Since(t0))
@@ -243,13 +249,16 @@ func run(ctx context.Context, args []string, stdout io.Writer) (err error) {
 
 	// Drain, read, check.
 	exp := Expectation{Requests: map[string]Request{}, Accepted: map[string][]string{},
-		InitialBalance: world.Balance, InitialStock: world.Stock, ReplayRefused: map[string]string{}}
+		InitialBalance: world.Balance, InitialStock: world.Stock, ReplayRefused: map[string]string{},
+		Refused: map[string]string{}, Planned: len(reqs), Budget: o.budget}
 	for i, p := range placed {
 		exp.Requests[p.Key] = reqs[i]
 		switch {
 		case len(p.IDs) > 0:
 			exp.Accepted[p.Key] = p.IDs
-		case p.Rejected == "":
+		case p.Rejected != "":
+			exp.Refused[p.Key] = p.Rejected
+		default:
 			exp.Unsettled = append(exp.Unsettled, p.Key)
 		}
 		if p.ReplayRefused != "" {

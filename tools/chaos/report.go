@@ -43,6 +43,8 @@ type Report struct {
 	LoadStall   Duration `json:"longest_stall_load"`
 	LoadStallAt Duration `json:"longest_stall_load_at"`
 	Verdict     Verdict  `json:"verdict"`
+	// Budget is how many planned orders could go without a 201.
+	Budget Budget `json:"budget"`
 	// LoadStart is when the load began, from Started.
 	LoadStart Duration `json:"load_start"`
 	Error     string   `json:"error,omitempty"`
@@ -103,8 +105,12 @@ func (r *Report) Print(w io.Writer) {
 	fmt.Fprintf(w, "drain: %s after the last fault, %s after the last order sent\n", r.Drain, r.DrainAfterLoad)
 	fmt.Fprintf(w, "longest stall (no saga finishing): %s in the crash loop (kill -9 every ~3s for %s), %s over the load (at +%s)\n",
 		r.CrashStall, r.CrashWindow, r.LoadStall, r.LoadStallAt)
-	if r.Verdict.SkippedCustomers+r.Verdict.SkippedSKUs > 0 {
-		fmt.Fprintf(w, "not checked (touched by unsettled keys): %d customers, %d SKUs\n", r.Verdict.SkippedCustomers, r.Verdict.SkippedSKUs)
+	if len(r.Verdict.RefusedByKind)+len(r.Verdict.UnsettledByKind) > 0 {
+		fmt.Fprintf(w, "without a 201: refused %s; unsettled %s (budget: %d refused, %d unsettled)\n",
+			orNone(formatOutcomes(r.Verdict.RefusedByKind)), orNone(formatOutcomes(r.Verdict.UnsettledByKind)), r.Budget.Refused, r.Budget.Unsettled)
+	}
+	if r.Verdict.BoundedCustomers+r.Verdict.BoundedSKUs > 0 {
+		fmt.Fprintf(w, "checked within bounds (touched by unsettled keys): %d customers, %d SKUs\n", r.Verdict.BoundedCustomers, r.Verdict.BoundedSKUs)
 	}
 	for i, v := range r.Verdict.Violations {
 		if i == 20 {
@@ -120,8 +126,15 @@ func (r *Report) Print(w io.Writer) {
 		fmt.Fprintf(w, "error: %s\n", r.Error)
 	}
 	fmt.Fprintf(w, "wall time: %s\n", r.Wall)
-	fmt.Fprintf(w, "chaos: lost=%d doubled=%d inconsistent=%d terminal=%d/%d\n",
-		r.Verdict.Lost, r.Verdict.Doubled, r.Verdict.Inconsistent, r.Verdict.Terminal, r.Verdict.Total)
+	fmt.Fprintf(w, "chaos: lost=%d doubled=%d inconsistent=%d unproven=%d terminal=%d/%d\n",
+		r.Verdict.Lost, r.Verdict.Doubled, r.Verdict.Inconsistent, r.Verdict.Unproven, r.Verdict.Terminal, r.Verdict.Total)
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
 }
 
 func formatOutcomes(m map[string]int) string {
