@@ -249,6 +249,14 @@ func (i *Instance) stop(grace time.Duration) {
 	}
 }
 
+// Starts is how many processes of i have been started: the current one's
+// number.
+func (i *Instance) Starts() int {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return i.starts
+}
+
 // Exits returns the ends of the instance's processes so far.
 func (i *Instance) Exits() []Exit {
 	i.mu.Lock()

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -155,16 +157,29 @@ func (r *Report) WriteJSON(path string) error {
 	return os.WriteFile(path, append(b, '\n'), 0o644)
 }
 
+// Proven returns an error if a scheduled fault or crash point did not do
+// what it was for (r.Missing, from tally), in any profile.
+func (r *Report) Proven() error {
+	if len(r.Missing) > 0 {
+		return fmt.Errorf("%d scheduled faults or crash points not proven", len(r.Missing))
+	}
+	return nil
+}
+
 // tally fills the fault counts of the report from r.Injected and
-// r.Exits, and r.Missing: in -short, where every fault kind and crash
-// point is meant to happen, what did not.
+// r.Exits, and r.Missing: every scheduled fault that was not injected,
+// did not fire, hit a fallback target in -short, froze a relay leader that
+// nobody took over from, or re-produced messages the consumers did not
+// count as duplicates; every armed crash point that never fired.
 func (r *Report) tally() {
 	r.ByKind, r.Scheduled, r.Failpoints = map[Kind]int{}, map[Kind]int{}, map[string]int{}
 	r.FaultErrs = 0
+	injected := map[Kind]int{}
 	for _, f := range r.Schedule {
 		r.Scheduled[f.Kind]++
 	}
 	for _, in := range r.Injected {
+		injected[in.Kind]++
 		if in.Fired {
 			r.ByKind[in.Kind]++
 		}
@@ -179,8 +194,22 @@ func (r *Report) tally() {
 	}
 	r.Missing = nil
 	for _, k := range AllKinds {
-		if r.Scheduled[k] > 0 && r.ByKind[k] == 0 {
-			r.Missing = append(r.Missing, fmt.Sprintf("fault kind %s: scheduled %d, fired none", k, r.Scheduled[k]))
+		if injected[k] < r.Scheduled[k] {
+			r.Missing = append(r.Missing, fmt.Sprintf("fault kind %s: scheduled %d, injected %d", k, r.Scheduled[k], injected[k]))
+		}
+	}
+	injectedInOrder := slices.SortedStableFunc(slices.Values(r.Injected), func(a, b Injected) int { return int(a.At - b.At) })
+	for n, in := range injectedInOrder {
+		what := fmt.Sprintf("%s at +%s", in.Kind, in.At)
+		switch {
+		case !in.Fired:
+			r.Missing = append(r.Missing, fmt.Sprintf("%s: not fired: %s", what, in.Err))
+		case in.Fallback != "" && r.Config.Short:
+			r.Missing = append(r.Missing, fmt.Sprintf("%s: fell back to %s (%s)", what, in.Target, in.Fallback))
+		case in.Kind == KindPauseLeader && in.Fallback == "" && in.Takeover < 0:
+			r.Missing = append(r.Missing, fmt.Sprintf("%s: the paused relay leader %s was not taken over", what, in.Target))
+		case in.Kind == KindDuplicate:
+			r.Missing = append(r.Missing, duplicatesMissing(what, in, injectedInOrder[n+1:])...)
 		}
 	}
 	if r.Scheduled[KindFailpoints] > 0 {
@@ -190,4 +219,29 @@ func (r *Report) tally() {
 			}
 		}
 	}
+}
+
+// duplicatesMissing says which services counted fewer duplicates from
+// the pass in until the system was at rest than the pass and the passes
+// after it (later) re-produced for them.
+func duplicatesMissing(what string, in Injected, later []Injected) []string {
+	if in.Counted == nil {
+		return []string{what + ": duplicates not measured"}
+	}
+	copies := maps.Clone(in.Copies)
+	for _, l := range later {
+		if l.Kind == KindDuplicate {
+			for t, n := range l.Copies {
+				copies[t] += n
+			}
+		}
+	}
+	var out []string
+	want := duplicatesWanted(copies)
+	for _, s := range Services {
+		if in.Counted[s] < want[s] {
+			out = append(out, fmt.Sprintf("%s: %s counted %d duplicates, want ≥ %d (re-produced messages it reacts to)", what, s, in.Counted[s], want[s]))
+		}
+	}
+	return out
 }
