@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/choreo-saga/choreo/internal/workload"
 )
@@ -53,6 +54,10 @@ type Snapshot struct {
 	Shipments    map[string]*ShipmentView    `json:"-"`
 	Balances     map[string]int64            `json:"-"`
 	Stock        map[string]StockView        `json:"-"`
+	// Rest is what the wait for the system at rest before the read found;
+	// Earlier is the read before this one, which must be equal to it.
+	Rest    Rest      `json:"-"`
+	Earlier *Snapshot `json:"-"`
 }
 
 // Expectation is what the load generator knows: the requests, the order
@@ -197,6 +202,7 @@ func Check(exp Expectation, snap Snapshot) Verdict {
 		}
 	}
 	checkEvidence(&v, exp, len(keys))
+	checkAtRest(&v, snap)
 
 	// An unsettled key made one order or none: a happy one may have
 	// completed once, so its customer and SKUs are checked within
@@ -279,6 +285,69 @@ func checkEvidence(v *Verdict, exp Expectation, accepted int) {
 		v.add("unproven", "unsettled", "", exp.Unsettled[0], "%d planned orders never answered (%s), budget %d",
 			n, formatOutcomes(v.UnsettledByKind), exp.Budget.Unsettled)
 	}
+}
+
+// checkAtRest fails a snapshot not taken at rest: the wait for empty
+// outboxes and no consumer lag gave up, there was no earlier read, or the
+// earlier read differs from this one.
+func checkAtRest(v *Verdict, snap Snapshot) {
+	if r := snap.Rest; !r.Reached {
+		v.add("unproven", "not-at-rest", "", "", "outboxes unsent %v, consumer lag %v after %s: %s", r.Outbox, r.Lag, r.Waited, r.Err)
+	}
+	if snap.Earlier == nil {
+		v.add("unproven", "one-read", "", "", "no earlier read to compare this one with")
+		return
+	}
+	if d := diffSnapshots(*snap.Earlier, snap); len(d) > 0 {
+		more := ""
+		if len(d) > 5 {
+			d, more = d[:5], fmt.Sprintf(" and %d more", len(d)-5)
+		}
+		v.add("unproven", "moved-after-read", "", "", "the system changed between two reads at rest: %s%s", strings.Join(d, "; "), more)
+	}
+}
+
+// diffSnapshots lists what differs between two reads, sorted.
+func diffSnapshots(a, b Snapshot) []string {
+	var out []string
+	diff := func(kind string, x, y any) {
+		xs, ys := fmt.Sprintf("%+v", x), fmt.Sprintf("%+v", y)
+		if xs != ys {
+			out = append(out, fmt.Sprintf("%s: %s then %s", kind, xs, ys))
+		}
+	}
+	for _, id := range sortedKeys(union(a.Orders, b.Orders)) {
+		diff("order "+id, deref(a.Orders[id]), deref(b.Orders[id]))
+		diff("payment "+id, deref(a.Payments[id]), deref(b.Payments[id]))
+		diff("reservation "+id, deref(a.Reservations[id]), deref(b.Reservations[id]))
+		diff("shipment "+id, deref(a.Shipments[id]), deref(b.Shipments[id]))
+	}
+	for _, c := range sortedKeys(union(a.Balances, b.Balances)) {
+		diff("account "+c, a.Balances[c], b.Balances[c])
+	}
+	for _, s := range sortedKeys(union(a.Stock, b.Stock)) {
+		diff("SKU "+s, a.Stock[s], b.Stock[s])
+	}
+	return out
+}
+
+// deref is *p, or "absent" for nil: a 404 in one read only is a change.
+func deref[T any](p *T) any {
+	if p == nil {
+		return "absent"
+	}
+	return *p
+}
+
+func union[V any](a, b map[string]V) map[string]bool {
+	out := map[string]bool{}
+	for k := range a {
+		out[k] = true
+	}
+	for k := range b {
+		out[k] = true
+	}
+	return out
 }
 
 // requestTotal is what the client asked to pay: Σ quantity × unit price.

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"maps"
+	"slices"
 	"testing"
 
 	"github.com/choreo-saga/choreo/internal/workload"
@@ -35,8 +37,35 @@ func fixture() (Expectation, Snapshot) {
 		Shipments: map[string]*ShipmentView{"o1": {OrderID: "o1", Status: "SCHEDULED"}},
 		Balances:  map[string]int64{"c1": 800},
 		Stock:     map[string]StockView{"S1": {Available: 8, Reserved: 2}, "X1": {}},
+		Rest:      Rest{Reached: true},
 	}
+	earlier := cloneSnapshot(snap)
+	snap.Earlier = &earlier
 	return exp, snap
+}
+
+// cloneSnapshot copies s deeply, as a second read of the same state.
+func cloneSnapshot(s Snapshot) Snapshot {
+	c := Snapshot{Orders: map[string]*OrderView{}, Payments: map[string]*PaymentView{}, Reservations: map[string]*ReservationView{},
+		Shipments: map[string]*ShipmentView{}, Balances: maps.Clone(s.Balances), Stock: maps.Clone(s.Stock), Rest: s.Rest}
+	for k, v := range s.Orders {
+		x := *v
+		c.Orders[k] = &x
+	}
+	for k, v := range s.Payments {
+		x := *v
+		c.Payments[k] = &x
+	}
+	for k, v := range s.Reservations {
+		x := *v
+		x.Items = slices.Clone(v.Items)
+		c.Reservations[k] = &x
+	}
+	for k, v := range s.Shipments {
+		x := *v
+		c.Shipments[k] = &x
+	}
+	return c
 }
 
 func TestCheckConsistent(t *testing.T) {
@@ -168,6 +197,20 @@ func TestCheckNeedsEvidence(t *testing.T) {
 			e.Unsettled, e.Budget.Unsettled, e.Planned = []string{"k3"}, 1, 3
 			s.Balances["c1"] = 500
 		}, "doubled", "money"},
+		{"LateDuplicateAfterTheFirstRead", func(_ *Expectation, s *Snapshot) {
+			// the first read was consistent; a redelivery debited c1 again
+			// before the second.
+			s.Balances["c1"] = 600
+		}, "unproven", "moved-after-read"},
+		{"OnlyTheFirstReadBroken", func(_ *Expectation, s *Snapshot) {
+			// the checks judge the later read; an earlier one that differs
+			// is a system still moving.
+			s.Earlier.Balances["c1"] = 600
+		}, "unproven", "moved-after-read"},
+		{"ReadOnce", func(_ *Expectation, s *Snapshot) { s.Earlier = nil }, "unproven", "one-read"},
+		{"NotAtRest", func(_ *Expectation, s *Snapshot) {
+			s.Rest = Rest{Outbox: map[string]int{"payment": 0}, Lag: map[string]int64{"inventory": 3}, Err: "not at rest after 30s"}
+		}, "unproven", "not-at-rest"},
 		{"UnsettledKeyDoesNotHideADoubleReservation", func(e *Expectation, s *Snapshot) {
 			e.Requests["k3"] = Request{Order: workload.Order{Key: "k3", Kind: workload.Happy, Customer: "c1", Items: []workload.Item{{SKU: "S1", Quantity: 1, UnitPrice: 100}}}}
 			e.Unsettled, e.Budget.Unsettled, e.Planned = []string{"k3"}, 1, 3
@@ -210,6 +253,8 @@ func TestCheckBoundsUnsettled(t *testing.T) {
 			exp.Unsettled, exp.Budget.Unsettled, exp.Planned = []string{"k3"}, 1, 3
 			snap.Balances["c1"] = tt.balance
 			snap.Stock["S1"] = tt.stock
+			earlier := cloneSnapshot(snap)
+			snap.Earlier = &earlier
 			v := Check(exp, snap)
 			if !v.OK() || v.BoundedCustomers != 1 || v.BoundedSKUs != 1 {
 				t.Fatalf("unsettled key: %+v", v)

@@ -47,6 +47,8 @@ type Report struct {
 	Verdict     Verdict  `json:"verdict"`
 	// Budget is how many planned orders could go without a 201.
 	Budget Budget `json:"budget"`
+	// Rest is the wait for the system at rest before the reads.
+	Rest Rest `json:"at_rest"`
 	// LoadStart is when the load began, from Started.
 	LoadStart Duration `json:"load_start"`
 	Error     string   `json:"error,omitempty"`
@@ -88,8 +90,17 @@ func (r *Report) Print(w io.Writer) {
 		switch {
 		case !in.Fired:
 			fmt.Fprintf(w, "  NOT FIRED %s %s at +%s: %s\n", in.Kind, in.Service, at, in.Err)
+		case in.Fallback != "":
+			fmt.Fprintf(w, "  FALLBACK %s %s at +%s: %s\n", in.Kind, in.Target, at, in.Fallback)
 		case in.Kind == KindPauseLeader || (in.Kind == KindPauseConsumer && in.Note != ""):
 			fmt.Fprintf(w, "  %s %s at +%s: %s\n", in.Kind, in.Target, at, in.Note)
+		case in.Kind == KindDuplicate:
+			want := duplicatesWanted(in.Copies)
+			parts := make([]string, len(Services))
+			for n, s := range Services {
+				parts[n] = fmt.Sprintf("%s %d/%d", s, in.Counted[s], want[s])
+			}
+			fmt.Fprintf(w, "  %s at +%s: %s; duplicates counted/re-produced for it until at rest: %s\n", in.Kind, at, in.Note, strings.Join(parts, ", "))
 		}
 	}
 	fps := make([]string, len(FailpointNames))
@@ -105,6 +116,11 @@ func (r *Report) Print(w io.Writer) {
 	fmt.Fprintf(w, "process ends: %s\n", strings.Join(causes, ", "))
 	fmt.Fprintf(w, "outcomes: %s\n", formatOutcomes(r.Verdict.Outcomes))
 	fmt.Fprintf(w, "drain: %s after the last fault, %s after the last order sent\n", r.Drain, r.DrainAfterLoad)
+	if r.Rest.Reached {
+		fmt.Fprintf(w, "at rest after %s more: every outbox sent, every consumer group at the partitions' ends; two reads %s apart compared\n", r.Rest.Waited, "3s")
+	} else {
+		fmt.Fprintf(w, "NOT AT REST after %s: outboxes unsent %v, consumer lag %v %s\n", r.Rest.Waited, r.Rest.Outbox, r.Rest.Lag, r.Rest.Err)
+	}
 	fmt.Fprintf(w, "longest stall (no saga finishing): %s in the crash loop (kill -9 every ~3s for %s), %s over the load (at +%s)\n",
 		r.CrashStall, r.CrashWindow, r.LoadStall, r.LoadStallAt)
 	if len(r.Verdict.RefusedByKind)+len(r.Verdict.UnsettledByKind) > 0 {
