@@ -227,6 +227,9 @@ func (j *Injector) restartServices(ctx context.Context, spec func(*Instance) str
 		go func() {
 			defer wg.Done()
 			for _, i := range j.leaderLast(ctx, s) {
+				// A restart would thaw a paused instance and cut its pause
+				// short: it waits for the pause to end.
+				i.WaitThawed(ctx, time.Minute)
 				j.Dups.Before(ctx, i)
 				if err := i.Restart(ctx, spec(i)); err != nil {
 					errs[n] = err
@@ -267,7 +270,12 @@ func (j *Injector) leaderLast(ctx context.Context, svc string) []*Instance {
 func (j *Injector) pause(ctx context.Context, i *Instance, d time.Duration, in *Injected) error {
 	j.Log.Info("fault: SIGSTOP", "kind", in.Kind, "instance", i.Name(), "for", d, "note", in.Note)
 	t0 := time.Now()
+	starts := i.Starts()
 	sleep(ctx, d)
+	if i.Starts() != starts {
+		// Another fault restarted or killed it: the pause was cut short.
+		return fmt.Errorf("%s was replaced during its %s pause", i.Name(), d.Round(100*time.Millisecond))
+	}
 	if err := i.Resume(); err != nil {
 		return fmt.Errorf("SIGCONT: %w (the process was replaced meanwhile)", err)
 	}

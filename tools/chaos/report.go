@@ -184,7 +184,7 @@ func (r *Report) Proven() error {
 
 // tally fills the fault counts of the report from r.Injected and
 // r.Exits, and r.Missing: every scheduled fault that was not injected,
-// did not fire, hit a fallback target in -short, froze a relay leader that
+// did not fire or failed after firing, hit a fallback target in -short, froze a relay leader that
 // nobody took over from, or re-produced messages the consumers did not
 // count as duplicates; every armed crash point that never fired.
 func (r *Report) tally() {
@@ -220,6 +220,8 @@ func (r *Report) tally() {
 		switch {
 		case !in.Fired:
 			r.Missing = append(r.Missing, fmt.Sprintf("%s: not fired: %s", what, in.Err))
+		case in.Err != "":
+			r.Missing = append(r.Missing, fmt.Sprintf("%s: fired, but %s", what, in.Err))
 		case in.Fallback != "" && r.Config.Short:
 			r.Missing = append(r.Missing, fmt.Sprintf("%s: fell back to %s (%s)", what, in.Target, in.Fallback))
 		case in.Kind == KindPauseLeader && in.Fallback == "" && in.Takeover < 0:

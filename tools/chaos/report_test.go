@@ -73,6 +73,9 @@ func TestFaultsProven(t *testing.T) {
 			in[2].Fallback, in[2].Takeover = "relay leader not running; paused the other instance", 0
 		}, ""},
 		{"PauseWithoutTakeover", false, func(in []Injected) { in[2].Takeover = -1 }, "not taken over"},
+		{"PauseCutShort", true, func(in []Injected) {
+			in[2].Err = "order-2 was replaced 6.7s into its pause (restarted or killed meanwhile)"
+		}, "pause-leader at +20s: fired, but order-2 was replaced"},
 		{"DuplicatePassNoDuplicateCounted", false, func(in []Injected) { in[3].Counted = map[string]int{} }, "duplicate at +30s: payment counted 0 duplicates, want ≥ 10"},
 		{"DuplicatePassCountedShort", true, func(in []Injected) { in[3].Counted = map[string]int{"payment": 10, "inventory": 7} }, "inventory counted 7 duplicates, want ≥ 8"},
 		{"DuplicatePassNeverMeasured", false, func(in []Injected) { in[3].Counted = nil }, "duplicates not measured"},
