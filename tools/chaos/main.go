@@ -140,6 +140,10 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	return o, nil
 }
 
+// rereadAfter is the pause between the two reads at rest, long enough
+// for a relay round and a consumer commit to show.
+const rereadAfter = 3 * time.Second
+
 // errViolations is returned when the checker found something.
 var errViolations = errors.New("the checker found violations")
 
@@ -328,7 +332,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) (err error) {
 	if err != nil {
 		return fmt.Errorf("reading the services: %w", err)
 	}
-	sleep(ctx, 3*time.Second)
+	sleep(ctx, rereadAfter)
 	log.Info("reading every service again")
 	snap, err := Read(ctx, a, cluster, ids, world)
 	if err != nil {

@@ -117,7 +117,7 @@ func (r *Report) Print(w io.Writer) {
 	fmt.Fprintf(w, "outcomes: %s\n", formatOutcomes(r.Verdict.Outcomes))
 	fmt.Fprintf(w, "drain: %s after the last fault, %s after the last order sent\n", r.Drain, r.DrainAfterLoad)
 	if r.Rest.Reached {
-		fmt.Fprintf(w, "at rest after %s more: every outbox sent, every consumer group at the partitions' ends; two reads %s apart compared\n", r.Rest.Waited, "3s")
+		fmt.Fprintf(w, "at rest after %s more: every outbox sent, every consumer group at the partitions' ends; two reads %s apart compared\n", r.Rest.Waited, rereadAfter)
 	} else {
 		fmt.Fprintf(w, "NOT AT REST after %s: outboxes unsent %v, consumer lag %v %s\n", r.Rest.Waited, r.Rest.Outbox, r.Rest.Lag, r.Rest.Err)
 	}
