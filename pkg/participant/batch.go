@@ -174,6 +174,7 @@ type delivery struct {
 	ctx    context.Context
 	span   trace.Span
 	failed error // permanent: left out of the batch, to be dead-lettered
+	replay bool  // an operator's replay of a parked row: not held
 }
 
 // applyOrSplit applies ds in one transaction. If a reaction fails
@@ -223,6 +224,7 @@ type leftOut struct {
 }
 
 func (e *leftOut) Error() string { return e.err.Error() }
+func (e *leftOut) Unwrap() error { return e.err }
 
 // lockConflict reports whether err is PostgreSQL's deadlock (40P01) or
 // serialization failure (40001).

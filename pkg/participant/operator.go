@@ -15,7 +15,6 @@ import (
 	"github.com/choreo-saga/choreo/pkg/consumer"
 	"github.com/choreo-saga/choreo/pkg/fault"
 	"github.com/choreo-saga/choreo/pkg/idem"
-	"github.com/choreo-saga/choreo/pkg/outbox"
 	"github.com/choreo-saga/choreo/pkg/park"
 	"github.com/choreo-saga/choreo/pkg/pg"
 )
@@ -253,12 +252,13 @@ func (o *Operator) apply(ctx context.Context, tx *sqlx.Tx, r park.Row, how strin
 		return park.Released, nil, nil
 	}
 
-	d := &Delivery{Msg: m}
+	d := &delivery{Delivery: &Delivery{Msg: m}, replay: true}
 	dctx, span := startSpan(ctx, o.spec.Name, m) // the replay joins the saga's trace
+	d.span = span
 	start := time.Now()
 	err = o.replay(dctx, tx, d)
-	record(o.spec.Name, d, err, time.Since(start))
-	endSpan(span, d, err)
+	record(o.spec.Name, d.Delivery, err, time.Since(start))
+	endSpan(span, d.Delivery, err)
 	switch {
 	case consumer.IsPermanent(err):
 		return "", &StillFailing{Row: r, Err: err}, nil
@@ -268,26 +268,13 @@ func (o *Operator) apply(ctx context.Context, tx *sqlx.Tx, r park.Row, how strin
 	return d.Outcome, nil, nil
 }
 
-// replay runs d through the consumer's stages within tx, without the
-// parking check: the rows are being resolved.
-func (o *Operator) replay(ctx context.Context, tx *sqlx.Tx, d *Delivery) error {
-	if err := o.front(ctx, d); err != nil || d.Outcome != "" {
+// replay runs d through the consumer's chain and apply within tx, as the
+// consumer would have applied it.
+func (o *Operator) replay(ctx context.Context, tx *sqlx.Tx, d *delivery) error {
+	if err := o.front(ctx, d.Delivery); err != nil || d.Outcome != "" {
 		return err // refused, or not this service's event
 	}
-	first, err := idem.Mark(ctx, tx, o.spec.Name, d.Event.ID, origin(d.Msg))
-	if err != nil {
-		return err
-	}
-	if !first {
-		d.Outcome = "duplicate"
-		return nil
-	}
-	var emitted outbox.Pending
-	d.Tx = &Tx{ExtContext: tx, Log: d.Log, source: o.spec.Name, produces: o.spec.Produces, orderID: d.Event.OrderID, now: o.now(), outbox: &emitted}
-	if err := o.react(ctx, d); err != nil {
-		return err
-	}
-	return emitted.Flush(ctx, tx)
+	return o.spec.apply(ctx, tx, []*delivery{d}, o.now(), o.react)
 }
 
 func btoi(b bool) int {

@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -22,11 +23,13 @@ func TestDocsNameThePathThatRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var steps []string
+	steps := make([]string, 5)
 	for _, m := range regexp.MustCompile(`(?m)^\t// (\d)\. (\w+)$`).FindAllStringSubmatch(string(src), -1) {
-		steps = append(steps, m[2])
+		if i := int(m[1][0] - '1'); i >= 0 && i < len(steps) && steps[i] == "" {
+			steps[i] = m[2]
+		}
 	}
-	if len(steps) != 5 {
+	if slices.Contains(steps, "") {
 		t.Fatalf("transact's steps read from transaction.go = %v, want its five numbered step comments", steps)
 	}
 	wantChain, wantSteps := strings.Join(chain, " → "), strings.Join(steps, " → ")

@@ -227,8 +227,7 @@ func (j *Injector) restartServices(ctx context.Context, spec func(*Instance) str
 		go func() {
 			defer wg.Done()
 			for _, i := range j.leaderLast(ctx, s) {
-				// A restart would thaw a paused instance and cut its pause
-				// short: it waits for the pause to end.
+				// Restart waits for a paused instance's pause to end.
 				i.WaitThawed(ctx, time.Minute)
 				j.Dups.Before(ctx, i)
 				if err := i.Restart(ctx, spec(i)); err != nil {

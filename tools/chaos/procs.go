@@ -194,6 +194,10 @@ func (i *Instance) signal(sig syscall.Signal, paused bool) error {
 	if i.cmd == nil {
 		return fmt.Errorf("%s is not running", i.Name())
 	}
+	if paused && i.expect != "" {
+		// Being killed or restarted: a pause now would be cut short.
+		return fmt.Errorf("%s is being %s", i.Name(), i.expect)
+	}
 	i.paused = paused
 	return i.cmd.Process.Signal(sig)
 }
@@ -212,17 +216,27 @@ func (i *Instance) WaitThawed(ctx context.Context, limit time.Duration) {
 	}
 }
 
-// Running reports whether a process runs and is not paused.
+// Running reports whether a process runs, is not paused and is not being
+// killed or restarted.
 func (i *Instance) Running() bool {
 	i.mu.Lock()
 	defer i.mu.Unlock()
-	return i.cmd != nil && !i.paused
+	return i.cmd != nil && !i.paused && i.expect == ""
 }
 
 // Restart stops the process gracefully (SIGTERM, SIGKILL after 10 s) and
-// starts it again with the given CHOREO_FAILPOINTS.
+// starts it again with the given CHOREO_FAILPOINTS. A paused process is
+// left to its pause first (up to a minute): a restart would thaw it and
+// cut the pause short. The check and the stop are one step under i.mu, so
+// a pause cannot begin between them.
 func (i *Instance) Restart(ctx context.Context, failpoints string) error {
+	end := time.Now().Add(time.Minute)
 	i.mu.Lock()
+	for i.paused && i.cmd != nil && time.Now().Before(end) && ctx.Err() == nil {
+		i.mu.Unlock()
+		sleep(ctx, 100*time.Millisecond)
+		i.mu.Lock()
+	}
 	i.failpoints = failpoints
 	cmd, exited := i.cmd, i.exited
 	if cmd == nil {
