@@ -10,6 +10,7 @@ import (
 	"database/sql"
 	_ "embed"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log"
 	"time"
@@ -18,19 +19,6 @@ import (
 	"github.com/google/uuid"
 	_ "github.com/lib/pq" // the PostgreSQL driver, registered as "postgres"
 )
-
-// Schema creates processed_events, accounts and outbox.
-//
-//go:embed schema.sql
-var Schema string
-
-// Migrate applies Schema to db.
-func Migrate(ctx context.Context, db *sql.DB) error {
-	if _, err := db.ExecContext(ctx, Schema); err != nil {
-		return fmt.Errorf("migrate: %w", err)
-	}
-	return nil
-}
 
 // PaymentRequested asks to debit an account. The event id travels in the
 // JSON value rather than a header, so it is part of the event itself and
@@ -93,6 +81,9 @@ func Handle(ctx context.Context, db *sql.DB, msg *sarama.ConsumerMessage) error 
 	if err := json.Unmarshal(msg.Value, &in); err != nil {
 		return fmt.Errorf("decode PaymentRequested: %w", err)
 	}
+	if in.EventID == "" { // else the first such event would hide every later one
+		return errors.New("PaymentRequested without event_id")
+	}
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
@@ -106,8 +97,8 @@ func Handle(ctx context.Context, db *sql.DB, msg *sarama.ConsumerMessage) error 
 	if err != nil {
 		return fmt.Errorf("mark %s: %w", in.EventID, err)
 	}
-	if n, err := res.RowsAffected(); err != nil || n == 0 {
-		return err // nil for a duplicate: acknowledged, nothing else written
+	if n, _ := res.RowsAffected(); n == 0 {
+		return nil // a duplicate: acknowledged, and the deferred Rollback writes nothing
 	}
 
 	// 2. The business effect.
@@ -163,6 +154,19 @@ func Run(ctx context.Context, brokers []string, group, topic string, handler sar
 		if err := cg.Consume(ctx, []string{topic}, handler); err != nil {
 			return fmt.Errorf("consume %s: %w", topic, err)
 		}
+	}
+	return nil
+}
+
+// Schema creates processed_events, accounts and outbox.
+//
+//go:embed schema.sql
+var Schema string
+
+// Migrate applies Schema to db.
+func Migrate(ctx context.Context, db *sql.DB) error {
+	if _, err := db.ExecContext(ctx, Schema); err != nil {
+		return fmt.Errorf("migrate: %w", err)
 	}
 	return nil
 }

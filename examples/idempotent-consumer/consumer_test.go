@@ -48,11 +48,11 @@ func TestHandleAppliesOnce(t *testing.T) {
 		concurrent bool
 	}{
 		// Fails if Handle goes on after a duplicate mark (delete the
-		// `|| n == 0` test after the INSERT): balance 80, two outbox rows.
+		// `if n == 0` block after the INSERT): balance 80, two outbox rows.
 		{name: "RedeliveryAppliesOnce", deliveries: 2},
-		// Fails if the mark is a SELECT before an INSERT, or if the
-		// INSERT loses ON CONFLICT DO NOTHING: then 15 deliveries fail
-		// with a unique violation instead of being acknowledged.
+		// Fails if the mark is a SELECT EXISTS before a plain INSERT,
+		// which the redelivery above does not notice: deliveries that
+		// both saw no row fail with a unique violation (20 runs of 20).
 		{name: "SixteenConcurrentDeliveriesApplyOnce", deliveries: 16, concurrent: true},
 	}
 	for _, tt := range tests {
@@ -61,6 +61,7 @@ func TestHandleAppliesOnce(t *testing.T) {
 			msg := &sarama.ConsumerMessage{Value: request(t, uuid.NewString())}
 			errs := make([]error, tt.deliveries)
 			if tt.concurrent {
+				warm(t, db, tt.deliveries)
 				var start, done sync.WaitGroup
 				start.Add(1)
 				for i := range errs {
@@ -85,6 +86,7 @@ func TestHandleAppliesOnce(t *testing.T) {
 
 // TestHandleAppliesDistinctEvents keeps the de-duplication honest: it is by
 // event id, so two payments of the same amount are two debits.
+// Fails if the mark is keyed by anything else (in.Account for in.EventID).
 func TestHandleAppliesDistinctEvents(t *testing.T) {
 	db, _ := newDB(t)
 	for range 2 {
@@ -94,6 +96,19 @@ func TestHandleAppliesDistinctEvents(t *testing.T) {
 	}
 	if got, want := read(t, db), (state{balance: 80, processed: 2, outbox: 2}); got != want {
 		t.Fatalf("got %+v, want %+v", got, want)
+	}
+}
+
+// TestHandleRefusesEventWithoutID: an event without an id is not applied,
+// for if it were marked as "", every later such event would be skipped.
+// Fails if the event_id check in Handle is deleted.
+func TestHandleRefusesEventWithoutID(t *testing.T) {
+	db, _ := newDB(t)
+	if err := consumer.Handle(t.Context(), db, &sarama.ConsumerMessage{Value: request(t, "")}); err == nil {
+		t.Fatal("Handle accepted an event without event_id")
+	}
+	if got := read(t, db); got != before {
+		t.Fatalf("got %+v, want %+v", got, before)
 	}
 }
 
@@ -185,7 +200,8 @@ func TestCrashLosesNothing(t *testing.T) {
 
 // TestRelayPublishesOnce runs Relay over an outbox row that Handle wrote:
 // the event is published once and its row marked sent. Fails if the relay
-// does not mark rows (delete the UPDATE): each round publishes it again.
+// does not mark rows (delete the UPDATE in relayOnce): the row stays unsent
+// and each round publishes it again.
 func TestRelayPublishesOnce(t *testing.T) {
 	db, _ := newDB(t)
 	cause := uuid.NewString()
@@ -245,6 +261,25 @@ func newDB(t *testing.T) (*sql.DB, string) {
 		t.Fatal(err)
 	}
 	return db, url
+}
+
+// warm opens n connections and keeps them idle in db's pool, so that n
+// deliveries begin their transactions at once rather than one per
+// connection set up.
+func warm(t *testing.T, db *sql.DB, n int) {
+	t.Helper()
+	db.SetMaxIdleConns(n)
+	conns := make([]*sql.Conn, n)
+	for i := range conns {
+		c, err := db.Conn(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns[i] = c
+	}
+	for _, c := range conns {
+		c.Close()
+	}
 }
 
 // request encodes a PaymentRequested of 10 from alice.
