@@ -3,8 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
-	"net/http"
 	"io"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
