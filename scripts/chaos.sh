@@ -10,8 +10,8 @@
 # Environment knobs: CHAOS_SEED (default 1, so CI runs the same schedule
 # every time and a failure is the change's, not the calendar's; try others
 # by hand), CHAOS_OUT (where the JSON report goes, default bin/chaos-report.json).
-# Exits non-zero on any lost, doubled or inconsistent saga, and when a
-# scheduled fault kind or a crash point never fired.
+# Exits non-zero on any lost, doubled or inconsistent saga, and when the run
+# proved too little (unproven): see the verdict in tools/chaos/main.go.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 

@@ -47,6 +47,13 @@ func Config(clientID string) *sarama.Config {
 	c.Consumer.Offsets.AutoCommit.Interval = 500 * time.Millisecond
 	c.Consumer.Return.Errors = true
 	c.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{sarama.NewBalanceStrategySticky()}
+	// A member learns of a rebalance from its next heartbeat, so this
+	// bounds how long a departing instance's partitions wait for the rest.
+	c.Consumer.Group.Heartbeat.Interval = time.Second
+
+	// Topics are created by EnsureTopics with the settings the guarantees
+	// need, never by a metadata request with the broker's defaults.
+	c.Metadata.AllowAutoTopicCreation = false
 
 	c.Metadata.Retry.Max = 10
 	c.Metadata.Retry.Backoff = 500 * time.Millisecond

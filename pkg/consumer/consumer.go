@@ -31,7 +31,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -45,8 +45,8 @@ import (
 
 // Metrics, labelled by service (the consumer group, one per service):
 // retries show a dependency in trouble (the partition is waiting, not
-// skipping); dead letters need a human; a lag that keeps growing is a
-// partition that is stuck or a service that cannot keep up.
+// skipping); dead letters need a human. The lag and membership gauges are
+// in health.go.
 var (
 	retries = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "choreo_consumer_retries_total",
@@ -56,10 +56,6 @@ var (
 		Name: "choreo_consumer_dead_letters_total",
 		Help: "Messages that could never be processed and were dead-lettered, by service and topic.",
 	}, []string{"service", "topic"})
-	lag = promauto.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "choreo_consumer_lag",
-		Help: "Messages of a partition this member holds that are not yet handled: the high-water mark minus the next offset to consume.",
-	}, []string{"service", "topic", "partition"})
 )
 
 // Handler processes one message. It returns nil once the message's effects
@@ -154,13 +150,18 @@ type Config struct {
 	// letters that follow a long batch still have time.
 	HandleTimeout time.Duration
 	// InstanceID, when set, makes this member static (KIP-345): an
-	// instance that restarts under the same id — after a crash, in a
-	// rolling deploy — gets its partitions back at once, without a
-	// rebalance and without waiting for its old session to time out. Each
-	// instance of a service needs its own stable id (e.g. "payment-1");
-	// two live members with one id fence each other. Empty: dynamic
-	// membership.
+	// instance that restarts under the same id after a crash gets its
+	// partitions back at once, without a rebalance. A deliberate stop
+	// removes the member, so its partitions move on at once too. Each
+	// instance needs its own stable id (see InstanceID); two live members
+	// with one id fence each other. Empty: dynamic membership.
 	InstanceID string
+	// Ensure, when set, creates the subscribed topics; it is called when
+	// one of them has gone missing under the running group.
+	Ensure func(ctx context.Context) error
+	// WatchEvery is how often the lag and missing-topic gauges are read
+	// from the cluster. Default 5s.
+	WatchEvery time.Duration
 }
 
 // Validate reports a missing setting.
@@ -189,6 +190,15 @@ type Group struct {
 
 	generation atomic.Int32 // of the current session; 0 before the first
 	partitions atomic.Int32 // claimed in the current session
+
+	mu          sync.Mutex // guards what Ready reads
+	inSession   bool
+	lastSession time.Time // when the last session ended, or now while in one
+	lastErr     error     // why the last Consume returned
+	missing     int       // subscribed topics found missing by watch
+
+	crash          bool          // tests: stop as a killed process would, without leaving
+	sessionTimeout time.Duration // tests: other than sarama's 10s
 }
 
 // Assigned returns the generation of the group this member last joined and
@@ -209,6 +219,9 @@ func New(cfg Config) (*Group, error) {
 	if cfg.HandleTimeout <= 0 {
 		cfg.HandleTimeout = 60 * time.Second
 	}
+	if cfg.WatchEvery <= 0 {
+		cfg.WatchEvery = 5 * time.Second
+	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -226,6 +239,9 @@ func New(cfg Config) (*Group, error) {
 func (g *Group) Run(ctx context.Context) error {
 	sc := broker.Config(g.cfg.GroupID)
 	sc.Consumer.Group.InstanceId = g.cfg.InstanceID
+	if g.sessionTimeout > 0 {
+		sc.Consumer.Group.Session.Timeout = g.sessionTimeout
+	}
 	cg, err := sarama.NewConsumerGroup(g.cfg.Brokers, g.cfg.GroupID, sc)
 	if err != nil {
 		return fmt.Errorf("consumer: join group %s: %w", g.cfg.GroupID, err)
@@ -235,10 +251,18 @@ func (g *Group) Run(ctx context.Context) error {
 			g.log.Warn("consumer group error", "err", err)
 		}
 	}()
+	joined.WithLabelValues(g.cfg.GroupID).Set(0)
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	go g.watch(watchCtx)
 
 	for ctx.Err() == nil {
 		// Consume returns at every rebalance; loop to rejoin.
-		if err := cg.Consume(ctx, g.cfg.Topics, g); err != nil {
+		err := cg.Consume(ctx, g.cfg.Topics, g)
+		g.mu.Lock()
+		g.lastErr = err
+		g.mu.Unlock()
+		if err != nil {
 			if errors.Is(err, sarama.ErrClosedConsumerGroup) {
 				break
 			}
@@ -248,10 +272,16 @@ func (g *Group) Run(ctx context.Context) error {
 	}
 	// Consume committed the marked offsets when its session ended. A dynamic
 	// member's Close leaves the group, so its partitions move on at once; a
-	// static member (InstanceID) does not leave (KIP-345): its partitions
-	// wait for it to come back, or for the session timeout if it does not.
+	// static member's does not (KIP-345), so leave removes it.
 	if err := cg.Close(); err != nil {
 		return fmt.Errorf("consumer: close group %s: %w", g.cfg.GroupID, err)
+	}
+	if g.cfg.InstanceID != "" && !g.crash {
+		if err := g.leave(); err != nil {
+			g.log.Warn("static member not removed: its partitions wait for its session to time out", "err", err)
+		} else {
+			g.log.Info("static member removed from the group", "instance", g.cfg.InstanceID)
+		}
 	}
 	g.log.Info("consumer stopped")
 	return nil
@@ -265,6 +295,7 @@ func (g *Group) Setup(s sarama.ConsumerGroupSession) error {
 	}
 	g.generation.Store(s.GenerationID())
 	g.partitions.Store(int32(n))
+	g.session(true)
 	g.log.Info("partitions assigned", "claims", s.Claims(), "generation", s.GenerationID(), "instance", g.cfg.InstanceID)
 	return nil
 }
@@ -272,23 +303,28 @@ func (g *Group) Setup(s sarama.ConsumerGroupSession) error {
 // Cleanup implements sarama.ConsumerGroupHandler.
 func (g *Group) Cleanup(s sarama.ConsumerGroupSession) error {
 	g.partitions.Store(0)
+	g.session(false)
 	g.log.Info("partitions revoked", "generation", s.GenerationID())
 	return nil
 }
 
+// session records whether the member is in a session, for Ready and the
+// joined gauge.
+func (g *Group) session(in bool) {
+	g.mu.Lock()
+	g.inSession, g.lastSession = in, time.Now()
+	g.mu.Unlock()
+	v := 0.0
+	if in {
+		v = 1
+	}
+	joined.WithLabelValues(g.cfg.GroupID).Set(v)
+}
+
 // ConsumeClaim implements sarama.ConsumerGroupHandler. Messages of one
 // partition are handled in order: one at a time, or in batches of those
-// ready (see Config.MaxBatch). The partition's lag is set when the claim
-// starts and after every message or batch.
+// ready (see Config.MaxBatch).
 func (g *Group) ConsumeClaim(s sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
-	labels := []string{g.cfg.GroupID, claim.Topic(), strconv.Itoa(int(claim.Partition()))}
-	partLag := lag.WithLabelValues(labels...)
-	// A revoked partition's lag is its next owner's to report; a series
-	// left behind would be counted twice.
-	defer lag.DeleteLabelValues(labels...)
-	if next := claim.InitialOffset(); next >= 0 { // not a sentinel (OffsetNewest, OffsetOldest)
-		partLag.Set(float64(max(claim.HighWaterMarkOffset()-next, 0)))
-	}
 	for {
 		select {
 		case <-s.Context().Done():
@@ -306,11 +342,7 @@ func (g *Group) ConsumeClaim(s sarama.ConsumerGroupSession, claim sarama.Consume
 				return nil
 			}
 			for batch := g.collect(m, claim.Messages()); len(batch) > 0; {
-				// While a batch is retried, the lag keeps up with the
-				// partition's high-water mark, so a partition stuck on a
-				// message shows a growing lag rather than its last value.
-				stuck := func() { partLag.Set(float64(max(claim.HighWaterMarkOffset()-batch[0].Offset, 0))) }
-				rest, err := g.process(s.Context(), batch, stuck)
+				rest, err := g.process(s.Context(), batch)
 				if err != nil {
 					// The session ended while retrying (or the handler broke
 					// its contract): the batch is left unmarked and the next
@@ -322,7 +354,6 @@ func (g *Group) ConsumeClaim(s sarama.ConsumerGroupSession, claim sarama.Consume
 				}
 				done := batch[len(batch)-len(rest)-1]
 				s.MarkMessage(done, "")
-				partLag.Set(float64(max(claim.HighWaterMarkOffset()-(done.Offset+1), 0)))
 				if len(rest) > 0 && s.Context().Err() != nil {
 					return nil // as above: the rest is the next owner's
 				}
@@ -351,10 +382,9 @@ func (g *Group) collect(first *sarama.ConsumerMessage, more <-chan *sarama.Consu
 }
 
 // process handles a batch until it succeeds or ends at a failure, which it
-// dead-letters, calling retrying after every failed attempt. It returns the
-// messages after the failure, not yet handled, and an error only if
-// sessCtx ended first.
-func (g *Group) process(sessCtx context.Context, batch []*sarama.ConsumerMessage, retrying func()) (rest []*sarama.ConsumerMessage, err error) {
+// dead-letters. It returns the messages after the failure, not yet
+// handled, and an error only if sessCtx ended first.
+func (g *Group) process(sessCtx context.Context, batch []*sarama.ConsumerMessage) (rest []*sarama.ConsumerMessage, err error) {
 	first, last := batch[0], batch[len(batch)-1]
 	log := g.log.With("topic", first.Topic, "partition", first.Partition, "offset", first.Offset)
 	if len(batch) == 1 {
@@ -369,7 +399,6 @@ func (g *Group) process(sessCtx context.Context, batch []*sarama.ConsumerMessage
 		defer cancel()
 		f, err := g.batch.HandleBatch(ctx, batch)
 		if err != nil {
-			retrying()
 			log.Warn("handler failed; will retry", "err", err)
 			retries.WithLabelValues(g.cfg.GroupID, first.Topic).Inc()
 			return struct{}{}, err
@@ -387,7 +416,6 @@ func (g *Group) process(sessCtx context.Context, batch []*sarama.ConsumerMessage
 		if dlErr := g.cfg.DeadLetter(ctx, f.Msg, f.Err); dlErr != nil {
 			// The whole batch is retried: what it applied is now a
 			// duplicate, skipped; the failure fails again.
-			retrying()
 			flog.Error("dead-letter failed; will retry", "err", dlErr)
 			retries.WithLabelValues(g.cfg.GroupID, f.Msg.Topic).Inc()
 			return struct{}{}, dlErr

@@ -11,7 +11,6 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/choreo-saga/choreo/internal/testenv"
-	"github.com/choreo-saga/choreo/pkg/broker"
 	"github.com/choreo-saga/choreo/pkg/consumer"
 )
 
@@ -176,41 +175,4 @@ func TestShutdownFinishesTheMessageInHand(t *testing.T) {
 
 	produce(t, topic, "next")
 	nextMemberSees(t, group, topic, "next")
-}
-
-// TestStaticMemberRestartKeepsItsPartitions: a member with an InstanceID
-// that stops abruptly (a static member leaves no LeaveGroup behind, as after
-// kill -9) and comes back under the same id gets every partition again in
-// the same generation — no rebalance, no wait for its old session to expire.
-func TestStaticMemberRestartKeepsItsPartitions(t *testing.T) {
-	topic := testenv.Topic(t, "static")
-	group := testenv.ID("static")
-	instance := testenv.ID("i")
-	start := func() (*consumer.Group, func()) {
-		g, err := consumer.New(consumer.Config{
-			Brokers: testenv.Brokers(t), GroupID: group, Topics: []string{topic}, InstanceID: instance,
-			Handler:    consumer.HandlerFunc(func(context.Context, *sarama.ConsumerMessage) error { return nil }),
-			DeadLetter: func(context.Context, *sarama.ConsumerMessage, error) error { return nil },
-			Logger:     testenv.Logger(t),
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return g, testenv.Background(t, "the consumer group", time.Minute, g.Run)
-	}
-	holdsAll := func(g *consumer.Group) func() bool {
-		return func() bool { _, n := g.Assigned(); return n == broker.Partitions }
-	}
-
-	first, stop := start()
-	testenv.Eventually(t, 60*time.Second, "the first member holds every partition", holdsAll(first))
-	gen, _ := first.Assigned()
-	stop()
-
-	again, stop := start()
-	defer stop()
-	testenv.Eventually(t, 60*time.Second, "the restarted member holds every partition", holdsAll(again))
-	if got, _ := again.Assigned(); got != gen {
-		t.Fatalf("generation %d after the restart, want %d: the group rebalanced", got, gen)
-	}
 }

@@ -3,7 +3,6 @@ package participant
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"slices"
 	"time"
@@ -16,8 +15,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/choreo-saga/choreo/pkg/consumer"
-	"github.com/choreo-saga/choreo/pkg/idem"
-	"github.com/choreo-saga/choreo/pkg/outbox"
 )
 
 // MaxBatch caps the events applied in one transaction. A bigger batch
@@ -42,32 +39,19 @@ var batchSize = promauto.NewHistogramVec(prometheus.HistogramOpts{
 	Buckets: []float64{1, 2, 4, 8, 16, 32, 48},
 }, []string{"service"})
 
-// BatchHandler returns the service's handler for batches: the events of
-// one partition that are ready, applied in one transaction — the same
-// chain as Handler, split at the transaction:
+// BatchHandler returns the service's consumer handler: the events of one
+// partition that are ready (a batch, of one on a quiet system) go through
+// the chain alone (Decode, Guard, Route, DecodePayload; another service's
+// event is acknowledged there), and the routed ones into one transaction
+// (transact), after which the consumer marks the last offset.
 //
-//  1. each message goes through Decode, Guard, Route and DecodePayload
-//     alone; another service's event is acknowledged;
-//  2. one transaction holds back the events of parked orders (Hold),
-//     marks the rest processed with one statement (idem.MarkAll: the
-//     primary key still decides), skips the duplicates, and runs each
-//     first-seen event's reaction in offset order;
-//  3. one commit, after which the consumer marks the last offset.
-//
-// A message that fails permanently — refused in step 1, or its reaction
-// failing — ends the batch: what came before it is applied and committed,
-// it is returned to be dead-lettered (which parks its order), and the
-// consumer hands the messages after it over again, so they find its order
-// parked. A reaction's failure rolls the transaction back and the events
-// before it are applied again without it: the common case, where every
-// reaction succeeds, costs no savepoints, and no reaction runs more than
-// twice. One that fails otherwise (the database away) rolls the whole
-// batch back to be retried, and a deadlock between batches makes them
-// apply one event per transaction (applyOrSplit).
-//
-// Per-order ordering holds: a batch is one partition's messages in order,
-// and two events of one order in a batch apply one after the other, the
-// second seeing the first's changes.
+// A message that fails permanently ends the batch: what came before it is
+// applied and committed, and it is returned to be dead-lettered (which
+// parks its order), so the messages after it, handed over again, find its
+// order parked. A database error rolls the whole batch back to be retried,
+// and a deadlock between batches makes them apply one event per
+// transaction (applyOrSplit). Per-order ordering holds: a batch is one
+// partition's messages in order, applied one after the other.
 func (s Spec) BatchHandler(db *sqlx.DB, log *slog.Logger) consumer.BatchHandler {
 	now := s.Now
 	if now == nil {
@@ -77,12 +61,31 @@ func (s Spec) BatchHandler(db *sqlx.DB, log *slog.Logger) consumer.BatchHandler 
 	return &batcher{spec: s, db: db, now: now, turn: make(chan struct{}, 1), front: front, react: react}
 }
 
-// stages splits the chain of Handler at the transaction: front decodes,
-// guards, routes and decodes the payload of one message; react runs its
-// reaction inside a transaction someone else owns.
+// stages returns the two halves of a delivery: front, the chain up to the
+// transaction (see chain), and react, the reaction transact runs inside it.
 func (s Spec) stages(log *slog.Logger) (front, react Handler) {
 	routed := func(context.Context, *Delivery) error { return nil }
-	return Chain(routed, Decode(log.With("consumer", s.Name)), Guard, Route(s.Reactions), DecodePayload), Classify(React)
+	var mw []Middleware
+	for _, st := range s.chain(log) {
+		mw = append(mw, st.mw)
+	}
+	return Chain(routed, mw...), Classify(React)
+}
+
+// step is a named step of the chain, so a test can hold the docs to it.
+type step struct {
+	name string
+	mw   Middleware
+}
+
+// chain is every message's way to the transaction, in order.
+func (s Spec) chain(log *slog.Logger) []step {
+	return []step{
+		{"Decode", Decode(log.With("consumer", s.Name))},
+		{"Guard", Guard},
+		{"Route", Route(s.Reactions)},
+		{"DecodePayload", DecodePayload},
+	}
 }
 
 type batcher struct {
@@ -185,7 +188,7 @@ type delivery struct {
 // batches of two instances can take the same rows in opposite orders; one
 // event per transaction cannot.
 func (b *batcher) applyOrSplit(ctx context.Context, ds []*delivery) (*consumer.Failure, error) {
-	err := b.apply(ctx, ds)
+	err := b.inTurn(ctx, ds)
 	var lo *leftOut
 	switch {
 	case err == nil:
@@ -228,62 +231,14 @@ func lockConflict(err error) bool {
 	return errors.As(err, &pqErr) && (pqErr.Code == "40P01" || pqErr.Code == "40001")
 }
 
-// apply runs the routed deliveries in one transaction (step 2 above). A
-// reaction that fails permanently rolls it all back and is returned as a
-// *leftOut, for applyOrSplit to apply those before it again.
-func (b *batcher) apply(ctx context.Context, ds []*delivery) error {
+// inTurn runs transact once this instance's other batch transaction, if
+// any, has committed (see batcher.turn).
+func (b *batcher) inTurn(ctx context.Context, ds []*delivery) error {
 	select {
 	case b.turn <- struct{}{}:
 		defer func() { <-b.turn }()
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	ctx, cancel := context.WithTimeout(ctx, TxTimeout)
-	defer cancel()
-	sqlTx, err := b.db.BeginTxx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("begin: %w", err)
-	}
-	defer sqlTx.Rollback() //nolint:errcheck // a no-op after Commit
-
-	for _, d := range ds {
-		d.Outcome, d.Tx = "", nil // from an earlier attempt, rolled back
-	}
-	plain := make([]*Delivery, len(ds))
-	for i, d := range ds {
-		plain[i] = d.Delivery
-	}
-	if _, err := hold(ctx, sqlTx, b.spec.Name, plain); err != nil {
-		return err
-	}
-	ds = slices.DeleteFunc(slices.Clone(ds), func(d *delivery) bool { return d.Outcome != "" }) // held, or duplicates of applied ones
-	ids := make([]string, len(ds))
-	origins := make([]idem.Origin, len(ds))
-	for i, d := range ds {
-		ids[i], origins[i] = d.Event.ID, origin(d.Msg)
-	}
-	first, err := idem.MarkAll(ctx, sqlTx, b.spec.Name, ids, origins)
-	if err != nil {
-		return err
-	}
-	at := b.now()
-	var emitted outbox.Pending // every reaction's events: one INSERT
-	for _, d := range ds {
-		if !first[d.Event.ID] {
-			d.Log.Info("duplicate event skipped")
-			d.Outcome = "duplicate"
-			continue
-		}
-		delete(first, d.Event.ID) // a second copy in this batch is a duplicate
-		d.Tx = &Tx{ExtContext: sqlTx, Log: d.Log, source: b.spec.Name, produces: b.spec.Produces, orderID: d.Event.OrderID, now: at, outbox: &emitted}
-		// The transaction's deadline, the delivery's span: what the
-		// reaction emits carries its trace.
-		if err := b.react(trace.ContextWithSpan(ctx, d.span), d.Delivery); err != nil {
-			if consumer.IsPermanent(err) {
-				return &leftOut{d: d, err: err}
-			}
-			return err
-		}
-	}
-	return commit(ctx, sqlTx, &emitted)
+	return b.transact(ctx, ds)
 }

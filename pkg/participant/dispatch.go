@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
-	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 	"github.com/lib/pq/pqerror"
 	"github.com/prometheus/client_golang/prometheus"
@@ -19,20 +18,19 @@ import (
 
 	"github.com/choreo-saga/choreo/pkg/consumer"
 	"github.com/choreo-saga/choreo/pkg/events"
-	"github.com/choreo-saga/choreo/pkg/failpoint"
 	"github.com/choreo-saga/choreo/pkg/idem"
-	"github.com/choreo-saga/choreo/pkg/outbox"
 	"github.com/choreo-saga/choreo/pkg/tracing"
 )
 
-// A Delivery is one Kafka message on its way through the handler chain.
-// Each step fills in what it learns; the next one relies on it.
+// A Delivery is one Kafka message on its way to the transaction: each step
+// of the chain (Decode, Guard, Route, DecodePayload) fills in what it
+// learns, and transact (transaction.go) applies it.
 type Delivery struct {
 	Msg     *sarama.ConsumerMessage
 	Event   events.Envelope // set by Decode
 	Payload events.Payload  // set by DecodePayload, for routed events only
 	Log     *slog.Logger    // set by Decode: carries the event's ids
-	Tx      *Tx             // set by Transaction
+	Tx      *Tx             // set by transact, for the reaction
 	// Outcome is how the message ended: "applied", "duplicate" (already
 	// processed: skipped) or "not_routed" (another service's event).
 	Outcome string
@@ -46,7 +44,7 @@ type Delivery struct {
 type Handler func(ctx context.Context, d *Delivery) error
 
 // Middleware wraps a Handler with one concern: decoding, guarding,
-// routing, the transaction, de-duplication, classifying errors, metrics.
+// routing, decoding the payload, classifying a reaction's errors.
 type Middleware func(Handler) Handler
 
 // Chain returns h wrapped in mw, the first outermost.
@@ -80,18 +78,6 @@ const (
 	outcomeDeadLetter = "dead_letter"
 )
 
-// Metrics counts each handled delivery by outcome and times every attempt.
-func Metrics(service string) Middleware {
-	return func(next Handler) Handler {
-		return func(ctx context.Context, d *Delivery) error {
-			start := time.Now()
-			err := next(ctx, d)
-			record(service, d, err, time.Since(start))
-			return err
-		}
-	}
-}
-
 // record counts a delivery that ended (applied, duplicate, not routed) and
 // times it, or times a failed attempt as retry or dead_letter.
 func record(service string, d *Delivery, err error, took time.Duration) {
@@ -116,23 +102,6 @@ func knownType(t string) string {
 		return t
 	}
 	return "unknown"
-}
-
-// Trace runs the rest of the chain in a consumer span, the child of the
-// span whose context the message's headers carry (the relay's publish
-// span; see package tracing), so the handling, and every event it emits
-// through Tx.Emit, continues the saga's trace. The span is named after the
-// event type once Decode knows it, and carries the service, order id,
-// event id and outcome.
-func Trace(service string) Middleware {
-	return func(next Handler) Handler {
-		return func(ctx context.Context, d *Delivery) error {
-			ctx, span := startSpan(ctx, service, d.Msg)
-			err := next(ctx, d)
-			endSpan(span, d, err)
-			return err
-		}
-	}
 }
 
 // startSpan starts the consumer span of m, the child of the span whose
@@ -275,64 +244,6 @@ func Classify(next Handler) Handler {
 // process that freezes mid-transaction cannot honour it; the server ends
 // that session instead (pg.SessionDefaults).
 const TxTimeout = 30 * time.Second
-
-// Transaction runs the rest of the chain in one database transaction and
-// commits it if that returns nil. It is the runtime's transaction
-// boundary: the processed_events mark, the reaction's changes and the
-// events it emits commit together or not at all, within TxTimeout.
-func Transaction(db *sqlx.DB, service, produces string, now func() time.Time) Middleware {
-	return func(next Handler) Handler {
-		return func(ctx context.Context, d *Delivery) error {
-			ctx, cancel := context.WithTimeout(ctx, TxTimeout)
-			defer cancel()
-			sqlTx, err := db.BeginTxx(ctx, nil)
-			if err != nil {
-				return fmt.Errorf("begin: %w", err)
-			}
-			defer sqlTx.Rollback() //nolint:errcheck // a no-op after Commit
-			var emitted outbox.Pending
-			d.Tx = &Tx{ExtContext: sqlTx, Log: d.Log, source: service, produces: produces, orderID: d.Event.OrderID, now: now(), outbox: &emitted}
-			if err := next(ctx, d); err != nil {
-				return err
-			}
-			return commit(ctx, sqlTx, &emitted)
-		}
-	}
-}
-
-// commit writes what the transaction's reactions emitted, with one
-// statement, and commits: the end of every delivery's or batch's
-// transaction.
-func commit(ctx context.Context, sqlTx *sqlx.Tx, emitted *outbox.Pending) error {
-	if err := emitted.Flush(ctx, sqlTx); err != nil {
-		return err
-	}
-	if err := sqlTx.Commit(); err != nil {
-		return fmt.Errorf("commit: %w", err)
-	}
-	failpoint.Hit(failpoint.AfterCommit) // the chaos suite's crash before the offset mark
-	return nil
-}
-
-// Dedupe marks the event processed by service within the delivery's
-// transaction (idem.Mark) and stops a duplicate there: it is acknowledged
-// and changes nothing.
-func Dedupe(service string) Middleware {
-	return func(next Handler) Handler {
-		return func(ctx context.Context, d *Delivery) error {
-			first, err := idem.Mark(ctx, d.Tx, service, d.Event.ID, origin(d.Msg))
-			if err != nil {
-				return err
-			}
-			if !first {
-				d.Log.Info("duplicate event skipped")
-				d.Outcome = "duplicate"
-				return nil
-			}
-			return next(ctx, d)
-		}
-	}
-}
 
 // React runs the routed reaction; it is the end of the chain.
 func React(ctx context.Context, d *Delivery) error {

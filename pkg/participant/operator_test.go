@@ -153,8 +153,8 @@ func TestReleaseLetsAnOrderGoWithoutApplying(t *testing.T) {
 	}
 }
 
-// TestOneAtATimeHoldsAParkedOrder: the one-transaction-per-event handler
-// holds a parked order's events too.
+// TestOneAtATimeHoldsAParkedOrder: a batch of one (Spec.Handler, as with
+// CONSUMER_BATCH=1) holds a parked order's events too.
 func TestOneAtATimeHoldsAParkedOrder(t *testing.T) {
 	spec, db := recorder(t)
 	order := uuid.NewString()

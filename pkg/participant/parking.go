@@ -10,7 +10,6 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/jmoiron/sqlx"
 
-	"github.com/choreo-saga/choreo/pkg/consumer"
 	"github.com/choreo-saga/choreo/pkg/events"
 	"github.com/choreo-saga/choreo/pkg/idem"
 	"github.com/choreo-saga/choreo/pkg/outbox"
@@ -21,7 +20,7 @@ import (
 // its payload invalid, or its reaction refusing it — parks its order:
 // DeadLetter keeps it in parked_events with the reason, beside publishing
 // it to the dead-letter topic, and from then on every routed event of that
-// order is held there too (Hold), in order, instead of being applied —
+// order is held there too (hold, in transact), in order, instead of being applied —
 // while every other order keeps flowing. An operator replays or releases
 // the order's rows (Operator, choreoctl) once the cause is fixed. The
 // consumer ends a batch at its failure (consumer.BatchHandler), so the
@@ -48,43 +47,16 @@ type routedFailure struct{ error }
 
 func (e routedFailure) Unwrap() error { return e.error }
 
-// parksOrder marks the permanent failures of a routed event (see
-// routedFailure); it follows Route in the chain.
-func parksOrder(next Handler) Handler {
-	return func(ctx context.Context, d *Delivery) error {
-		err := next(ctx, d)
-		if consumer.IsPermanent(err) {
-			return routedFailure{err}
-		}
-		return err
-	}
-}
-
 // parks reports whether a dead letter for reason parks its order.
 func parks(reason error) bool {
 	var rf routedFailure
 	return errors.As(reason, &rf)
 }
 
-// Hold is the middleware, inside the transaction, that keeps the event of
-// a parked order aside instead of passing it on: it is stored in the
-// order's parked rows, unmarked, and acknowledged. A copy of an event
-// already applied is a duplicate, as ever: it is not held, so a replay
-// never meets it.
-func Hold(service string) Middleware {
-	return func(next Handler) Handler {
-		return func(ctx context.Context, d *Delivery) error {
-			kept, err := hold(ctx, d.Tx, service, []*Delivery{d})
-			if err != nil || len(kept) == 0 {
-				return err
-			}
-			return next(ctx, d)
-		}
-	}
-}
-
-// hold keeps, within tx, the deliveries of parked orders aside (see Hold)
-// and returns the others, in order.
+// hold keeps, within tx, the deliveries of parked orders aside: each is
+// stored in its order's parked rows, unmarked, and acknowledged. A copy of
+// an event already applied is a duplicate, as ever: it is not held, so a
+// replay never meets it. It returns the others, in order.
 func hold(ctx context.Context, tx sqlx.ExtContext, service string, ds []*Delivery) ([]*Delivery, error) {
 	keys := make([]string, 0, len(ds))
 	for _, d := range ds {

@@ -7,12 +7,10 @@
 //     (processed_events, outbox) and its own;
 //  2. create the topics it produces, dead-letters to and consumes;
 //  3. start the outbox relay, which alone publishes to Kafka;
-//  4. start the consumer group, handing each message down one chain of
-//     Middleware — Trace, Metrics, Decode, Guard, Route, DecodePayload,
-//     Classify, Transaction, Hold, Dedupe — to the service's typed
-//     Reaction (see On), inside the one
-//     transaction that also marks the event processed and queues what the
-//     reaction emits (Tx.Emit);
+//  4. start the consumer group: each message goes through the chain
+//     Decode → Guard → Route → DecodePayload, and the routed messages of
+//     a batch go into one transaction (transact: hold → mark → react →
+//     outbox → commit) that runs each service's typed Reaction (see On);
 //  5. serve its HTTP API with health and readiness endpoints, a span and
 //     metrics per request (web.Instrument), and the operator's API under
 //     /admin/ (Admin: replay or release parked orders);
@@ -21,7 +19,7 @@
 // hand and committing its offset. Messages that can never be processed go
 // to the service's dead-letter topic (DeadLetter) and park their order:
 // its later events are held, not applied, until an operator replays or
-// releases them (Hold, Operator).
+// releases them (transact's hold step, Operator).
 package participant
 
 import (
@@ -30,6 +28,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"slices"
 	"time"
 
@@ -55,14 +54,13 @@ type Config struct {
 	HTTPAddr     string       `envconfig:"HTTP_ADDR"`
 	DatabaseURL  string       `envconfig:"DATABASE_URL" required:"true"`
 	KafkaBrokers broker.Addrs `envconfig:"KAFKA_BROKERS" required:"true"`
-	// GroupInstanceID makes this instance a static member of its consumer
-	// group (see consumer.Config.InstanceID): a stable id per instance,
-	// e.g. "payment-1", lets a restarted instance take its partitions back
-	// at once. Empty: dynamic membership.
+	// GroupInstanceID is this instance's static member id in its consumer
+	// group (see consumer.Config.InstanceID), e.g. "payment-1". Empty: one
+	// derived from the host name and HTTP port (see InstanceID), so a
+	// restarted instance takes its partitions back at once by default.
 	GroupInstanceID string `envconfig:"KAFKA_GROUP_INSTANCE_ID"`
 	// ConsumerBatch is how many ready events of one partition are applied
-	// in one transaction (see Spec.BatchHandler), 1 to MaxBatch; 1 is one
-	// transaction per event (Spec.Handler). Default 32.
+	// in one transaction (see Spec.BatchHandler), 1 to MaxBatch. Default 32.
 	ConsumerBatch int `envconfig:"CONSUMER_BATCH"`
 	// FailPoints arms crash points for the chaos suite (see package
 	// failpoint), e.g. "after-commit=0.01". Never set in production.
@@ -92,6 +90,17 @@ type Config struct {
 // and the brokers.
 func DefaultConfig(httpAddr string) Config {
 	return Config{HTTPAddr: httpAddr, ConsumerBatch: 32, ProcessedRetention: 168 * time.Hour, TopicSettings: broker.DefaultTopicSettings()}
+}
+
+// InstanceID is the static member id of this instance in group:
+// GroupInstanceID if set, else consumer.InstanceID of the host name and
+// HTTP port ("" with an ephemeral port: dynamic membership).
+func (c Config) InstanceID(group string) string {
+	if c.GroupInstanceID != "" {
+		return c.GroupInstanceID
+	}
+	host, _ := os.Hostname()
+	return consumer.InstanceID(group, host, c.HTTPAddr)
 }
 
 // Validate reports the first bad setting, naming its environment variable.
@@ -171,29 +180,20 @@ func (s Spec) Consumes() []string {
 	return topics
 }
 
-// Handler returns the service's Kafka message handler: the chain of
-// middleware ending in its reactions. Run consumes with it; tests can call
-// it directly, e.g. from many goroutines with the same message.
+// Handler returns the service's handler for one message at a time: a
+// batch of one through BatchHandler, the path Run consumes with. Tests
+// call it directly, e.g. from many goroutines with the same message.
 func (s Spec) Handler(db *sqlx.DB, log *slog.Logger) consumer.Handler {
-	now := s.Now
-	if now == nil {
-		now = time.Now
-	}
-	h := Chain(React,
-		Trace(s.Name),
-		Metrics(s.Name),
-		Decode(log.With("consumer", s.Name)),
-		Guard,
-		Route(s.Reactions),
-		parksOrder,
-		DecodePayload,
-		Classify,
-		Transaction(db, s.Name, s.Produces, now),
-		Hold(s.Name),
-		Dedupe(s.Name),
-	)
+	b := s.BatchHandler(db, log)
 	return consumer.HandlerFunc(func(ctx context.Context, m *sarama.ConsumerMessage) error {
-		return h(ctx, &Delivery{Msg: m})
+		failed, err := b.HandleBatch(ctx, []*sarama.ConsumerMessage{m})
+		if err != nil {
+			return err
+		}
+		if failed != nil {
+			return failed.Err
+		}
+		return nil
 	})
 }
 
@@ -249,9 +249,6 @@ func Run(ctx context.Context, cfg Config, spec Spec) error {
 
 	dlq := events.DeadLetterTopic(spec.Name)
 	topics := append([]string{spec.Produces, dlq}, spec.Consumes()...)
-	if err := broker.EnsureTopicsWith(ctx, cfg.KafkaBrokers, spec.Name, cfg.TopicSettings, topics...); err != nil {
-		return err
-	}
 	producer, err := broker.NewSyncProducer(cfg.KafkaBrokers, spec.Name)
 	if err != nil {
 		return err
@@ -264,23 +261,21 @@ func Run(ctx context.Context, cfg Config, spec Spec) error {
 	if err != nil {
 		return err
 	}
-	// One transaction per event, or per batch of ready events.
-	var handler consumer.Handler
-	var batch consumer.BatchHandler
-	if cfg.ConsumerBatch > 1 {
-		batch = spec.BatchHandler(db, log)
-	} else {
-		handler = spec.Handler(db, log)
+	ensure := func(ctx context.Context) error {
+		return broker.EnsureTopicsWith(ctx, cfg.KafkaBrokers, spec.Name, cfg.TopicSettings, topics...)
+	}
+	if err := ensure(ctx); err != nil {
+		return err
 	}
 	group, err := consumer.New(consumer.Config{
 		Brokers:    cfg.KafkaBrokers,
 		GroupID:    spec.Name,
 		Topics:     spec.Consumes(),
-		Handler:    handler,
-		Batch:      batch,
+		Batch:      spec.BatchHandler(db, log),
 		MaxBatch:   cfg.ConsumerBatch,
 		DeadLetter: spec.DeadLetterTo(db),
-		InstanceID: cfg.GroupInstanceID,
+		InstanceID: cfg.InstanceID(spec.Name),
+		Ensure:     ensure,
 		Logger:     log,
 	})
 	if err != nil {
@@ -289,6 +284,7 @@ func Run(ctx context.Context, cfg Config, spec Spec) error {
 	routes := spec.API(log, db, map[string]web.Check{
 		"database": db.PingContext,
 		"kafka":    broker.NewProbe(cfg.KafkaBrokers, time.Second).Check,
+		"consumer": group.Ready,
 	})
 	router, ok := routes.(chi.Router)
 	if !ok {
@@ -312,7 +308,7 @@ func Run(ctx context.Context, cfg Config, spec Spec) error {
 	for _, job := range spec.Jobs {
 		g.Go(func() error { return job(ctx, db, log) })
 	}
-	log.Info("service started", "http", cfg.HTTPAddr, "produces", spec.Produces, "consumes", spec.Consumes())
+	log.Info("service started", "http", cfg.HTTPAddr, "produces", spec.Produces, "consumes", spec.Consumes(), "instance", cfg.InstanceID(spec.Name))
 	err = g.Wait()
 	log.Info("service stopped", "err", err)
 	return err

@@ -131,7 +131,10 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	// The tracker may start before the services that create the topics.
-	if err := broker.EnsureTopicsWith(ctx, cfg.KafkaBrokers, Name, cfg.TopicSettings, topics...); err != nil {
+	ensure := func(ctx context.Context) error {
+		return broker.EnsureTopicsWith(ctx, cfg.KafkaBrokers, Name, cfg.TopicSettings, topics...)
+	}
+	if err := ensure(ctx); err != nil {
 		return err
 	}
 	st := store.New(db, cfg.SagaSLA, cfg.Now)
@@ -141,7 +144,8 @@ func Run(ctx context.Context, cfg Config) error {
 		Topics:     topics,
 		Handler:    eventapi.Handler(Name, st, log, observeEnd),
 		DeadLetter: eventapi.SkipDeadLetter(log),
-		InstanceID: cfg.GroupInstanceID,
+		InstanceID: cfg.InstanceID(cfg.GroupID),
+		Ensure:     ensure,
 		Logger:     log,
 	})
 	if err != nil {
@@ -150,6 +154,7 @@ func Run(ctx context.Context, cfg Config) error {
 	api := httpapi.Routes(cfg.SagaSLA, cfg.Now)(log, db, map[string]web.Check{
 		"database": db.PingContext,
 		"kafka":    broker.NewProbe(cfg.KafkaBrokers, time.Second).Check,
+		"consumer": group.Ready,
 	})
 
 	g, ctx := errgroup.WithContext(ctx)

@@ -51,6 +51,16 @@ type Injected struct {
 	// Takeover: for a paused relay leader, how long until the other
 	// instance led the relay; -1 if it did not during the pause.
 	Takeover Duration `json:"takeover,omitempty"`
+	// Fallback says why a pause hit an instance of the wrong role (not
+	// the relay leader, or the leader for a consumer pause), if it did.
+	Fallback string `json:"fallback,omitempty"`
+	// Copies: for a duplicating pass, the messages re-produced by event
+	// type; Counted, the rise of each service's duplicate counters from
+	// the pass until the system was at rest.
+	Copies  map[string]int `json:"copies_by_type,omitempty"`
+	Counted map[string]int `json:"duplicates_counted,omitempty"`
+	// countedFrom: the duplicate counters by service when the pass began.
+	countedFrom map[string]int
 }
 
 // Injector fires a schedule's faults at their times.
@@ -61,6 +71,9 @@ type Injector struct {
 	Log     *slog.Logger
 	// Failpoints are what a failpoint window arms.
 	Failpoints Failpoints
+	// Dups follows the consumers' duplicate counters, read before an
+	// instance is stopped so that its count is not lost with it.
+	Dups *DupCounter
 
 	mu   sync.Mutex
 	done []Injected
@@ -112,7 +125,10 @@ func sleep(ctx context.Context, d time.Duration) {
 func (j *Injector) fire(ctx context.Context, f Fault, in *Injected) error {
 	switch f.Kind {
 	case KindKill, KindCrashLoop:
-		i, note, err := j.hit(ctx, f, func(i *Instance) error { return i.Kill(f.For) })
+		i, note, _, err := j.hit(ctx, f, func(i *Instance) error {
+			j.Dups.Before(ctx, i) // what it counted dies with it
+			return i.Kill(f.For)
+		})
 		if err != nil {
 			return err
 		}
@@ -121,11 +137,11 @@ func (j *Injector) fire(ctx context.Context, f Fault, in *Injected) error {
 		return nil
 
 	case KindPauseLeader, KindPauseConsumer:
-		i, note, err := j.hit(ctx, f, func(i *Instance) error { return i.Pause() })
+		i, note, fallback, err := j.hit(ctx, f, func(i *Instance) error { return i.Pause() })
 		if err != nil {
 			return err
 		}
-		in.Target, in.Note, in.Fired = i.Name(), note, true
+		in.Target, in.Note, in.Fallback, in.Fired = i.Name(), note, fallback, true
 		return j.pause(ctx, i, f.For, in)
 
 	case KindBrokerKill:
@@ -153,7 +169,15 @@ func (j *Injector) fire(ctx context.Context, f Fault, in *Injected) error {
 
 	case KindDuplicate:
 		in.Target = "saga topics"
-		n, err := Duplicate(ctx, j.Infra.Brokers, j.From)
+		// The counters before the first copy: every duplicate counted from
+		// here until the system is at rest may be one of this pass.
+		in.countedFrom = j.Dups.Totals(ctx)
+		copies, err := Duplicate(ctx, j.Infra.Brokers, j.From)
+		n := 0
+		for _, c := range copies {
+			n += c
+		}
+		in.Copies = copies
 		in.Note = fmt.Sprintf("%d messages re-produced", n)
 		in.Fired = n > 0
 		return err
@@ -203,6 +227,10 @@ func (j *Injector) restartServices(ctx context.Context, spec func(*Instance) str
 		go func() {
 			defer wg.Done()
 			for _, i := range j.leaderLast(ctx, s) {
+				// A restart would thaw a paused instance and cut its pause
+				// short: it waits for the pause to end.
+				i.WaitThawed(ctx, time.Minute)
+				j.Dups.Before(ctx, i)
 				if err := i.Restart(ctx, spec(i)); err != nil {
 					errs[n] = err
 					return
@@ -242,7 +270,12 @@ func (j *Injector) leaderLast(ctx context.Context, svc string) []*Instance {
 func (j *Injector) pause(ctx context.Context, i *Instance, d time.Duration, in *Injected) error {
 	j.Log.Info("fault: SIGSTOP", "kind", in.Kind, "instance", i.Name(), "for", d, "note", in.Note)
 	t0 := time.Now()
+	starts := i.Starts()
 	sleep(ctx, d)
+	if i.Starts() != starts {
+		// Another fault restarted or killed it: the pause was cut short.
+		return fmt.Errorf("%s was replaced during its %s pause", i.Name(), d.Round(100*time.Millisecond))
+	}
 	if err := i.Resume(); err != nil {
 		return fmt.Errorf("SIGCONT: %w (the process was replaced meanwhile)", err)
 	}

@@ -64,30 +64,31 @@ func PartitionLeader(ctx context.Context, brokers []string, topic string, partit
 // Duplicate re-produces every message of the saga topics from the offsets
 // in from up to where each partition ends now — unchanged, same key, same
 // event id — as a broker does after an acknowledgement is lost. It
-// returns how many it produced.
-func Duplicate(ctx context.Context, brokers []string, from Offsets) (int, error) {
+// returns how many of each event type it produced.
+func Duplicate(ctx context.Context, brokers []string, from Offsets) (map[string]int, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	client, err := sarama.NewClient(brokers, broker.Config("chaos-duplicate"))
 	if err != nil {
-		return 0, fmt.Errorf("kafka: connect: %w", err)
+		return nil, fmt.Errorf("kafka: connect: %w", err)
 	}
 	defer client.Close()
 	consumer, err := sarama.NewConsumerFromClient(client)
 	if err != nil {
-		return 0, fmt.Errorf("kafka: consumer: %w", err)
+		return nil, fmt.Errorf("kafka: consumer: %w", err)
 	}
 	defer consumer.Close()
 	var again []*sarama.ProducerMessage
+	var types []string
 	for _, t := range SagaTopics {
 		parts, err := client.Partitions(t)
 		if err != nil {
-			return 0, fmt.Errorf("kafka: partitions of %s: %w", t, err)
+			return nil, fmt.Errorf("kafka: partitions of %s: %w", t, err)
 		}
 		for _, p := range parts {
 			end, err := client.GetOffset(t, p, sarama.OffsetNewest)
 			if err != nil {
-				return 0, fmt.Errorf("kafka: offset of %s/%d: %w", t, p, err)
+				return nil, fmt.Errorf("kafka: offset of %s/%d: %w", t, p, err)
 			}
 			start := from[t][p]
 			if start >= end {
@@ -95,38 +96,60 @@ func Duplicate(ctx context.Context, brokers []string, from Offsets) (int, error)
 			}
 			pc, err := consumer.ConsumePartition(t, p, start)
 			if err != nil {
-				return 0, fmt.Errorf("kafka: consume %s/%d: %w", t, p, err)
+				return nil, fmt.Errorf("kafka: consume %s/%d: %w", t, p, err)
 			}
 			for done := false; !done; {
 				select {
 				case m := <-pc.Messages():
 					again = append(again, broker.Redelivery(m))
+					types = append(types, eventType(m))
 					done = m.Offset >= end-1
 				case <-time.After(5 * time.Second):
 					done = true // a gap at the end (e.g. a control record): nothing more to read
 				case err := <-pc.Errors():
 					pc.Close()
-					return 0, fmt.Errorf("kafka: consume %s/%d: %w", t, p, err)
+					return nil, fmt.Errorf("kafka: consume %s/%d: %w", t, p, err)
 				case <-ctx.Done():
 					pc.Close()
-					return 0, fmt.Errorf("kafka: consume %s/%d: %w", t, p, ctx.Err())
+					return nil, fmt.Errorf("kafka: consume %s/%d: %w", t, p, ctx.Err())
 				}
 			}
 			pc.Close()
 		}
 	}
+	copies := map[string]int{}
 	if len(again) == 0 {
-		return 0, nil
+		return copies, nil
 	}
 	prod, err := broker.NewSyncProducer(brokers, "chaos-duplicate")
 	if err != nil {
-		return 0, err
+		return copies, err
 	}
 	defer prod.Close()
 	for i := 0; i < len(again); i += 500 {
-		if err := prod.SendMessages(again[i:min(i+500, len(again))]); err != nil {
-			return i, fmt.Errorf("kafka: produce: %w", err)
+		end := min(i+500, len(again))
+		if err := prod.SendMessages(again[i:end]); err != nil {
+			// Some of this batch may be on the topics: uncounted copies
+			// only raise the duplicates above what is wanted of them.
+			return copies, fmt.Errorf("kafka: produce: %w", err)
+		}
+		for _, t := range types[i:end] {
+			copies[t]++
 		}
 	}
-	return len(again), nil
+	return copies, nil
+}
+
+// eventType is m's event type, from its header or else its envelope.
+func eventType(m *sarama.ConsumerMessage) string {
+	for _, h := range m.Headers {
+		if h != nil && string(h.Key) == events.HeaderEventType {
+			return string(h.Value)
+		}
+	}
+	e, err := events.DecodeEnvelope(m.Value)
+	if err != nil {
+		return "undecodable"
+	}
+	return e.Type
 }

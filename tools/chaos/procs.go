@@ -198,6 +198,20 @@ func (i *Instance) signal(sig syscall.Signal, paused bool) error {
 	return i.cmd.Process.Signal(sig)
 }
 
+// WaitThawed waits, up to limit, until i is not paused.
+func (i *Instance) WaitThawed(ctx context.Context, limit time.Duration) {
+	end := time.Now().Add(limit)
+	for time.Now().Before(end) && ctx.Err() == nil {
+		i.mu.Lock()
+		paused := i.paused && i.cmd != nil
+		i.mu.Unlock()
+		if !paused {
+			return
+		}
+		sleep(ctx, 100*time.Millisecond)
+	}
+}
+
 // Running reports whether a process runs and is not paused.
 func (i *Instance) Running() bool {
 	i.mu.Lock()
@@ -247,6 +261,14 @@ func (i *Instance) stop(grace time.Duration) {
 		_ = cmd.Process.Signal(syscall.SIGKILL)
 		<-exited
 	}
+}
+
+// Starts is how many processes of i have been started: the current one's
+// number.
+func (i *Instance) Starts() int {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return i.starts
 }
 
 // Exits returns the ends of the instance's processes so far.

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -43,6 +45,10 @@ type Report struct {
 	LoadStall   Duration `json:"longest_stall_load"`
 	LoadStallAt Duration `json:"longest_stall_load_at"`
 	Verdict     Verdict  `json:"verdict"`
+	// Budget is how many planned orders could go without a 201.
+	Budget Budget `json:"budget"`
+	// Rest is the wait for the system at rest before the reads.
+	Rest Rest `json:"at_rest"`
 	// LoadStart is when the load began, from Started.
 	LoadStart Duration `json:"load_start"`
 	Error     string   `json:"error,omitempty"`
@@ -84,8 +90,17 @@ func (r *Report) Print(w io.Writer) {
 		switch {
 		case !in.Fired:
 			fmt.Fprintf(w, "  NOT FIRED %s %s at +%s: %s\n", in.Kind, in.Service, at, in.Err)
+		case in.Fallback != "":
+			fmt.Fprintf(w, "  FALLBACK %s %s at +%s: %s\n", in.Kind, in.Target, at, in.Fallback)
 		case in.Kind == KindPauseLeader || (in.Kind == KindPauseConsumer && in.Note != ""):
 			fmt.Fprintf(w, "  %s %s at +%s: %s\n", in.Kind, in.Target, at, in.Note)
+		case in.Kind == KindDuplicate:
+			want := duplicatesWanted(in.Copies)
+			parts := make([]string, len(Services))
+			for n, s := range Services {
+				parts[n] = fmt.Sprintf("%s %d/%d", s, in.Counted[s], want[s])
+			}
+			fmt.Fprintf(w, "  %s at +%s: %s; duplicates counted/re-produced for it until at rest: %s\n", in.Kind, at, in.Note, strings.Join(parts, ", "))
 		}
 	}
 	fps := make([]string, len(FailpointNames))
@@ -101,10 +116,19 @@ func (r *Report) Print(w io.Writer) {
 	fmt.Fprintf(w, "process ends: %s\n", strings.Join(causes, ", "))
 	fmt.Fprintf(w, "outcomes: %s\n", formatOutcomes(r.Verdict.Outcomes))
 	fmt.Fprintf(w, "drain: %s after the last fault, %s after the last order sent\n", r.Drain, r.DrainAfterLoad)
+	if r.Rest.Reached {
+		fmt.Fprintf(w, "at rest after %s more: every outbox sent, every consumer group at the partitions' ends; two reads %s apart compared\n", r.Rest.Waited, rereadAfter)
+	} else {
+		fmt.Fprintf(w, "NOT AT REST after %s: outboxes unsent %v, consumer lag %v %s\n", r.Rest.Waited, r.Rest.Outbox, r.Rest.Lag, r.Rest.Err)
+	}
 	fmt.Fprintf(w, "longest stall (no saga finishing): %s in the crash loop (kill -9 every ~3s for %s), %s over the load (at +%s)\n",
 		r.CrashStall, r.CrashWindow, r.LoadStall, r.LoadStallAt)
-	if r.Verdict.SkippedCustomers+r.Verdict.SkippedSKUs > 0 {
-		fmt.Fprintf(w, "not checked (touched by unsettled keys): %d customers, %d SKUs\n", r.Verdict.SkippedCustomers, r.Verdict.SkippedSKUs)
+	if len(r.Verdict.RefusedByKind)+len(r.Verdict.UnsettledByKind) > 0 {
+		fmt.Fprintf(w, "without a 201: refused %s; unsettled %s (budget: %d refused, %d unsettled)\n",
+			orNone(formatOutcomes(r.Verdict.RefusedByKind)), orNone(formatOutcomes(r.Verdict.UnsettledByKind)), r.Budget.Refused, r.Budget.Unsettled)
+	}
+	if r.Verdict.BoundedCustomers+r.Verdict.BoundedSKUs > 0 {
+		fmt.Fprintf(w, "checked within bounds (touched by unsettled keys): %d customers, %d SKUs\n", r.Verdict.BoundedCustomers, r.Verdict.BoundedSKUs)
 	}
 	for i, v := range r.Verdict.Violations {
 		if i == 20 {
@@ -120,8 +144,15 @@ func (r *Report) Print(w io.Writer) {
 		fmt.Fprintf(w, "error: %s\n", r.Error)
 	}
 	fmt.Fprintf(w, "wall time: %s\n", r.Wall)
-	fmt.Fprintf(w, "chaos: lost=%d doubled=%d inconsistent=%d terminal=%d/%d\n",
-		r.Verdict.Lost, r.Verdict.Doubled, r.Verdict.Inconsistent, r.Verdict.Terminal, r.Verdict.Total)
+	fmt.Fprintf(w, "chaos: lost=%d doubled=%d inconsistent=%d unproven=%d terminal=%d/%d\n",
+		r.Verdict.Lost, r.Verdict.Doubled, r.Verdict.Inconsistent, r.Verdict.Unproven, r.Verdict.Terminal, r.Verdict.Total)
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
 }
 
 func formatOutcomes(m map[string]int) string {
@@ -142,16 +173,29 @@ func (r *Report) WriteJSON(path string) error {
 	return os.WriteFile(path, append(b, '\n'), 0o644)
 }
 
+// Proven returns an error if a scheduled fault or crash point did not do
+// what it was for (r.Missing, from tally), in any profile.
+func (r *Report) Proven() error {
+	if len(r.Missing) > 0 {
+		return fmt.Errorf("%d scheduled faults or crash points not proven", len(r.Missing))
+	}
+	return nil
+}
+
 // tally fills the fault counts of the report from r.Injected and
-// r.Exits, and r.Missing: in -short, where every fault kind and crash
-// point is meant to happen, what did not.
+// r.Exits, and r.Missing: every scheduled fault that was not injected,
+// did not fire or failed after firing, hit a fallback target in -short, froze a relay leader that
+// nobody took over from, or re-produced messages the consumers did not
+// count as duplicates; every armed crash point that never fired.
 func (r *Report) tally() {
 	r.ByKind, r.Scheduled, r.Failpoints = map[Kind]int{}, map[Kind]int{}, map[string]int{}
 	r.FaultErrs = 0
+	injected := map[Kind]int{}
 	for _, f := range r.Schedule {
 		r.Scheduled[f.Kind]++
 	}
 	for _, in := range r.Injected {
+		injected[in.Kind]++
 		if in.Fired {
 			r.ByKind[in.Kind]++
 		}
@@ -166,8 +210,24 @@ func (r *Report) tally() {
 	}
 	r.Missing = nil
 	for _, k := range AllKinds {
-		if r.Scheduled[k] > 0 && r.ByKind[k] == 0 {
-			r.Missing = append(r.Missing, fmt.Sprintf("fault kind %s: scheduled %d, fired none", k, r.Scheduled[k]))
+		if injected[k] < r.Scheduled[k] {
+			r.Missing = append(r.Missing, fmt.Sprintf("fault kind %s: scheduled %d, injected %d", k, r.Scheduled[k], injected[k]))
+		}
+	}
+	injectedInOrder := slices.SortedStableFunc(slices.Values(r.Injected), func(a, b Injected) int { return int(a.At - b.At) })
+	for n, in := range injectedInOrder {
+		what := fmt.Sprintf("%s at +%s", in.Kind, in.At)
+		switch {
+		case !in.Fired:
+			r.Missing = append(r.Missing, fmt.Sprintf("%s: not fired: %s", what, in.Err))
+		case in.Err != "":
+			r.Missing = append(r.Missing, fmt.Sprintf("%s: fired, but %s", what, in.Err))
+		case in.Fallback != "" && r.Config.Short:
+			r.Missing = append(r.Missing, fmt.Sprintf("%s: fell back to %s (%s)", what, in.Target, in.Fallback))
+		case in.Kind == KindPauseLeader && in.Fallback == "" && in.Takeover < 0:
+			r.Missing = append(r.Missing, fmt.Sprintf("%s: the paused relay leader %s was not taken over", what, in.Target))
+		case in.Kind == KindDuplicate:
+			r.Missing = append(r.Missing, duplicatesMissing(what, in, injectedInOrder[n+1:])...)
 		}
 	}
 	if r.Scheduled[KindFailpoints] > 0 {
@@ -177,4 +237,29 @@ func (r *Report) tally() {
 			}
 		}
 	}
+}
+
+// duplicatesMissing says which services counted fewer duplicates from
+// the pass in until the system was at rest than the pass and the passes
+// after it (later) re-produced for them.
+func duplicatesMissing(what string, in Injected, later []Injected) []string {
+	if in.Counted == nil {
+		return []string{what + ": duplicates not measured"}
+	}
+	copies := maps.Clone(in.Copies)
+	for _, l := range later {
+		if l.Kind == KindDuplicate {
+			for t, n := range l.Copies {
+				copies[t] += n
+			}
+		}
+	}
+	var out []string
+	want := duplicatesWanted(copies)
+	for _, s := range Services {
+		if in.Counted[s] < want[s] {
+			out = append(out, fmt.Sprintf("%s: %s counted %d duplicates, want ≥ %d (re-produced messages it reacts to)", what, s, in.Counted[s], want[s]))
+		}
+	}
+	return out
 }

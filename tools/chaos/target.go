@@ -74,9 +74,10 @@ func targetWait(k Kind) time.Duration {
 // hit finds the target of process fault f (pickTarget, relaxed after half
 // of targetWait) and applies act to it, trying again while the target
 // vanishes under it (killed, frozen or restarted by another fault between
-// the choice and act). It returns the instance hit and a note when it is
-// not the first choice, or an error saying why nothing was hit.
-func (j *Injector) hit(ctx context.Context, f Fault, act func(*Instance) error) (*Instance, string, error) {
+// the choice and act). It returns the instance hit, a note when it is
+// not the first choice and, for a pause that hit an instance of the wrong
+// role, why (fallback); or an error saying why nothing was hit.
+func (j *Injector) hit(ctx context.Context, f Fault, act func(*Instance) error) (i *Instance, note, fallback string, err error) {
 	wait := targetWait(f.Kind)
 	t0 := time.Now()
 	var last error
@@ -86,13 +87,13 @@ func (j *Injector) hit(ctx context.Context, f Fault, act func(*Instance) error) 
 		if n := pickTarget(f.Kind, f.Instance, states, relaxed); n != 0 {
 			i := j.Cluster.Get(f.Service, n)
 			if last = act(i); last == nil {
-				return i, targetNote(f, states[n-1], leader, time.Since(t0)), nil
+				return i, targetNote(f, states[n-1], leader, time.Since(t0)), targetFallback(f.Kind, states[n-1], leader), nil
 			}
 		} else {
 			last = fmt.Errorf("no fitting target: %s", describeStates(states))
 		}
 		if time.Since(t0) >= wait || ctx.Err() != nil {
-			return nil, "", fmt.Errorf("could not fire within %s: %w", wait, last)
+			return nil, "", "", fmt.Errorf("could not fire within %s: %w", wait, last)
 		}
 		sleep(ctx, 250*time.Millisecond)
 	}
@@ -140,6 +141,22 @@ func targetNote(f Fault, s instState, leader string, waited time.Duration) strin
 		parts = append(parts, fmt.Sprintf("scheduled %s-%d was not fit", f.Service, f.Instance))
 	}
 	return strings.Join(parts, "; ")
+}
+
+// targetFallback says why a pause's target s is not of the role its kind
+// is for — the relay leader for pause-leader, a consumer that does not
+// lead for pause-consumer — or "" if it is. leader is how the relay
+// leader was learnt.
+func targetFallback(k Kind, s instState, leader string) string {
+	switch {
+	case k == KindPauseLeader && !s.Leads && leader == "unknown":
+		return "relay leader unknown: paused a running instance"
+	case k == KindPauseLeader && !s.Leads:
+		return "relay leader not running: paused the other instance"
+	case k == KindPauseConsumer && s.Leads:
+		return "only the relay leader ran: paused it"
+	}
+	return ""
 }
 
 // describeStates is e.g. "order-1 down, order-2 leads" for errors.

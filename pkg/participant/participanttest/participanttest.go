@@ -27,12 +27,11 @@
 //     state change, nor the mark, nor the emitted events remain; the
 //     redelivery then applies it.
 //
-// Every check runs twice: OneAtATime, through Spec.Handler (a transaction
-// per event), and Batched, through Spec.BatchHandler with batches of the
-// one message (a transaction per batch). Batched adds
-// RedeliveriesInOneBatchApplyOnce: three copies of the event in one batch
-// end as one delivery. Deliveries run on a real PostgreSQL database,
-// exactly as the consumer group hands Kafka messages over.
+// Every check delivers through Spec.Handler, a batch of one on the path the
+// consumer runs, and RedeliveriesInOneBatchApplyOnce hands three copies of
+// the event to Spec.BatchHandler in one batch: they end as one delivery.
+// Deliveries run on a real PostgreSQL database, exactly as the consumer
+// group hands Kafka messages over.
 package participanttest
 
 import (
@@ -79,29 +78,10 @@ type Suite struct {
 	Cases []Case
 	// Concurrency is how many goroutines deliver at once; 0 means 16.
 	Concurrency int
-
-	batched bool // deliver through Spec.BatchHandler
 }
 
-// handler is the handler the checks deliver through: Spec.Handler, or
-// Spec.BatchHandler taking each message as a batch of one, its permanent
-// failure returned as the error a consumer would dead-letter.
-func (s Suite) handler(db *sqlx.DB) consumer.Handler {
-	if !s.batched {
-		return s.Spec.Handler(db, discard)
-	}
-	b := s.Spec.BatchHandler(db, discard)
-	return consumer.HandlerFunc(func(ctx context.Context, m *sarama.ConsumerMessage) error {
-		failed, err := b.HandleBatch(ctx, []*sarama.ConsumerMessage{m})
-		if err != nil {
-			return err
-		}
-		if failed != nil {
-			return failed.Err
-		}
-		return nil
-	})
-}
+// handler is the handler the checks deliver through.
+func (s Suite) handler(db *sqlx.DB) consumer.Handler { return s.Spec.Handler(db, discard) }
 
 // Run runs the suite's checks for every case.
 func Run(t *testing.T, s Suite) {
@@ -109,24 +89,16 @@ func Run(t *testing.T, s Suite) {
 	if len(s.Cases) == 0 {
 		t.Fatal("participanttest: a suite needs at least one case")
 	}
-	for _, batched := range []bool{false, true} {
-		s.batched = batched
-		mode := map[bool]string{false: "OneAtATime", true: "Batched"}[batched]
-		t.Run(mode, func(t *testing.T) {
-			for _, c := range s.Cases {
-				t.Run(c.Name, func(t *testing.T) {
-					t.Run("RedeliveryAppliesOnce", func(t *testing.T) { redelivery(t, s, c) })
-					if batched {
-						t.Run("RedeliveriesInOneBatchApplyOnce", func(t *testing.T) { redeliveryInBatch(t, s, c) })
-					}
-					t.Run("ConcurrentDeliveriesApplyOnce", func(t *testing.T) { concurrent(t, s, c) })
-					t.Run("ForwardCompatibleEventIsApplied", func(t *testing.T) { forwardCompatible(t, s, c) })
-					t.Run("InvalidPayloadIsDeadLettered", func(t *testing.T) { invalid(t, s, c) })
-					t.Run("PoisonParksItsOrderUntilReplayed", func(t *testing.T) { parks(t, s, c) })
-					t.Run("OtherServicesEventsAreAcknowledged", func(t *testing.T) { others(t, s, c) })
-					t.Run("ChangeMarkAndOutboxCommitTogether", func(t *testing.T) { atomic(t, s, c) })
-				})
-			}
+	for _, c := range s.Cases {
+		t.Run(c.Name, func(t *testing.T) {
+			t.Run("RedeliveryAppliesOnce", func(t *testing.T) { redelivery(t, s, c) })
+			t.Run("RedeliveriesInOneBatchApplyOnce", func(t *testing.T) { redeliveryInBatch(t, s, c) })
+			t.Run("ConcurrentDeliveriesApplyOnce", func(t *testing.T) { concurrent(t, s, c) })
+			t.Run("ForwardCompatibleEventIsApplied", func(t *testing.T) { forwardCompatible(t, s, c) })
+			t.Run("InvalidPayloadIsDeadLettered", func(t *testing.T) { invalid(t, s, c) })
+			t.Run("PoisonParksItsOrderUntilReplayed", func(t *testing.T) { parks(t, s, c) })
+			t.Run("OtherServicesEventsAreAcknowledged", func(t *testing.T) { others(t, s, c) })
+			t.Run("ChangeMarkAndOutboxCommitTogether", func(t *testing.T) { atomic(t, s, c) })
 		})
 	}
 }
