@@ -118,6 +118,9 @@ func run(m *testing.M) int {
 				fmt.Sprintf("HTTP_ADDR=127.0.0.1:%d", port),
 				"DATABASE_URL="+dbURLs[name],
 				"KAFKA_BROKERS="+brokers,
+				// Some tests read the "event applied" lines, which are
+				// at DEBUG.
+				"LOG_LEVEL=DEBUG",
 				// Short, so that TestTrackerReportsStuckSaga need not wait
 				// long; only the tracker reads it.
 				"TRACKER_SAGA_SLA="+trackerSLA.String(),

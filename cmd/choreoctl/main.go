@@ -24,6 +24,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -48,38 +49,71 @@ import (
 const defaultServices = "order=http://127.0.0.1:8080,payment=http://127.0.0.1:8081,inventory=http://127.0.0.1:8082,shipping=http://127.0.0.1:8083"
 
 func main() {
-	cli.Main("choreoctl", func(ctx context.Context) error { return run(ctx, os.Args[1:], os.Getenv, os.Stdout) })
+	cli.Main("choreoctl", func(ctx context.Context) error {
+		return run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	})
 }
 
-func run(ctx context.Context, args []string, getenv func(string) string, out io.Writer) error {
-	fs := flag.NewFlagSet("choreoctl", flag.ContinueOnError)
-	servicesFlag := fs.String("services", or(getenv("CHOREO_SERVICES"), defaultServices), "the services' base URLs, name=url,… (default $CHOREO_SERVICES or the local ones)")
-	token := fs.String("token", getenv("ADMIN_TOKEN"), "the admin API's bearer token (default $ADMIN_TOKEN)")
-	asJSON := fs.Bool("json", false, "print the services' JSON answers instead of tables")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: choreoctl [-services …] [-token …] [-json] parked|dead-letters|replay|release|outbox|release-outbox [flags]")
-		fs.PrintDefaults()
+// commands is the usage's list of what choreoctl does.
+const commands = `usage: choreoctl [-services URLS] [-token TOKEN] [-json] COMMAND [flags]
+
+commands:
+  parked                            every parked order and row, per service
+  dead-letters                      only the failures, with their reasons
+  replay -order ID [-service S]     apply an order's rows, in order, once the cause is fixed
+  replay -event ID [-service S]     … or the one row at the head of its order
+  replay -row N -service S          … by row number
+  release -order ID [-service S]    let them go unapplied (marked processed)
+  outbox                            outbox rows Kafka refused
+  release-outbox -service S -id N   publish one again
+`
+
+// run is the command; -h prints the usage to errOut and is not an error.
+func run(ctx context.Context, args []string, getenv func(string) string, out, errOut io.Writer) error {
+	err := runCommand(ctx, args, getenv, out, errOut)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
 	}
+	return err
+}
+
+func runCommand(ctx context.Context, args []string, getenv func(string) string, out, errOut io.Writer) error {
+	fs := flag.NewFlagSet("choreoctl", flag.ContinueOnError)
+	fs.SetOutput(errOut)
+	// Defaults that come from the environment are resolved after
+	// parsing, so the usage names the variable, never its value (a token).
+	servicesFlag := fs.String("services", "", "the services' base `URLs`, name=url,… (default: $CHOREO_SERVICES, else the local ones, order=http://127.0.0.1:8080,…)")
+	token := fs.String("token", "", "the admin API's bearer `token` (default: $ADMIN_TOKEN)")
+	asJSON := fs.Bool("json", false, "print the services' JSON answers instead of tables")
+
+	sub := flag.NewFlagSet("choreoctl", flag.ContinueOnError)
+	sub.SetOutput(errOut)
+	service := sub.String("service", "", "the `service` (default: every one, where the command allows)")
+	order := sub.String("order", "", "the order (the parked key) by its `id`")
+	event := sub.String("event", "", "the event by its `id`")
+	row := sub.Int64("row", 0, "the parked row's `number` (with -service)")
+	id := sub.Int64("id", 0, "the outbox row's `id` (release-outbox, with -service)")
+
+	usage := func() {
+		fmt.Fprint(errOut, commands, "\nflags before the command:\n")
+		fs.PrintDefaults()
+		fmt.Fprintln(errOut, "\nflags after it:")
+		sub.PrintDefaults()
+	}
+	fs.Usage, sub.Usage = usage, usage
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	services, err := parseServices(*servicesFlag)
+	services, err := parseServices(cmp.Or(*servicesFlag, getenv("CHOREO_SERVICES"), defaultServices))
 	if err != nil {
 		return err
 	}
 	if fs.NArg() == 0 {
-		fs.Usage()
+		usage()
 		return errors.New("no command")
 	}
-	c := &client{http: &http.Client{Timeout: time.Minute}, token: *token, services: services, out: out, json: *asJSON}
+	c := &client{http: &http.Client{Timeout: time.Minute}, token: cmp.Or(*token, getenv("ADMIN_TOKEN")), services: services, out: out, json: *asJSON}
 	cmd, rest := fs.Arg(0), fs.Args()[1:]
-
-	sub := flag.NewFlagSet("choreoctl "+cmd, flag.ContinueOnError)
-	service := sub.String("service", "", "the service (default: every one, where the command allows)")
-	order := sub.String("order", "", "the order (the parked key)")
-	event := sub.String("event", "", "the event id")
-	row := sub.Int64("row", 0, "the parked row's number (with -service)")
-	id := sub.Int64("id", 0, "the outbox row's id (release-outbox, with -service)")
 	if err := sub.Parse(rest); err != nil {
 		return err
 	}
@@ -123,16 +157,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, out io.
 		}
 		return nil
 	default:
-		fs.Usage()
+		usage()
 		return fmt.Errorf("unknown command %q", cmd)
 	}
-}
-
-func or(s, def string) string {
-	if s != "" {
-		return s
-	}
-	return def
 }
 
 type service struct{ name, url string }
@@ -222,7 +249,11 @@ func (c *client) list(ctx context.Context, targets []service, order string, fail
 	if order != "" {
 		path += "?order=" + url.QueryEscape(order)
 	}
-	return listAll(ctx, c, targets, path, "SERVICE\tORDER\tROW\tEVENT\tTYPE\tORIGIN\tPARKED AT\tREASON",
+	empty := "nothing parked"
+	if failuresOnly {
+		empty = "no dead letters"
+	}
+	return listAll(ctx, c, targets, path, "SERVICE\tORDER\tROW\tEVENT\tTYPE\tORIGIN\tPARKED AT\tREASON", empty,
 		func(s service, r park.Row) (string, bool) {
 			if failuresOnly && r.Reason == nil {
 				return "", false
@@ -237,12 +268,15 @@ func (c *client) list(ctx context.Context, targets []service, order string, fail
 }
 
 // listAll prints, as a table or as JSON lines, the rows that GET path
-// answers on every target; line formats one (false: leave it out).
-func listAll[R any](ctx context.Context, c *client, targets []service, path, header string, line func(service, R) (string, bool)) error {
-	w := tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
-	if !c.json {
-		fmt.Fprintln(w, header)
-	}
+// answers on every target; line formats one (false: leave it out). With
+// no row to show, a table says empty instead — "nothing parked" — for
+// the services that answered.
+func listAll[R any](ctx context.Context, c *client, targets []service, path, header, empty string, line func(service, R) (string, bool)) error {
+	var table bytes.Buffer
+	w := tabwriter.NewWriter(&table, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, header)
+	rows := 0
+	var answered []service
 	var errs []error
 	for _, s := range targets {
 		var res struct {
@@ -252,6 +286,7 @@ func listAll[R any](ctx context.Context, c *client, targets []service, path, hea
 			errs = append(errs, fmt.Errorf("%s: %w", s.name, err))
 			continue
 		}
+		answered = append(answered, s)
 		for _, r := range res.Rows {
 			l, ok := line(s, r)
 			switch {
@@ -261,12 +296,24 @@ func listAll[R any](ctx context.Context, c *client, targets []service, path, hea
 					return err
 				}
 			default:
+				rows++
 				fmt.Fprintln(w, l)
 			}
 		}
 	}
 	if err := w.Flush(); err != nil {
 		return err
+	}
+	switch {
+	case c.json:
+	case rows > 0:
+		if _, err := table.WriteTo(c.out); err != nil {
+			return err
+		}
+	case len(answered) == len(targets):
+		fmt.Fprintln(c.out, empty)
+	case len(answered) > 0:
+		fmt.Fprintf(c.out, "%s on %s\n", empty, names(answered))
 	}
 	return errors.Join(errs...)
 }
@@ -329,7 +376,7 @@ func (c *client) resolve(ctx context.Context, targets []service, cmd string, q u
 }
 
 func (c *client) outbox(ctx context.Context, targets []service) error {
-	return listAll(ctx, c, targets, "/admin/outbox/parked", "SERVICE\tID\tTOPIC\tKEY\tBYTES\tPARKED AT\tLAST ERROR",
+	return listAll(ctx, c, targets, "/admin/outbox/parked", "SERVICE\tID\tTOPIC\tKEY\tBYTES\tPARKED AT\tLAST ERROR", "no outbox rows refused",
 		func(s service, r outbox.ParkedRow) (string, bool) {
 			return fmt.Sprintf("%s\t%d\t%s\t%s\t%d\t%s\t%s", s.name, r.ID, r.Topic, r.Key, r.Bytes, r.ParkedAt.Format(time.RFC3339), oneLine(r.LastError)), true
 		})

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -68,6 +69,8 @@ func TestChoreoctl(t *testing.T) {
 			nil, "404 nothing of order o-1 was ever parked"},
 		{"OutboxRowsOfEveryService", []string{services, "-token", "tok", "outbox"},
 			[]string{"order    3   payment.events  o-9  2000000", "payment  3", "message too large"}, ""},
+		{"NothingParked", []string{"-services=order=" + order.URL, "-token", "tok", "parked"}, []string{"nothing parked\n"}, ""},
+		{"NoDeadLetters", []string{"-services=order=" + order.URL, "-token", "tok", "dead-letters"}, []string{"no dead letters\n"}, ""},
 		{"TokenMissing", []string{services, "parked"}, nil, "401"},
 		{"OneSelector", []string{services, "replay", "-order", "o-1", "-event", "e-1"}, nil, "select by one of"},
 		{"RowNeedsService", []string{services, "release", "-row", "3"}, nil, "-row needs -service"},
@@ -78,7 +81,7 @@ func TestChoreoctl(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var out bytes.Buffer
-			err := run(context.Background(), tt.args, func(string) string { return "" }, &out)
+			err := run(context.Background(), tt.args, func(string) string { return "" }, &out, io.Discard)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("err = %v, want %q\n%s", err, tt.wantErr, out.String())
@@ -95,6 +98,37 @@ func TestChoreoctl(t *testing.T) {
 			}
 			if tt.name == "DeadLettersAreTheFailuresOnly" && strings.Contains(out.String(), "e-2") {
 				t.Errorf("dead-letters lists the held row:\n%s", out.String())
+			}
+		})
+	}
+}
+
+// TestUsage: -h, before or after the command, prints the commands and
+// every flag once, each default said once and no value taken from the
+// environment (a token), and is not an error.
+func TestUsage(t *testing.T) {
+	env := func(name string) string {
+		return map[string]string{"ADMIN_TOKEN": "s3cret", "CHOREO_SERVICES": "order=http://10.0.0.4:8080"}[name]
+	}
+	for _, args := range [][]string{{"-h"}, {"parked", "-h"}, {"replay", "-help"}} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			if err := run(context.Background(), args, env, &out, &errOut); err != nil {
+				t.Fatalf("run %v = %v, want no error", args, err)
+			}
+			usage := errOut.String()
+			for _, want := range []string{"commands:", "replay -order ID", "-services URLs", "-token token", "-service service", "-row number"} {
+				if !strings.Contains(usage, want) {
+					t.Errorf("usage does not hold %q:\n%s", want, usage)
+				}
+			}
+			for _, l := range strings.Split(usage, "\n") {
+				if strings.Count(l, "(default") > 1 {
+					t.Errorf("a default said twice: %q", l)
+				}
+			}
+			if strings.Contains(usage, "s3cret") || strings.Contains(usage, "10.0.0.4") || out.Len() > 0 {
+				t.Errorf("usage shows the environment's values, or went to stdout:\n%s%s", usage, out.String())
 			}
 		})
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -51,7 +52,9 @@ func TestRun(t *testing.T) {
 	var stdout, stderr syncBuffer
 	done := make(chan error, 1)
 	start := time.Now()
-	go func() { done <- run(ctx, args, &stdout, io.MultiWriter(&stderr, t.Output())) }()
+	go func() {
+		done <- run(ctx, args, func(string) string { return "" }, &stdout, io.MultiWriter(&stderr, t.Output()))
+	}()
 
 	deadline := time.After(3 * time.Minute)
 	for !strings.Contains(stdout.String(), "Choreo is running") {
@@ -122,15 +125,48 @@ func TestRun(t *testing.T) {
 			t.Errorf("port %d still answers after shutdown", p)
 		}
 	}
-	if m := regexp.MustCompile(`msg="postgres started" .*pid=(\d+)`).FindStringSubmatch(logs); m == nil {
+	for _, l := range strings.Split(strings.TrimSpace(logs), "\n") {
+		if !json.Valid([]byte(l)) {
+			t.Errorf("log line is not JSON, as the services write it: %s", l)
+			break
+		}
+	}
+	if strings.Contains(logs, `"msg":"http request"`) || strings.Contains(logs, `"msg":"event applied"`) {
+		t.Error("access log or event applied lines at the default level INFO")
+	}
+	if m := regexp.MustCompile(`"msg":"postgres started".*"pid":(\d+)`).FindStringSubmatch(logs); m == nil {
 		t.Error("no postgres pid in the log")
 	} else if pid, _ := strconv.Atoi(m[1]); syscall.Kill(pid, 0) == nil {
 		t.Errorf("postgres (pid %d) still runs after shutdown", pid)
 	}
-	if m := regexp.MustCompile(`msg="embedded infrastructure ready" .* dir=(\S+)`).FindStringSubmatch(logs); m == nil {
+	if m := regexp.MustCompile(`"msg":"embedded infrastructure ready".*"dir":"([^"]+)"`).FindStringSubmatch(logs); m == nil {
 		t.Error("no data dir in the log")
 	} else if _, err := os.Stat(m[1]); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("temporary directory %s still exists after shutdown (%v)", m[1], err)
+	}
+}
+
+// TestLogLevel: -log-level wins over LOG_LEVEL, which wins over INFO, and
+// both are read as the services read LOG_LEVEL.
+func TestLogLevel(t *testing.T) {
+	tests := []struct {
+		name, flag, env string
+		want            slog.Level
+		wantErr         bool
+	}{
+		{"DefaultIsInfo", "", "", slog.LevelInfo, false},
+		{"LOG_LEVELIsRead", "", "debug", slog.LevelDebug, false},
+		{"FlagWins", "warn", "debug", slog.LevelWarn, false},
+		{"UpperCaseAsTheServicesTakeIt", "ERROR", "", slog.LevelError, false},
+		{"UnknownLevelRefused", "", "loud", 0, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := logLevel(tt.flag, tt.env)
+			if (err != nil) != tt.wantErr || (!tt.wantErr && got != tt.want) {
+				t.Errorf("logLevel(%q, %q) = %v, %v; want %v, error %v", tt.flag, tt.env, got, err, tt.want, tt.wantErr)
+			}
+		})
 	}
 }
 

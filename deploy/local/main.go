@@ -23,13 +23,20 @@
 //	                             -tracker-addr (:8084)
 //	-saga-sla 30s                when the tracker calls a running saga stuck
 //	-shipping-countries JP,...   the countries shipping serves
-//	-log-level info              debug, info, warn or error
+//	-log-level info              debug, info, warn or error (default:
+//	                             $LOG_LEVEL, else info)
+//
+// The services log as they do on their own (participant.NewLogger): JSON
+// lines, each tagged service=<name>, here all on stderr, so the walkthrough
+// on stdout stays readable and `2>local.log` keeps the log in a file. At
+// debug the access log and a line per event applied are added.
 //
 // kfake is a faithful Kafka double, not Kafka: for the real broker, use
 // scripts/infra.sh (make run).
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -57,13 +64,13 @@ import (
 )
 
 func main() {
-	cli.Main("local", func(ctx context.Context) error { return run(ctx, os.Args[1:], os.Stdout, os.Stderr) })
+	cli.Main("local", func(ctx context.Context) error { return run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr) })
 }
 
 // run starts the infrastructure and the services, prints the walkthrough to
 // stdout once they are ready, and stops everything when ctx ends. Logs go to
-// stderr.
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
+// stderr; getenv supplies LOG_LEVEL when -log-level is not given.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) (err error) {
 	flags := flag.NewFlagSet("local", flag.ContinueOnError)
 	flags.SetOutput(stderr)
 	orderCfg, paymentCfg := order.DefaultConfig(), payment.DefaultConfig()
@@ -80,7 +87,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		trackerAddr   = flags.String("tracker-addr", trackerCfg.HTTPAddr, "saga tracker's HTTP `address`")
 		sagaSLA       = flags.Duration("saga-sla", trackerCfg.SagaSLA, "how long a saga may run before the tracker calls it stuck (`duration`)")
 		countries     = flags.String("shipping-countries", shippingCfg.ServedCountries, "comma-separated `codes` of the countries shipping serves")
-		logLevel      = flags.String("log-level", "info", "log `level`: debug, info, warn or error")
+		levelFlag     = flags.String("log-level", "", "log `level`: debug, info, warn or error (default: $LOG_LEVEL, else info)")
 	)
 	if err := flags.Parse(args); err != nil {
 		return err
@@ -88,11 +95,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	if flags.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", flags.Args())
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		return fmt.Errorf("-log-level: %w", err)
+	level, err := logLevel(*levelFlag, getenv("LOG_LEVEL"))
+	if err != nil {
+		return err
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	log := participant.NewLogger(stderr, level)
 	start := time.Now()
 
 	// The infrastructure.
@@ -167,6 +174,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	err = g.Wait()
 	log.Info("services stopped; stopping the infrastructure", "err", err)
 	return err
+}
+
+// logLevel is the -log-level flag's level, else LOG_LEVEL's, else INFO,
+// parsed as the services parse LOG_LEVEL.
+func logLevel(flag, env string) (slog.Level, error) {
+	var level slog.Level
+	if l := cmp.Or(flag, env); l != "" {
+		if err := level.UnmarshalText([]byte(l)); err != nil {
+			return level, fmt.Errorf("log level: %w", err)
+		}
+	}
+	return level, nil
 }
 
 // serviceErr names the service in err, and drops the cancellation a

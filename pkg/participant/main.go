@@ -3,6 +3,7 @@ package participant
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -53,7 +54,7 @@ func configure[C any](ctx context.Context, name string, cfg C, run func(context.
 	if err := envconfig.Process("", &traces); err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
-	slog.SetDefault(slog.New(slog.NewJSONHandler(os.Stdout, &slog.HandlerOptions{Level: logs.Level})))
+	slog.SetDefault(NewLogger(os.Stdout, logs.Level))
 	shutdown, err := tracing.Setup(ctx, traces, name)
 	if err != nil {
 		return err
@@ -69,13 +70,20 @@ func configure[C any](ctx context.Context, name string, cfg C, run func(context.
 	return run(ctx, cfg)
 }
 
+// NewLogger is how every Choreo process logs: JSON lines to w, from level
+// up. Main builds the services' logger with it and deploy/local its own, so
+// a line reads the same however a service was started.
+func NewLogger(w io.Writer, level slog.Level) *slog.Logger {
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level}))
+}
+
 // logConfig is how a command logs. It is read apart from the service's
 // Config because the logger is made here, before Run, and tests and the
 // embedded mode hand Run a logger of their own.
 type logConfig struct {
 	// Level is the least severe level written: DEBUG, INFO (the
 	// default), WARN or ERROR, as slog.Level parses it (so "INFO+2"
-	// works too). DEBUG adds the probe and metrics requests to the
-	// access log.
+	// works too). DEBUG adds the access log (a line per HTTP request)
+	// and a line per event applied.
 	Level slog.Level `envconfig:"LOG_LEVEL" default:"INFO"`
 }

@@ -46,8 +46,8 @@ func TestAccessLogOneLinePerRequest(t *testing.T) {
 		wantLevel  string
 		wantRoute  string
 	}{
-		{"RouteAtInfo", "/things/42", 201, "INFO", "/things/{id}"},
-		{"UnknownRouteLogged", "/nope", 404, "INFO", ""},
+		{"RouteAtDebug", "/things/42", 201, "DEBUG", "/things/{id}"},
+		{"UnknownRouteLogged", "/nope", 404, "DEBUG", ""},
 		{"ProbeAtDebug", "/healthz", 200, "DEBUG", "/healthz"},
 	}
 	for _, tt := range tests {
@@ -72,6 +72,19 @@ func TestAccessLogOneLinePerRequest(t *testing.T) {
 				t.Errorf("access log request_id = %v, response X-Request-Id = %q; want the same, non-empty", l["request_id"], id)
 			}
 		})
+	}
+}
+
+// TestAccessLogQuietAtInfo: at the default level a request writes no
+// access-log line, so a busy service's log keeps what its consumers say.
+func TestAccessLogQuietAtInfo(t *testing.T) {
+	var buf bytes.Buffer
+	log := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	r := web.NewRouter(log, map[string]web.Check{})
+	r.Method(http.MethodGet, "/things/{id}", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	r.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/things/42", nil))
+	if strings.Contains(buf.String(), "http request") {
+		t.Errorf("access log at INFO: %s", buf.String())
 	}
 }
 

@@ -108,14 +108,23 @@ func writeProblem(w http.ResponseWriter, r *http.Request, we *Error) {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(we.Status)
-	_ = json.NewEncoder(w).Encode(p)
+	_ = encoder(w).Encode(p)
 }
 
 // Encode writes v as JSON with status.
 func Encode(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
+	_ = encoder(w).Encode(v)
+}
+
+// encoder writes JSON as a client reads it: "balance must be >= 0", not
+// "\u003e=". Escaping <, > and & only matters for JSON pasted into HTML,
+// and every answer here is served as application/json.
+func encoder(w io.Writer) *json.Encoder {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	return enc
 }
 
 // Validator is implemented by request bodies that can check themselves.
@@ -146,7 +155,9 @@ func CheckAmount(name string, v *int64, positive bool) error {
 // Decode reads r's JSON body into a T and validates it if T is a Validator.
 // It returns an *Error with status 415 for a non-JSON content type, 413 for
 // a body over MaxBodyBytes, and 400 for malformed JSON, unknown fields,
-// trailing data or a failed validation.
+// a value of the wrong type (its detail names the field as the client
+// wrote it: "items[0].quantity: must be a whole number"), trailing data or
+// a failed validation.
 func Decode[T any](w http.ResponseWriter, r *http.Request) (T, error) {
 	var v T
 	ct := r.Header.Get("Content-Type")
@@ -164,7 +175,7 @@ func Decode[T any](w http.ResponseWriter, r *http.Request) (T, error) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&v); err != nil {
-		return v, Errorf(http.StatusBadRequest, "malformed JSON: %v", err)
+		return v, &Error{Status: http.StatusBadRequest, Detail: decodeDetail(body, err)}
 	}
 	if dec.More() {
 		return v, Errorf(http.StatusBadRequest, "malformed JSON: data after the JSON value")
@@ -426,7 +437,7 @@ func Add[T any](log *slog.Logger, param, field string, add func(ctx context.Cont
 		var zero T
 		for name := range body {
 			if name != field {
-				return zero, Errorf(http.StatusBadRequest, "malformed JSON: unknown field %q", name)
+				return zero, Errorf(http.StatusBadRequest, "unknown field %q", name)
 			}
 		}
 		if err := CheckAmount(field, body[field], true); err != nil {

@@ -70,6 +70,63 @@ func TestDecode(t *testing.T) {
 	}
 }
 
+// TestDecodeDetailsInTheClientsWords: a value Go cannot decode is named by
+// its place in the document and what it must be, never by a Go type or
+// struct field.
+func TestDecodeDetailsInTheClientsWords(t *testing.T) {
+	type line struct {
+		Quantity int64  `json:"quantity"`
+		SKU      string `json:"sku"`
+	}
+	type order struct {
+		Items   []line             `json:"items"`
+		Address struct{ C string } `json:"address"`
+		Gift    bool               `json:"gift"`
+		Rate    float64            `json:"rate"`
+		Tags    map[string]int     `json:"tags"`
+	}
+	tests := []struct {
+		name, body, want string
+	}{
+		{"Fraction", `{"items":[{"quantity":1},{"quantity":1.5}]}`, "items[1].quantity: must be a whole number"},
+		{"Exponent", `{"items":[{"quantity":1e3}]}`, "items[0].quantity: must be a whole number"},
+		{"BeyondInt64", `{"items":[{"quantity":99999999999999999999}]}`, "items[0].quantity: is too large a number"},
+		{"StringForNumber", `{"items":[{"sku":"A","quantity":"2"}]}`, "items[0].quantity: must be a whole number, not a string"},
+		{"NumberForString", `{"items":[{"sku":7}]}`, "items[0].sku: must be a string, not a number"},
+		{"ArrayForObject", `{"address":[]}`, "address: must be an object, not an array"},
+		{"ObjectForArray", `{"items":{}}`, "items: must be an array, not an object"},
+		{"StringForBool", `{"gift":"yes"}`, "gift: must be true or false, not a string"},
+		{"BoolForFloat", `{"rate":true}`, "rate: must be a number, not true or false"},
+		{"InAMap", `{"tags":{"a":1,"b":"x"}}`, "tags.b: must be a whole number, not a string"},
+		{"AfterANestedObject", `{"address":{"C":"x"},"items":[{"sku":"A","quantity":0.5}]}`, "items[0].quantity: must be a whole number"},
+		{"TheBodyItself", `[1]`, "the body: must be an object, not an array"},
+		{"Empty", ``, "the body is empty; send a JSON object"},
+		{"Truncated", `{"items":[`, "malformed JSON: the body ends in the middle of a value"},
+		{"Syntax", `{"items" 1}`, "malformed JSON at byte 10: invalid character '1' after object key"},
+		{"UnknownField", `{"colour":"red"}`, `unknown field "colour"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(tt.body))
+			r.Header.Set("Content-Type", "application/json")
+			_, err := web.Decode[order](httptest.NewRecorder(), r)
+			var we *web.Error
+			if !errors.As(err, &we) || we.Status != http.StatusBadRequest || we.Detail != tt.want {
+				t.Fatalf("Decode(%s) = %v; want 400 %q", tt.body, err, tt.want)
+			}
+		})
+	}
+}
+
+// TestJSONIsNotHTMLEscaped: answers read ">=" and "&", not "\u003e=".
+func TestJSONIsNotHTMLEscaped(t *testing.T) {
+	rec := httptest.NewRecorder()
+	web.Encode(rec, http.StatusOK, map[string]string{"rule": "balance must be >= 0 & <= 10"})
+	if want := `{"rule":"balance must be >= 0 & <= 10"}` + "\n"; rec.Body.String() != want {
+		t.Errorf("Encode = %q, want %q", rec.Body.String(), want)
+	}
+}
+
 func TestRouter(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
 	r := web.NewRouter(log, map[string]web.Check{})
@@ -304,9 +361,9 @@ func TestAdd(t *testing.T) {
 		{"Adds", `{"n":3}`, 200, `{"c-1":3}`},
 		{"Missing", `{}`, 400, "n is required"},
 		{"Null", `null`, 400, "n is required"},
-		{"Zero", `{"n":0}`, 400, `n must be \u003e 0`}, // JSON escapes >
+		{"Zero", `{"n":0}`, 400, `n must be > 0`}, // not \u003e
 		{"UnknownField", `{"n":1,"m":2}`, 400, "unknown field"},
-		{"NotANumber", `{"n":"1"}`, 400, "malformed JSON"},
+		{"NotANumber", `{"n":"1"}`, 400, "n: must be a whole number, not a string"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -192,7 +192,7 @@ func TestBadRequests(t *testing.T) {
 		{"Overflow", "POST", "/orders", "application/json", `{"customer_id":"c-1","items":[{"sku":"A","quantity":1000000000000000,"unit_price":1000000000000000}],"shipping_address":{"country":"JP"}}`, nil, 400, "total overflows"},
 		{"NumberBeyondInt64", "POST", "/orders", "application/json", `{"customer_id":"c-1","items":[{"sku":"A","quantity":99999999999999999999,"unit_price":2}],"shipping_address":{"country":"JP"}}`, nil, 400, "quantity"},
 		{"BadCountry", "POST", "/orders", "application/json", strings.Replace(valid, `"JP"`, `"JPN"`, 1), nil, 400, "country"},
-		{"BadCurrency", "POST", "/orders", "application/json", strings.Replace(valid, `"JPY"`, `"yen"`, 1), nil, 400, "currency"},
+		{"BadCurrency", "POST", "/orders", "application/json", strings.Replace(valid, `"JPY"`, `"US$"`, 1), nil, 400, "currency"},
 		{"TooLarge", "POST", "/orders", "application/json", `{"customer_id":"` + strings.Repeat("x", 1<<20) + `"}`, nil, 413, "exceeds"},
 		{"NotJSON", "POST", "/orders", "text/plain", valid, nil, 415, "Content-Type"},
 		{"NoContentType", "POST", "/orders", "", valid, nil, 415, "Content-Type"},
@@ -217,6 +217,73 @@ func TestBadRequests(t *testing.T) {
 			}
 			if d, _ := r.body["detail"].(string); !strings.Contains(d, tt.detail) {
 				t.Fatalf("detail = %q, want it to mention %q", d, tt.detail)
+			}
+		})
+	}
+}
+
+// TestBadInputsAnswerInPlainWords: what a client is told when an order or
+// a query is wrong, exactly — the field as the client wrote it and what it
+// must be, never a Go type, and ">=" rather than "\u003e=" — and that
+// codes follow one case rule: currency and country in either case are
+// accepted and answered upper case, and an order without a currency is
+// in JPY.
+func TestBadInputsAnswerInPlainWords(t *testing.T) {
+	h, _ := newAPI(t)
+	valid := orderBody("c-1", 1)
+	tests := []struct {
+		name, method, path, body string
+		want                     int
+		detail                   string // the problem's detail, exactly; for a 201, what the order says
+	}{
+		{"FractionalQuantity", "POST", "/orders", strings.Replace(valid, `"quantity":1`, `"quantity":1.5`, 1), 400,
+			"items[0].quantity: must be a whole number"},
+		{"QuantityAsString", "POST", "/orders", strings.Replace(valid, `"quantity":1`, `"quantity":"1"`, 1), 400,
+			"items[0].quantity: must be a whole number, not a string"},
+		{"QuantityBeyondInt64", "POST", "/orders", strings.Replace(valid, `"quantity":1`, `"quantity":99999999999999999999`, 1), 400,
+			"items[0].quantity: is too large a number"},
+		{"ZeroQuantity", "POST", "/orders", strings.Replace(valid, `"quantity":1`, `"quantity":0`, 1), 400,
+			"items[0].quantity must be 1 to 1000000000000000, got 0"},
+		{"ItemsNotAnArray", "POST", "/orders", `{"customer_id":"c-1","items":{"sku":"SKU-1"},"shipping_address":{"country":"JP"}}`, 400,
+			"items: must be an array, not an object"},
+		{"UnknownField", "POST", "/orders", `{"customer_id":"c-1","colour":"red"}`, 400,
+			`unknown field "colour"`},
+		{"Truncated", "POST", "/orders", `{"customer_id":`, 400,
+			"malformed JSON: the body ends in the middle of a value"},
+		{"Empty", "POST", "/orders", ``, 400,
+			"the body is empty; send a JSON object"},
+		{"CurrencyNotLetters", "POST", "/orders", strings.Replace(valid, `"JPY"`, `"US$"`, 1), 400,
+			`currency must be 3 letters (ISO 4217, e.g. JPY), got "US$"`},
+		{"CountryTooLong", "POST", "/orders", strings.Replace(valid, `"JP"`, `"JPN"`, 1), 400,
+			`shipping_address.country must be 2 letters (ISO 3166-1 alpha-2, e.g. JP), got "JPN"`},
+		{"LowerCaseCodesAccepted", "POST", "/orders", strings.Replace(strings.Replace(valid, `"JPY"`, `"jpy"`, 1), `"JP"`, `"jp"`, 1), 201,
+			"JPY JP"},
+		{"NoCurrencyIsJPY", "POST", "/orders", strings.Replace(valid, `"currency":"JPY",`, ``, 1), 201,
+			"JPY JP"},
+		{"UnknownStatusFilter", "GET", "/orders?status=SHIPPED", "", 400,
+			`status must be PENDING, CANCELLING, COMPLETED or CANCELLED, got "SHIPPED"`},
+		{"CancellingIsAFilter", "GET", "/orders?status=CANCELLING", "", 200, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := do(t, h, tt.method, tt.path, "application/json", tt.body, nil)
+			if r.status != tt.want {
+				t.Fatalf("status = %d, want %d: %s", r.status, tt.want, r.raw)
+			}
+			if strings.Contains(r.raw, `\u00`) {
+				t.Errorf("answer escapes characters a client reads as they are: %s", r.raw)
+			}
+			switch r.status {
+			case http.StatusCreated:
+				addr, _ := r.body["shipping_address"].(map[string]any)
+				if got := fmt.Sprintf("%v %v", r.body["currency"], addr["country"]); got != tt.detail {
+					t.Errorf("currency and country = %s, want %s", got, tt.detail)
+				}
+			case http.StatusOK:
+			default:
+				if d := r.body["detail"]; d != tt.detail {
+					t.Errorf("detail = %q\nwant     %q", d, tt.detail)
+				}
 			}
 		})
 	}

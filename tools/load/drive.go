@@ -54,7 +54,7 @@ func (l *Loader) Run(ctx context.Context, st Step) StepResult {
 	watchCtx, cancel := context.WithDeadline(ctx, stop.Add(st.Drain))
 	defer cancel()
 	done := make(chan struct{})
-	go l.report(stats, start, done)
+	go l.report(stats, start, st.Open, done)
 
 	var wg sync.WaitGroup
 	if st.Open {
@@ -88,19 +88,21 @@ func (l *Loader) Run(ctx context.Context, st Step) StepResult {
 				switch {
 				case !ok:
 				case i%sampleEvery == 0:
+					stats.sampled()
 					wg.Add(1)
 					go func() {
 						defer wg.Done()
-						l.follow(watchCtx, placedOrder{o, w}, stats)
+						l.follow(watchCtx, placedOrder{o, w, true}, stats)
 					}()
 				default:
 					mu.Lock()
-					later = append(later, placedOrder{o, w})
+					later = append(later, placedOrder{o, w, false})
 					mu.Unlock()
 				}
 			}()
 		}
 		posts.Wait()
+		stats.settling()
 		l.settle(watchCtx, later, stats)
 	} else {
 		for range st.Clients {
@@ -110,7 +112,7 @@ func (l *Loader) Run(ctx context.Context, st Step) StepResult {
 				for time.Now().Before(stop) && ctx.Err() == nil {
 					w := l.next()
 					if o, ok := l.place(ctx, w, stats); ok {
-						l.follow(watchCtx, placedOrder{o, w}, stats)
+						l.follow(watchCtx, placedOrder{o, w, false}, stats)
 					}
 				}
 			}()
@@ -128,10 +130,12 @@ func (l *Loader) Run(ctx context.Context, st Step) StepResult {
 // sampleEvery: in an open loop, one order in this many is followed live.
 const sampleEvery = 20
 
-// placedOrder is an order the system accepted, and what it was built to do.
+// placedOrder is an order the system accepted, and what it was built to
+// do; sampled if the open loop follows it live.
 type placedOrder struct {
-	o order
-	w workload.Order
+	o       order
+	w       workload.Order
+	sampled bool
 }
 
 // place sends one order; false if it was refused.
@@ -145,7 +149,7 @@ func (l *Loader) place(ctx context.Context, w workload.Order, stats *Stats) (ord
 // follow polls an order until it ends (or ctx does) and records it.
 func (l *Loader) follow(ctx context.Context, p placedOrder, stats *Stats) {
 	if o, ok := l.watch(ctx, p.o); ok {
-		stats.ended(o, p.w.Kind.Outcome())
+		stats.ended(o, p.w.Kind.Outcome(), p.sampled)
 		return
 	}
 	stats.gaveUp()
@@ -195,8 +199,9 @@ func (l *Loader) watch(ctx context.Context, o order) (order, bool) {
 	return o, true
 }
 
-// report prints a progress line every l.progress until done.
-func (l *Loader) report(s *Stats, start time.Time, done <-chan struct{}) {
+// report prints a progress line (Stats.progress) every l.progress until
+// done.
+func (l *Loader) report(s *Stats, start time.Time, open bool, done <-chan struct{}) {
 	if l.progress <= 0 {
 		return
 	}
@@ -208,14 +213,7 @@ func (l *Loader) report(s *Stats, start time.Time, done <-chan struct{}) {
 			return
 		case <-t.C:
 		}
-		s.mu.Lock()
-		ended := s.completed + s.cancelled
-		line := fmt.Sprintf("[load] %5.0fs sent %d, seen ended %d (%.0f/s), not yet %d, refused %d; saga p50 %.0fms p99 %.0fms\n",
-			time.Since(start).Seconds(), s.sent, ended, float64(ended)/time.Since(start).Seconds(),
-			s.sent-s.refused-ended-s.unfinished, s.refused,
-			float64(s.saga.ValueAtQuantile(50))/1000, float64(s.saga.ValueAtQuantile(99))/1000)
-		s.mu.Unlock()
-		fmt.Fprint(l.log, line)
+		fmt.Fprintln(l.log, s.progress(time.Since(start), open))
 	}
 }
 

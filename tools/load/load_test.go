@@ -232,3 +232,51 @@ func TestAStuckSampledSagaDoesNotFailTheOthers(t *testing.T) {
 		t.Fatalf("sent %d, completed %d, unfinished %d; want all but the stuck one completed", r.Sent, r.Completed, r.Unfinished)
 	}
 }
+
+// TestSetupLineMatchesTheFlags: -customers 500 -skus 200 sets up 500 and
+// 200, and says apart from them the ones a compensating order needs.
+func TestSetupLineMatchesTheFlags(t *testing.T) {
+	got := setupLine(workload.NewWorld("load-1", 500, 200), "load-1")
+	want := "[load] setting up 500 customers and 200 SKUs, plus 50 customers who cannot pay and 20 SKUs out of stock for the orders built to compensate (load-1)"
+	if got != want {
+		t.Errorf("setup line =\n%s\nwant\n%s", got, want)
+	}
+}
+
+// TestProgressReadsTrue: while an open loop sends, the line scales the one
+// order in sampleEvery it follows to everything sent and says it is an
+// estimate; once all is sent, and in a closed loop, the counts are exact.
+func TestProgressReadsTrue(t *testing.T) {
+	stats := func(sent, refused, ended, sampledPlaced, sampledEnded int, settled bool) *Stats {
+		s := newStats()
+		s.sent, s.refused, s.completed = sent, refused, ended
+		s.sampledPlaced, s.sampledEnded, s.settled = sampledPlaced, sampledEnded, settled
+		_ = s.saga.RecordValue(15000)
+		return s
+	}
+	tests := []struct {
+		name string
+		s    *Stats
+		open bool
+		want string
+	}{
+		// 50/s for 10 s: 25 of 500 followed, 24 of them ended.
+		{"OpenLoopScalesItsSample", stats(500, 0, 24, 25, 24, false), true,
+			"[load]    10s sent 500 (50/s), refused 0; ended ~480 (~48/s), not yet ~20, estimated from the 1 in 20 followed live (24 of 25 ended); saga p50 15ms p99 15ms"},
+		{"RefusedAreNotEstimated", stats(500, 100, 20, 20, 20, false), true,
+			"[load]    10s sent 500 (50/s), refused 100; ended ~400 (~40/s), not yet ~0, estimated from the 1 in 20 followed live (20 of 20 ended); saga p50 15ms p99 15ms"},
+		{"NothingSampledYet", stats(10, 0, 0, 0, 0, false), true,
+			"[load]    10s sent 10 (1/s), refused 0; none followed yet"},
+		{"SettlingIsExact", stats(500, 0, 470, 25, 25, true), true,
+			"[load]    10s all 500 sent, refused 0; now checking each: ended 470, not yet 30; saga p50 15ms p99 15ms"},
+		{"ClosedLoopIsExact", stats(500, 0, 490, 0, 0, false), false,
+			"[load]    10s sent 500, refused 0; ended 490 (49/s), not yet 10; saga p50 15ms p99 15ms"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.s.progress(10*time.Second, tt.open); got != tt.want {
+				t.Errorf("progress =\n%s\nwant\n%s", got, tt.want)
+			}
+		})
+	}
+}

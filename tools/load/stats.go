@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -20,9 +21,14 @@ type Stats struct {
 	cancelled  int
 	unexpected int // ended otherwise than its kind must
 	unfinished int // still running when the drain gave up
-	first      time.Time
-	last       time.Time
-	examples   []string // a few unexpected outcomes, for the report
+	// The open loop follows one order in sampleEvery live while it
+	// sends (the rest once it is done): these count those orders, from
+	// which the progress line estimates the rest.
+	sampledPlaced, sampledEnded int
+	settled                     bool // the open loop has sent everything
+	first                       time.Time
+	last                        time.Time
+	examples                    []string // a few unexpected outcomes, for the report
 }
 
 func newStats() *Stats {
@@ -43,12 +49,31 @@ func (s *Stats) placed(post time.Duration, err error) {
 	_ = s.post.RecordValue(max(1, post.Microseconds()))
 }
 
+// sampled counts an order the open loop follows live.
+func (s *Stats) sampled() {
+	s.mu.Lock()
+	s.sampledPlaced++
+	s.mu.Unlock()
+}
+
+// settling marks the open loop's end of sending: from now on every order
+// is looked at, so the counts are exact.
+func (s *Stats) settling() {
+	s.mu.Lock()
+	s.settled = true
+	s.mu.Unlock()
+}
+
 // ended records a terminal order: its saga latency is the server's
 // updated_at − created_at, and the step's window runs from the first
 // order created to the last one ended, both by the server's clock.
-func (s *Stats) ended(o order, want string) {
+// sampled says the open loop followed it live.
+func (s *Stats) ended(o order, want string, sampled bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if sampled {
+		s.sampledEnded++
+	}
 	_ = s.saga.RecordValue(max(1, o.UpdatedAt.Sub(o.CreatedAt).Microseconds()))
 	if o.Status == "COMPLETED" {
 		s.completed++
@@ -73,6 +98,34 @@ func (s *Stats) gaveUp() {
 	s.mu.Lock()
 	s.unfinished++
 	s.mu.Unlock()
+}
+
+// progress is the line report prints, elapsed into the step. A closed
+// loop, and an open one once it has sent everything, knows every order's
+// state. An open loop still sending looks only at one order in
+// sampleEvery, so it scales what that sample shows to all it sent, and
+// says so: printing the sample's raw count would read as a system
+// finishing a twentieth of its sagas.
+func (s *Stats) progress(elapsed time.Duration, open bool) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	secs := elapsed.Seconds()
+	latency := fmt.Sprintf("saga p50 %.0fms p99 %.0fms", float64(s.saga.ValueAtQuantile(50))/1000, float64(s.saga.ValueAtQuantile(99))/1000)
+	ended := s.completed + s.cancelled
+	switch {
+	case !open:
+		return fmt.Sprintf("[load] %5.0fs sent %d, refused %d; ended %d (%.0f/s), not yet %d; %s",
+			secs, s.sent, s.refused, ended, float64(ended)/secs, s.sent-s.refused-ended-s.unfinished, latency)
+	case s.settled:
+		return fmt.Sprintf("[load] %5.0fs all %d sent, refused %d; now checking each: ended %d, not yet %d; %s",
+			secs, s.sent, s.refused, ended, s.sent-s.refused-ended-s.unfinished, latency)
+	case s.sampledPlaced == 0:
+		return fmt.Sprintf("[load] %5.0fs sent %d (%.0f/s), refused %d; none followed yet", secs, s.sent, float64(s.sent)/secs, s.refused)
+	}
+	accepted := s.sent - s.refused
+	est := int(math.Round(float64(accepted) * float64(s.sampledEnded) / float64(s.sampledPlaced)))
+	return fmt.Sprintf("[load] %5.0fs sent %d (%.0f/s), refused %d; ended ~%d (~%.0f/s), not yet ~%d, estimated from the 1 in %d followed live (%d of %d ended); %s",
+		secs, s.sent, float64(s.sent)/secs, s.refused, est, float64(est)/secs, accepted-est, sampleEvery, s.sampledEnded, s.sampledPlaced, latency)
 }
 
 // inFlight is how many placed orders have not ended yet.

@@ -5,6 +5,7 @@
 package domain
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -50,7 +51,11 @@ const (
 	MaxAddressFieldLen = 200
 	// MaxIdempotencyKeyLen bounds the Idempotency-Key header.
 	MaxIdempotencyKeyLen = 255
-	// DefaultCurrency is used when a request names none.
+	// DefaultCurrency is used when a request names none. It is also
+	// the currency of an account opened without one, and payment
+	// declines an order in another currency than the account's
+	// (currency_mismatch), so the default can never charge money in a
+	// currency the customer does not hold.
 	DefaultCurrency = "JPY"
 )
 
@@ -64,7 +69,7 @@ type Request struct {
 }
 
 // Draft is a Request that passed Validate: normalised (default currency,
-// upper-case country) and priced.
+// upper-case currency and country) and priced.
 type Draft struct {
 	CustomerID      string         `json:"customer_id"`
 	Items           []events.Item  `json:"items"`
@@ -102,17 +107,17 @@ func Validate(r Request) (Draft, error) {
 		return Draft{}, fmt.Errorf("total exceeds %d: got %d", int64(events.MaxAmount), total)
 	}
 
-	currency := r.Currency
-	if currency == "" {
-		currency = DefaultCurrency
+	// Codes are one rule for both: letters in either case, kept upper
+	// case, as ISO writes them ("jpy" is JPY, "jp" is JP).
+	currency := cmp.Or(r.Currency, DefaultCurrency)
+	if !isLetters(currency, 3) {
+		return Draft{}, fmt.Errorf("currency must be 3 letters (ISO 4217, e.g. JPY), got %q", r.Currency)
 	}
-	if !isLetters(currency, 3, false) {
-		return Draft{}, fmt.Errorf("currency must be 3 upper-case letters A-Z (ISO 4217), got %q", r.Currency)
-	}
+	currency = strings.ToUpper(currency)
 
 	addr := r.ShippingAddress
-	if !isLetters(addr.Country, 2, true) {
-		return Draft{}, fmt.Errorf("shipping_address.country must be 2 letters (ISO 3166-1 alpha-2), got %q", addr.Country)
+	if !isLetters(addr.Country, 2) {
+		return Draft{}, fmt.Errorf("shipping_address.country must be 2 letters (ISO 3166-1 alpha-2, e.g. JP), got %q", addr.Country)
 	}
 	addr.Country = strings.ToUpper(addr.Country)
 	if err := validateText("shipping_address.postal_code", addr.PostalCode); err != nil {
@@ -159,8 +164,9 @@ func Total(items []events.Item) (int64, error) {
 // Hash identifies the request a Draft came from, for Idempotency-Key
 // replays: the SHA-256, in hex, of the draft's JSON. It is taken after
 // decoding and normalising, so the same order sent with other whitespace,
-// another field order, "jp" instead of "JP" or an omitted default currency
-// hashes the same, while any change of content does not.
+// another field order, "jp" and "jpy" instead of "JP" and "JPY", or an
+// omitted default currency hashes the same, while any change of content
+// does not.
 func (d Draft) Hash() string {
 	// Marshalling a struct of strings, ints and slices cannot fail, and
 	// encoding/json writes struct fields in declaration order.
@@ -374,15 +380,14 @@ func validateText(field, s string) error {
 	return nil
 }
 
-// isLetters reports whether s is exactly n ASCII letters, upper case unless
-// lowerOK.
-func isLetters(s string, n int, lowerOK bool) bool {
+// isLetters reports whether s is exactly n ASCII letters, of either case.
+func isLetters(s string, n int) bool {
 	if len(s) != n {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		if !('A' <= c && c <= 'Z') && !(lowerOK && 'a' <= c && c <= 'z') {
+		if !('A' <= c && c <= 'Z') && !('a' <= c && c <= 'z') {
 			return false
 		}
 	}

@@ -127,7 +127,11 @@ func TestValidate(t *testing.T) {
 				t.Errorf("currency = %q, want USD", d.Currency)
 			}
 		}},
-		{"LowerCaseCurrencyRejected", func(r *domain.Request) { r.Currency = "jpy" }, "currency", nil},
+		{"LowerCaseCurrencyUpperCased", func(r *domain.Request) { r.Currency = "jpy" }, "", func(t *testing.T, d domain.Draft) {
+			if d.Currency != "JPY" {
+				t.Errorf("currency = %q, want JPY", d.Currency)
+			}
+		}},
 		{"TwoLetterCurrencyRejected", func(r *domain.Request) { r.Currency = "JP" }, "currency", nil},
 		{"FourLetterCurrencyRejected", func(r *domain.Request) { r.Currency = "JPYY" }, "currency", nil},
 		{"DigitInCurrencyRejected", func(r *domain.Request) { r.Currency = "JP1" }, "currency", nil},

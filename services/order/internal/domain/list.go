@@ -74,7 +74,7 @@ func ParseListQuery(params map[string][]string) (ListQuery, error) {
 	}
 	if v, ok := one("status"); ok {
 		if !slices.Contains(Statuses, Status(v)) {
-			return q, fmt.Errorf("status must be one of %v, got %q", Statuses, v)
+			return q, fmt.Errorf("status must be PENDING, CANCELLING, COMPLETED or CANCELLED, got %q", v)
 		}
 		q.Status = Status(v)
 	}

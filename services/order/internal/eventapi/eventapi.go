@@ -93,6 +93,8 @@ func announce(ctx context.Context, tx *participant.Tx, prev, next domain.State) 
 	if err := tx.Emit(ctx, domain.Ended(next.Status, next.Reason)); err != nil {
 		return err
 	}
-	tx.Log.Info("order status changed", "from", prev.Status, "to", next.Status, "cancel_reason", next.Reason)
+	// DEBUG, as "event applied" is: one line per saga at INFO would bury
+	// the exceptions under load.
+	tx.Log.Debug("order status changed", "from", prev.Status, "to", next.Status, "cancel_reason", next.Reason)
 	return nil
 }

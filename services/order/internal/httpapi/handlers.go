@@ -68,7 +68,8 @@ func createOrder(log *slog.Logger, st *store.Store, service string, now func() t
 			w.Header().Set(HeaderReplayed, "true")
 			log.InfoContext(r.Context(), "order create replayed", "order_id", got.ID)
 		} else {
-			log.InfoContext(r.Context(), "order created", "order_id", got.ID,
+			// DEBUG, with the access log: one a request under load.
+			log.DebugContext(r.Context(), "order created", "order_id", got.ID,
 				"customer_id", got.CustomerID, "total_amount", got.TotalAmount, "currency", got.Currency)
 		}
 		web.Encode(w, http.StatusCreated, got)

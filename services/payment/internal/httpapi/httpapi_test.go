@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/google/uuid"
@@ -49,6 +50,44 @@ func TestWrites(t *testing.T) {
 			Before: func(t *testing.T) { addBalance(t, db, c, -1000) }, Want: 200, Stored: acct(8500, 5)},
 		{Name: "DepositPastCap", Method: "POST", Path: "/accounts/" + c + "/deposits", Body: fmt.Sprintf(`{"amount":%d}`, int64(events.MaxAmount)), Want: 409, Stored: acct(8500, 5)},
 	})
+}
+
+// TestBadInputsAnswerInPlainWords: what an operator is told when a write
+// is wrong, exactly: ">=" as written, not "\u003e="; a field Go cannot
+// decode named with what it must be; and a currency in either case taken
+// as the order service takes it, upper case.
+func TestBadInputsAnswerInPlainWords(t *testing.T) {
+	db := testenv.DB(t, payment.Schema)
+	h := httpapi.Routes(testenv.Logger(t), db, nil)
+	c := "c-" + uuid.NewString()[:13]
+	tests := []struct {
+		name, method, path, body string
+		want                     int
+		detail                   string // the problem's detail; for a 200, the account's currency
+	}{
+		{"NegativeBalance", "PUT", "/accounts/" + c, `{"balance":-1}`, 400, "balance must be >= 0"},
+		{"FractionalBalance", "PUT", "/accounts/" + c, `{"balance":1.5}`, 400, "balance: must be a whole number"},
+		{"CurrencyNotLetters", "PUT", "/accounts/" + c, `{"balance":1,"currency":"US$"}`, 400, `currency must be 3 letters (ISO 4217, e.g. JPY), got "US$"`},
+		{"LowerCaseCurrencyAccepted", "PUT", "/accounts/" + c, `{"balance":1,"currency":"usd"}`, 200, "USD"},
+		{"DepositAsString", "POST", "/accounts/" + c + "/deposits", `{"amount":"5"}`, 400, "amount: must be a whole number, not a string"},
+		{"ZeroDeposit", "POST", "/accounts/" + c + "/deposits", `{"amount":0}`, 400, "amount must be > 0"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := apitest.Request{Method: tt.method, Path: tt.path, Body: tt.body}.HTTP()
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, r)
+			var body struct{ Detail, Currency string }
+			_ = json.Unmarshal(rec.Body.Bytes(), &body)
+			got := body.Detail
+			if rec.Code == 200 {
+				got = body.Currency
+			}
+			if rec.Code != tt.want || got != tt.detail || strings.Contains(rec.Body.String(), `\u00`) {
+				t.Errorf("%s %s %s = %d %s; want %d with %q", tt.method, tt.path, tt.body, rec.Code, rec.Body, tt.want, tt.detail)
+			}
+		})
+	}
 }
 
 // addBalance debits or refunds as a saga's reaction does.

@@ -36,7 +36,7 @@ func TestOpenAPI(t *testing.T) {
 	api.Check(t, apitest.GetRequests("GetPayment", "/payments/"))
 	api.Check(t, []apitest.Request{
 		{Name: "PutAccountUnknownField", Method: "PUT", Path: "/accounts/c-1", Body: `{"balance":1,"owner":"x"}`, Want: 400},
-		{Name: "PutAccountBadCurrency", Method: "PUT", Path: "/accounts/c-1", Body: `{"balance":1,"currency":"yen"}`, Want: 400},
+		{Name: "PutAccountBadCurrency", Method: "PUT", Path: "/accounts/c-1", Body: `{"balance":1,"currency":"US$"}`, Want: 400},
 		{Name: "DepositUnknownField", Method: "POST", Path: "/accounts/c-1/deposits", Body: `{"amount":1,"currency":"USD"}`, Want: 400},
 		{Name: "UnknownPath", Method: "GET", Path: "/refunds/o-1", Want: 404},
 		{Name: "UnlistedMethod", Method: "DELETE", Path: "/accounts/c-1", Want: 405},
