@@ -12,9 +12,10 @@ import (
 // events that end a saga (ShipmentScheduled, PaymentDeclined,
 // PaymentRefunded), so every increase of its
 // choreo_events_handled_total{outcome="applied"} is a saga finishing.
-// It scrapes both order instances every interval and keeps the times at
-// which the sum rose. A restarted instance's counter starts again from
-// zero, which is counted as a rise by its new value.
+// It scrapes every order instance (a twin too, while one runs) every
+// interval and keeps the times at which the sum rose. A restarted
+// instance's counter starts again from zero, which is counted as a rise
+// by its new value.
 type Observer struct {
 	mu       sync.Mutex
 	finishes []time.Time
@@ -34,8 +35,7 @@ func (o *Observer) Watch(ctx context.Context, c *Cluster, interval time.Duration
 		case <-t.C:
 		}
 		rose := 0.0
-		for n := 1; n <= Instances; n++ {
-			i := c.Get("order", n)
+		for _, i := range c.Serving("order") {
 			m, err := Metrics(ctx, hc, i.Port, "choreo_events_handled_total")
 			if err != nil {
 				continue
