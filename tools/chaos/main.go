@@ -293,7 +293,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) (err error) {
 	}
 	d, at := LongestStall(finishes, start, loadEnd)
 	rep.LoadStall, rep.LoadStallAt = Duration(d), Duration(at.Sub(start))
-	rep.Bounds = o.bounds(rep.Injected, finishes, start, loadEnd)
+	rep.Bounds = o.bounds(rep.Injected, finishes, obs.Completions(), start, loadEnd)
 	rep.Exits = cluster.ExitsByCause()
 	rep.tally()
 	log.Info("reading every service", "orders", len(ids), "left_pending", left)

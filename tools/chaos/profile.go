@@ -185,12 +185,17 @@ type Span struct {
 	To   Duration `json:"to"`
 }
 
-// Bound is a profile's longest stall and the bound it is held to.
+// Bound is a profile's longest stall and the bound it is held to: the
+// longest stretch with no saga finishing, and with none completing (see
+// Observer), which a stop of inventory or shipping cannot hide behind
+// declined payments that finish without them.
 type Bound struct {
-	What  string   `json:"what"`
-	Stall Duration `json:"stall"`
-	At    Duration `json:"at"` // when it began, from the start of the load
-	Max   Duration `json:"max"`
+	What        string   `json:"what"`
+	Stall       Duration `json:"stall"`
+	At          Duration `json:"at"` // when it began, from the start of the load
+	Completed   Duration `json:"stall_completed"`
+	CompletedAt Duration `json:"stall_completed_at"`
+	Max         Duration `json:"max"`
 	// Over is the stretch the stall was measured in; Excluded the
 	// stretches cut out of it (broker downtime).
 	Over     Span   `json:"over"`
@@ -198,22 +203,26 @@ type Bound struct {
 	Note     string `json:"note,omitempty"`
 }
 
-// Met reports whether the stall is within the bound.
-func (b Bound) Met() bool { return b.Stall <= b.Max }
+// Met reports whether both stalls are within the bound.
+func (b Bound) Met() bool { return b.Stall <= b.Max && b.Completed <= b.Max }
 
-// String is e.g. "stall 7.2s ≤ 15s", as on the report's last line.
+// String is e.g. "stall 7.2s ≤ 15s (completed 9.1s ≤ 15s)", as on the
+// report's last line.
 func (b Bound) String() string {
-	if b.Met() {
-		return fmt.Sprintf("stall %s ≤ %s", b.Stall, b.Max)
+	cmp := func(d Duration) string {
+		if d <= b.Max {
+			return fmt.Sprintf("%s ≤ %s", d, b.Max)
+		}
+		return fmt.Sprintf("%s > %s", d, b.Max)
 	}
-	return fmt.Sprintf("stall %s > %s", b.Stall, b.Max)
+	return fmt.Sprintf("stall %s (completed %s)", cmp(b.Stall), cmp(b.Completed))
 }
 
-// bounds measures the profile's stalls in finishes (the times sagas were
-// seen finishing): for -rolling over the restart, for -defaults over the
+// bounds measures the profile's stalls in finishes and completions (the
+// times sagas were seen finishing and completing): for -rolling over the restart, for -defaults over the
 // load outside every broker fault, from its kill until the broker served
 // again. The bound is -max-stall if set, else the issue's.
-func (o options) bounds(injected []Injected, finishes []time.Time, start, loadEnd time.Time) []Bound {
+func (o options) bounds(injected []Injected, finishes, completions []time.Time, start, loadEnd time.Time) []Bound {
 	rel := func(t time.Time) Duration { return Duration(t.Sub(start)) }
 	limit := func(d time.Duration) Duration {
 		if o.maxStall > 0 {
@@ -233,7 +242,9 @@ func (o options) bounds(injected []Injected, finishes []time.Time, start, loadEn
 				to, note = loadEnd, fmt.Sprintf("the restart outlasted the load by %s: measured until the load ended (raise -duration)", Duration(in.End.Sub(loadEnd)))
 			}
 			d, at := LongestStall(finishes, in.Start, to)
+			dc, atc := LongestStall(completions, in.Start, to)
 			out = append(out, Bound{What: "longest stall over the rolling restart", Stall: Duration(d), At: rel(at),
+				Completed: Duration(dc), CompletedAt: rel(atc),
 				Max: limit(RollingBound), Over: Span{rel(in.Start), rel(to)}, Note: note})
 		}
 	case o.defaults:
@@ -246,7 +257,9 @@ func (o options) bounds(injected []Injected, finishes []time.Time, start, loadEn
 			}
 		}
 		d, at := StallOutside(finishes, start, loadEnd, skip)
+		dc, atc := StallOutside(completions, start, loadEnd, skip)
 		out = append(out, Bound{What: "longest stall outside broker downtime", Stall: Duration(d), At: rel(at),
+			Completed: Duration(dc), CompletedAt: rel(atc),
 			Max: limit(DefaultsBound), Over: Span{0, rel(loadEnd)}, Excluded: spans})
 	}
 	return out
@@ -326,7 +339,8 @@ func (r *Report) printBounds(w io.Writer) {
 		if len(ex) > 0 {
 			extra = ", excluding " + strings.Join(ex, ", ")
 		}
-		fmt.Fprintf(w, "%s (+%s–+%s%s): %s at +%s, %s\n", b.What, b.Over.From, b.Over.To, extra, b.Stall, b.At, b)
+		fmt.Fprintf(w, "%s (+%s–+%s%s): %s at +%s, completed %s at +%s: %s\n",
+			b.What, b.Over.From, b.Over.To, extra, b.Stall, b.At, b.Completed, b.CompletedAt, b)
 		if b.Note != "" {
 			fmt.Fprintf(w, "  %s\n", b.Note)
 		}

@@ -190,6 +190,9 @@ func TestBounds(t *testing.T) {
 	start := time.Unix(1000, 0)
 	at := func(s float64) time.Time { return start.Add(time.Duration(s * float64(time.Second))) }
 	fin := []time.Time{at(1), at(5), at(6), at(26), at(27), at(40)}
+	// Declined payments finish without inventory or shipping: fewer
+	// sagas complete than finish.
+	done := []time.Time{at(1), at(6), at(26), at(40)}
 	broker := Injected{Fault: Fault{Kind: KindBrokerKill}, Start: at(8), End: at(20), Fired: true}
 	roll := Injected{Fault: Fault{Kind: KindRolling}, Start: at(2), End: at(30), Fired: true}
 	tests := []struct {
@@ -200,18 +203,23 @@ func TestBounds(t *testing.T) {
 		want     string // the last line's suffix
 		met      bool
 	}{
-		// 6 → 26 less the broker's 8–20: 6s from 20; the 13s from 27 to 40 is longer.
-		{"DefaultsOutsideTheBroker", options{defaults: true}, []Injected{broker}, 45, " stall 13s ≤ 15s", true},
-		{"DefaultsUnfiredBrokerNotCut", options{defaults: true}, []Injected{{Fault: broker.Fault, Start: at(8), End: at(20)}}, 45, " stall 20s > 15s", false},
-		{"DefaultsMaxStall", options{defaults: true, maxStall: 10 * time.Second}, []Injected{broker}, 45, " stall 13s > 10s", false},
-		{"Rolling", options{rolling: true}, []Injected{roll}, 45, " stall 20s > 5s", false},
+		// 6 → 26 less the broker's 8–20: 6s from 20; the 13s from 27 to 40 is
+		// longer, and completions 26 → 40 a second more.
+		{"DefaultsOutsideTheBroker", options{defaults: true}, []Injected{broker}, 45, " stall 13s ≤ 15s (completed 14s ≤ 15s)", true},
+		{"DefaultsUnfiredBrokerNotCut", options{defaults: true}, []Injected{{Fault: broker.Fault, Start: at(8), End: at(20)}}, 45,
+			" stall 20s > 15s (completed 20s > 15s)", false},
+		{"DefaultsMaxStall", options{defaults: true, maxStall: 14 * time.Second}, []Injected{broker}, 45, " stall 13s ≤ 14s (completed 14s ≤ 14s)", true},
+		// Only the completions exceed the bound: not met.
+		{"DefaultsCompletionsExceed", options{defaults: true, maxStall: 13500 * time.Millisecond}, []Injected{broker}, 45,
+			" stall 13s ≤ 13.5s (completed 14s > 13.5s)", false},
+		{"Rolling", options{rolling: true}, []Injected{roll}, 45, " stall 20s > 5s (completed 20s > 5s)", false},
 		// The load ended at +24: the restart is measured until then.
-		{"RollingOutlastsTheLoad", options{rolling: true}, []Injected{roll}, 24, " stall 18s > 5s", false},
+		{"RollingOutlastsTheLoad", options{rolling: true}, []Injected{roll}, 24, " stall 18s > 5s (completed 18s > 5s)", false},
 		{"Standard", options{}, []Injected{broker, roll}, 45, "", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			bs := tt.o.bounds(tt.injected, fin, start, at(tt.loadEnd))
+			bs := tt.o.bounds(tt.injected, fin, done, start, at(tt.loadEnd))
 			r := &Report{Bounds: bs}
 			if got := r.boundsSuffix(); got != tt.want {
 				t.Fatalf("suffix %q, want %q", got, tt.want)
