@@ -230,3 +230,23 @@ func TestBounds(t *testing.T) {
 		})
 	}
 }
+
+func TestTwinEnv(t *testing.T) {
+	tests := []struct {
+		name string
+		env  []string
+		want []string
+	}{
+		{"DerivedID", []string{"HTTP_ADDR=127.0.0.1:18082", "KAFKA_BROKERS=b:1"},
+			[]string{"HTTP_ADDR=127.0.0.1:18182", "KAFKA_BROKERS=b:1"}},
+		{"GivenID", []string{"KAFKA_GROUP_INSTANCE_ID=inventory-1", "HTTP_ADDR=127.0.0.1:18082"},
+			[]string{"KAFKA_GROUP_INSTANCE_ID=inventory-2", "HTTP_ADDR=127.0.0.1:18182"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := twinEnv(tt.env, 18182, "inventory-2"); !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("twinEnv = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}

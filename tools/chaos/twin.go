@@ -47,15 +47,7 @@ func (c *Cluster) StartTwin(i *Instance) (*Instance, error) {
 	}
 	t := &Instance{Service: i.Service, Index: n, Port: i.Port + 100*(n-i.Index), bin: i.bin, log: i.log}
 	t.logPath = filepath.Join(filepath.Dir(i.logPath), t.Name()+".log")
-	for _, e := range i.env {
-		switch {
-		case strings.HasPrefix(e, "HTTP_ADDR="):
-			e = fmt.Sprintf("HTTP_ADDR=127.0.0.1:%d", t.Port)
-		case strings.HasPrefix(e, "KAFKA_GROUP_INSTANCE_ID="):
-			e = "KAFKA_GROUP_INSTANCE_ID=" + t.Name() // two live members under one id fence each other
-		}
-		t.env = append(t.env, e)
-	}
+	t.env = twinEnv(i.env, t.Port, t.Name())
 	t.mu.Lock()
 	err := t.start()
 	t.mu.Unlock()
@@ -66,6 +58,23 @@ func (c *Cluster) StartTwin(i *Instance) (*Instance, error) {
 	c.twins.run = append(c.twins.run, t)
 	c.twins.mu.Unlock()
 	return t, nil
+}
+
+// twinEnv is env with the twin's own HTTP port and, if env sets an
+// instance id, the twin's own: two live members under one id fence each
+// other.
+func twinEnv(env []string, port int, name string) []string {
+	out := make([]string, 0, len(env))
+	for _, e := range env {
+		switch {
+		case strings.HasPrefix(e, "HTTP_ADDR="):
+			e = fmt.Sprintf("HTTP_ADDR=127.0.0.1:%d", port)
+		case strings.HasPrefix(e, "KAFKA_GROUP_INSTANCE_ID="):
+			e = "KAFKA_GROUP_INSTANCE_ID=" + name
+		}
+		out = append(out, e)
+	}
+	return out
 }
 
 // StopTwin stops t for good with SIGTERM, so that it leaves the group and
