@@ -250,3 +250,21 @@ func TestTwinEnv(t *testing.T) {
 		})
 	}
 }
+
+func TestRisen(t *testing.T) {
+	last := map[string]float64{}
+	steps := []struct {
+		sum, want float64
+	}{
+		{5, 0},  // the first scrape is a baseline
+		{8, 3},  // rose by 3
+		{8, 0},  // nothing finished
+		{2, 2},  // restarted: its counter began again from zero
+		{10, 8}, // rose again
+	}
+	for n, s := range steps {
+		if got := risen(last, "order-1", s.sum); got != s.want {
+			t.Fatalf("step %d: risen(%g) = %g, want %g", n, s.sum, got, s.want)
+		}
+	}
+}
