@@ -11,6 +11,11 @@
 //
 //	go run ./tools/chaos -short                 # the CI profile, ~4 minutes
 //	go run ./tools/chaos -orders 10000 -rate 25 # a full run
+//	go run ./tools/chaos -defaults              # one instance each, no instance ids
+//	go run ./tools/chaos -rolling               # a rolling restart with orders flowing
+//
+// -defaults and -rolling (profile.go) measure the services' default
+// configuration and a deploy, each with its longest stall against a bound.
 //
 // The last line is `chaos: lost=N doubled=N inconsistent=N unproven=N
 // terminal=X/Y`. The verdict needs evidence, in every profile:
@@ -67,6 +72,8 @@ type options struct {
 	out, dir, infraDir string
 	rev                string
 	keep, short        bool
+	defaults, rolling  bool
+	maxStall           time.Duration
 	drain              time.Duration
 	kafkaPort, pgPort  int
 	portBase           int
@@ -99,9 +106,12 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.pgPort, "pg-port", first.PG, "PostgreSQL's port (default: the first free set of ports)")
 	fs.IntVar(&o.portBase, "port-base", first.HTTP, "HTTP port of order-1; service s instance i listens on base+s+100(i-1) (default: the first free set of ports)")
 	fs.DurationVar(&o.crashEvery, "crash-every", 3*time.Second, "period of the crash loop")
-	fs.DurationVar(&o.pause, "pause", 16*time.Second, "how long a SIGSTOP lasts (past relay takeover and the session timeout)")
+	fs.DurationVar(&o.pause, "pause", 16*time.Second, "how long a SIGSTOP lasts (past relay takeover and the session timeout; 15s with -defaults)")
+	fs.BoolVar(&o.defaults, "defaults", false, "the services' default configuration: one instance each, no KAFKA_GROUP_INSTANCE_ID; faults: a crash loop, a freeze beside a started twin, a broker kill")
+	fs.BoolVar(&o.rolling, "rolling", false, "instead of the faults, a rolling restart of every instance (SIGTERM one at a time, the next 2s after the replacement is ready)")
 	fs.IntVar(&o.budget.Refused, "max-refused", 0, "planned orders that may be refused with a 4xx (every planned kind is valid)")
 	fs.IntVar(&o.budget.Unsettled, "max-unsettled", -1, "planned orders that may stay unanswered, checked within bounds (default 0.5% of -orders, at least 1)")
+	fs.DurationVar(&o.maxStall, "max-stall", 0, "with -defaults or -rolling, fail the run if its stall exceeds this (default: compare it with 15s or 5s, never fail on it)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -124,6 +134,12 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		if !set["drain"] {
 			o.drain = 90 * time.Second
 		}
+	}
+	if o.defaults && !set["pause"] {
+		o.pause = 15 * time.Second
+	}
+	if o.maxStall > 0 && !o.defaults && !o.rolling {
+		return o, fmt.Errorf("-max-stall needs -defaults or -rolling")
 	}
 	if o.rate <= 0 {
 		return o, fmt.Errorf("-rate must be positive")
@@ -176,7 +192,8 @@ func run(ctx context.Context, args []string, stdout io.Writer) (err error) {
 	}
 
 	load := time.Duration(float64(o.orders) / o.rate * float64(time.Second))
-	sched, err := Schedule(o.seed, Timings{Load: load, CrashEvery: o.crashEvery, Pause: o.pause})
+	Instances = o.instances()
+	sched, err := o.schedule(load)
 	if err != nil {
 		return err
 	}
@@ -185,7 +202,8 @@ func run(ctx context.Context, args []string, stdout io.Writer) (err error) {
 	log.Info("chaos run", "seed", o.seed, "tag", tag, "orders", o.orders, "rate", o.rate, "load", load, "faults", len(sched), "dir", o.dir)
 
 	rep := &Report{Seed: o.seed, Tag: tag, Started: t0, Dir: o.dir, Schedule: sched,
-		Config: Settings{Orders: o.orders, Rate: o.rate, Customers: o.customers, SKUs: o.skus, Short: o.short}, Budget: o.budget}
+		Config: Settings{Orders: o.orders, Rate: o.rate, Customers: o.customers, SKUs: o.skus, Short: o.short,
+			Profile: o.profile(), Instances: Instances}, Budget: o.budget}
 	// Whatever happens, the report (as far as it got) is printed and written.
 	defer func() {
 		rep.Wall = Duration(time.Since(t0))
@@ -224,7 +242,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) (err error) {
 		return err
 	}
 	cluster, err := StartCluster(ctx, log, ClusterConfig{Bins: bins, Dir: o.dir, PortBase: o.portBase,
-		Brokers: joinComma(infra.Brokers), Databases: infra.Databases, ExtraEnv: infra.Env})
+		Brokers: joinComma(infra.Brokers), Databases: infra.Databases, ExtraEnv: infra.Env, DerivedIDs: o.defaults})
 	if err != nil {
 		return err
 	}
@@ -253,7 +271,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) (err error) {
 	start := time.Now()
 	rep.LoadStart = Duration(start.Sub(t0))
 	injected := make(chan []Injected, 1)
-	go func() { injected <- inj.Run(ctx, start, sched) }()
+	go func() { injected <- runSchedule(ctx, inj, start, sched) }()
 	placed, stats := Load(ctx, log, a, cluster, reqs, o.rate, 2*time.Minute)
 	loadEnd := start.Add(stats.Elapsed)
 	rep.Load = stats
@@ -309,6 +327,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) (err error) {
 	}
 	d, at := LongestStall(finishes, start, loadEnd)
 	rep.LoadStall, rep.LoadStallAt = Duration(d), Duration(at.Sub(start))
+	rep.Bounds = o.bounds(rep.Injected, finishes, obs.Completions(), start, loadEnd)
 	rep.Exits = cluster.ExitsByCause()
 	rep.tally()
 	// At rest: nothing left in an outbox or behind a consumer group, so
@@ -342,6 +361,9 @@ func run(ctx context.Context, args []string, stdout io.Writer) (err error) {
 	rep.Verdict = Check(exp, snap)
 	if !rep.Verdict.OK() {
 		return errViolations
+	}
+	if err := exceeded(rep.Bounds); err != nil && o.maxStall > 0 {
+		return err
 	}
 	// Every fault and crash point is meant to happen: one that silently
 	// did nothing, or less than planned, must not pass.

@@ -12,19 +12,23 @@ import (
 // events that end a saga (ShipmentScheduled, PaymentDeclined,
 // PaymentRefunded), so every increase of its
 // choreo_events_handled_total{outcome="applied"} is a saga finishing.
-// It scrapes both order instances every interval and keeps the times at
-// which the sum rose. A restarted instance's counter starts again from
-// zero, which is counted as a rise by its new value.
+// It scrapes every order instance (a twin too, while one runs) every
+// interval and keeps the times at which the sum rose. A restarted
+// instance's counter starts again from zero, which is counted as a rise
+// by its new value. Completions are the finishes of sagas that passed
+// every service (ShipmentScheduled): a stop of inventory or shipping
+// shows there even while declined payments keep finishing.
 type Observer struct {
-	mu       sync.Mutex
-	finishes []time.Time
-	count    int
+	mu          sync.Mutex
+	finishes    []time.Time
+	completions []time.Time
+	count       int
 }
 
 // Watch scrapes until ctx ends.
 func (o *Observer) Watch(ctx context.Context, c *Cluster, interval time.Duration) {
 	hc := &http.Client{Timeout: interval}
-	last := map[string]float64{}
+	last, lastDone := map[string]float64{}, map[string]float64{}
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -33,37 +37,56 @@ func (o *Observer) Watch(ctx context.Context, c *Cluster, interval time.Duration
 			return
 		case <-t.C:
 		}
-		rose := 0.0
-		for n := 1; n <= Instances; n++ {
-			i := c.Get("order", n)
+		rose, done := 0.0, 0.0
+		for _, i := range c.Serving("order") {
 			m, err := Metrics(ctx, hc, i.Port, "choreo_events_handled_total")
 			if err != nil {
 				continue
 			}
-			sum := 0.0
+			sum, completed := 0.0, 0.0
 			for labels, v := range m {
 				if strings.Contains(labels, `outcome="applied"`) {
 					sum += v
+					if strings.Contains(labels, `type="ShipmentScheduled"`) {
+						completed += v
+					}
 				}
 			}
-			prev, seen := last[i.Name()]
-			switch {
-			case !seen:
-				// the first scrape is a baseline
-			case sum < prev:
-				rose += sum // restarted
-			default:
-				rose += sum - prev
-			}
-			last[i.Name()] = sum
+			rose += risen(last, i.Name(), sum)
+			done += risen(lastDone, i.Name(), completed)
 		}
+		o.mu.Lock()
 		if rose > 0 {
-			o.mu.Lock()
 			o.finishes = append(o.finishes, time.Now())
 			o.count += int(rose)
-			o.mu.Unlock()
 		}
+		if done > 0 {
+			o.completions = append(o.completions, time.Now())
+		}
+		o.mu.Unlock()
 	}
+}
+
+// risen returns how much counter key rose since last[key] and records
+// sum: nothing on the first scrape (a baseline), sum itself after a
+// restart reset it.
+func risen(last map[string]float64, key string, sum float64) float64 {
+	prev, seen := last[key]
+	last[key] = sum
+	switch {
+	case !seen:
+		return 0
+	case sum < prev:
+		return sum
+	}
+	return sum - prev
+}
+
+// Completions returns the times at which sagas were seen completing.
+func (o *Observer) Completions() []time.Time {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return append([]time.Time(nil), o.completions...)
 }
 
 // Finishes returns the times at which sagas were seen finishing.

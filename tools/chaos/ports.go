@@ -36,7 +36,7 @@ func (p Ports) List(nodes int) []int {
 		out = append(out, p.Kafka+2*i, p.Kafka+1+2*i)
 	}
 	out = append(out, p.PG)
-	for n := range Instances {
+	for n := range MaxInstances {
 		for s := range Services {
 			out = append(out, p.HTTP+s+100*n)
 		}

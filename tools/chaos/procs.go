@@ -296,6 +296,7 @@ func (i *Instance) Exits() []Exit {
 type Cluster struct {
 	Instances []*Instance
 	log       *slog.Logger
+	twins     twins // started beside a frozen instance (twin.go)
 }
 
 // ClusterConfig is where the instances find their infrastructure.
@@ -306,6 +307,9 @@ type ClusterConfig struct {
 	Brokers   string
 	Databases map[string]string // service → DATABASE_URL
 	ExtraEnv  []string
+	// DerivedIDs leaves KAFKA_GROUP_INSTANCE_ID unset, as make run does, so
+	// every instance derives its own (-defaults).
+	DerivedIDs bool
 }
 
 // StartCluster starts every instance and waits until each answers /readyz.
@@ -323,8 +327,10 @@ func StartCluster(ctx context.Context, log *slog.Logger, cc ClusterConfig) (*Clu
 				fmt.Sprintf("HTTP_ADDR=127.0.0.1:%d", inst.Port),
 				"DATABASE_URL="+cc.Databases[s],
 				"KAFKA_BROKERS="+cc.Brokers,
-				"KAFKA_GROUP_INSTANCE_ID="+inst.Name(),
 			)
+			if !cc.DerivedIDs {
+				inst.env = append(inst.env, "KAFKA_GROUP_INSTANCE_ID="+inst.Name())
+			}
 			c.Instances = append(c.Instances, inst)
 		}
 	}

@@ -52,6 +52,9 @@ type Report struct {
 	// LoadStart is when the load began, from Started.
 	LoadStart Duration `json:"load_start"`
 	Error     string   `json:"error,omitempty"`
+
+	// Bounds: the stalls -defaults and -rolling are held to (profile.go).
+	Bounds []Bound `json:"bounds,omitempty"`
 }
 
 // Duration marshals as a string like "1.5s".
@@ -69,6 +72,8 @@ type Settings struct {
 	Customers int     `json:"customers"`
 	SKUs      int     `json:"skus"`
 	Short     bool    `json:"short"`
+	Profile   string  `json:"profile"` // standard, defaults, rolling
+	Instances int     `json:"instances"`
 }
 
 // Print writes the human report; its last line is the summary CI greps.
@@ -78,7 +83,7 @@ func (r *Report) Print(w io.Writer) {
 	fmt.Fprintf(w, "load: %d orders sent in %s (%.1f/s), accepted %d, refused %d, unsettled %d, client retries %d, replays %d, max in flight %d\n",
 		l.Sent, Duration(l.Elapsed), l.Rate, l.Accepted, l.Rejected, l.Unsettled, l.Retries, l.Replays, l.MaxBacklog)
 	fmt.Fprintln(w, "faults by kind (fired/scheduled):")
-	for _, k := range AllKinds {
+	for _, k := range r.kinds() {
 		fmt.Fprintf(w, "  %-15s %d/%d\n", k, r.ByKind[k], r.Scheduled[k])
 	}
 	if r.FaultErrs > 0 {
@@ -123,6 +128,9 @@ func (r *Report) Print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "longest stall (no saga finishing): %s in the crash loop (kill -9 every ~3s for %s), %s over the load (at +%s)\n",
 		r.CrashStall, r.CrashWindow, r.LoadStall, r.LoadStallAt)
+	if p := r.Config.Profile; p != "" && p != "standard" {
+		r.printBounds(w)
+	}
 	if len(r.Verdict.RefusedByKind)+len(r.Verdict.UnsettledByKind) > 0 {
 		fmt.Fprintf(w, "without a 201: refused %s; unsettled %s (budget: %d refused, %d unsettled)\n",
 			orNone(formatOutcomes(r.Verdict.RefusedByKind)), orNone(formatOutcomes(r.Verdict.UnsettledByKind)), r.Budget.Refused, r.Budget.Unsettled)
@@ -144,8 +152,8 @@ func (r *Report) Print(w io.Writer) {
 		fmt.Fprintf(w, "error: %s\n", r.Error)
 	}
 	fmt.Fprintf(w, "wall time: %s\n", r.Wall)
-	fmt.Fprintf(w, "chaos: lost=%d doubled=%d inconsistent=%d unproven=%d terminal=%d/%d\n",
-		r.Verdict.Lost, r.Verdict.Doubled, r.Verdict.Inconsistent, r.Verdict.Unproven, r.Verdict.Terminal, r.Verdict.Total)
+	fmt.Fprintf(w, "chaos: lost=%d doubled=%d inconsistent=%d unproven=%d terminal=%d/%d%s\n",
+		r.Verdict.Lost, r.Verdict.Doubled, r.Verdict.Inconsistent, r.Verdict.Unproven, r.Verdict.Terminal, r.Verdict.Total, r.boundsSuffix())
 }
 
 func orNone(s string) string {
@@ -209,7 +217,7 @@ func (r *Report) tally() {
 		}
 	}
 	r.Missing = nil
-	for _, k := range AllKinds {
+	for _, k := range r.kinds() {
 		if injected[k] < r.Scheduled[k] {
 			r.Missing = append(r.Missing, fmt.Sprintf("fault kind %s: scheduled %d, injected %d", k, r.Scheduled[k], injected[k]))
 		}

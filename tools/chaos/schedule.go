@@ -43,8 +43,13 @@ var AllKinds = []Kind{KindKill, KindCrashLoop, KindPauseLeader, KindPauseConsume
 // Services are the four saga participants, in saga order.
 var Services = []string{"order", "payment", "inventory", "shipping"}
 
-// Instances is how many instances of every service run.
-const Instances = 2
+// MaxInstances is how many instances of a service can run at once: the
+// ports a run claims cover this many.
+const MaxInstances = 2
+
+// Instances is how many instances of every service run: MaxInstances, or
+// 1 with -defaults (whose frozen instance's twin takes the second ports).
+var Instances = MaxInstances
 
 // Fault is one scheduled fault. Process faults name their service and
 // preferred instance (1-based); the instance they hit is chosen when they
