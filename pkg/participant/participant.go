@@ -298,7 +298,7 @@ func Run(ctx context.Context, cfg Config, spec Spec) error {
 	g.Go(func() error { return relay.Run(ctx) })
 	g.Go(func() error { return group.Run(ctx) })
 	g.Go(func() error {
-		return Pruner{Group: spec.Name, Brokers: cfg.KafkaBrokers, DB: db, Window: cfg.ProcessedRetention, Log: log.With("component", "retention")}.Run(ctx)
+		return idem.Pruner{Group: spec.Name, Brokers: cfg.KafkaBrokers, DB: db, Window: cfg.ProcessedRetention, Log: log.With("component", "retention")}.Run(ctx)
 	})
 	g.Go(func() error { return web.Serve(ctx, cfg.HTTPAddr, api, log) })
 	if cfg.PprofAddr != "" {

@@ -1,15 +1,14 @@
-package participant_test
+package idem_test
 
 import (
 	"context"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/choreo-saga/choreo/internal/testenv"
-	"github.com/choreo-saga/choreo/pkg/participant"
+	"github.com/choreo-saga/choreo/pkg/idem"
 )
 
 // TestPrunerFollowsTheCommittedOffsetAndTheTopicsRetention runs a round of
@@ -47,7 +46,7 @@ func TestPrunerFollowsTheCommittedOffsetAndTheTopicsRetention(t *testing.T) {
 		mark(group, 10, week+time.Hour), // at the committed offset
 		mark(group, 11, week+time.Hour), // beyond it
 	}
-	n, err := participant.Pruner{Group: group, Brokers: testenv.Brokers(t), DB: db, Window: time.Hour, Log: testenv.Logger(t)}.Once(context.Background())
+	n, err := idem.Pruner{Group: group, Brokers: testenv.Brokers(t), DB: db, Window: time.Hour, Log: testenv.Logger(t)}.Once(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,16 +69,4 @@ func TestPrunerFollowsTheCommittedOffsetAndTheTopicsRetention(t *testing.T) {
 			t.Errorf("mark %s could still be tested by a delivery but was pruned", id)
 		}
 	}
-}
-
-// TestEveryRunsUntilTheContextEnds: a periodic job's function runs at each
-// tick, and Every returns nil promptly once ctx ends (Background's stop
-// fails the test otherwise).
-func TestEveryRunsUntilTheContextEnds(t *testing.T) {
-	var calls atomic.Int64
-	stop := testenv.Background(t, "Every", 5*time.Second, func(ctx context.Context) error {
-		return participant.Every(ctx, time.Millisecond, func(context.Context) { calls.Add(1) })
-	})
-	testenv.Eventually(t, 5*time.Second, "three ticks", func() bool { return calls.Load() >= 3 })
-	stop()
 }

@@ -1,4 +1,4 @@
-package participant
+package idem
 
 import (
 	"context"
@@ -12,7 +12,6 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/choreo-saga/choreo/pkg/broker"
-	"github.com/choreo-saga/choreo/pkg/idem"
 )
 
 // pruneEvery is how often a service prunes its processed_events marks.
@@ -43,21 +42,7 @@ type Pruner struct {
 // Run prunes every pruneEvery until ctx ends; failures are logged and
 // tried again at the next round.
 func (p Pruner) Run(ctx context.Context) error {
-	return Every(ctx, pruneEvery, func(ctx context.Context) {
-		if n, err := p.Once(ctx); err != nil {
-			p.Log.Warn("pruning processed_events failed; will try again", "err", err)
-		} else if n > 0 {
-			p.Log.Info("processed_events pruned", "marks", n)
-		}
-	})
-}
-
-// Every calls f every d until ctx ends, then returns nil: the loop of a
-// periodic job — the runtime's pruning and parked gauges, a service's
-// sweep in its Spec.Jobs — each of which logs its own failures and tries
-// again at the next tick.
-func Every(ctx context.Context, d time.Duration, f func(context.Context)) error {
-	t := time.NewTicker(d)
+	t := time.NewTicker(pruneEvery)
 	defer t.Stop()
 	for {
 		select {
@@ -65,7 +50,11 @@ func Every(ctx context.Context, d time.Duration, f func(context.Context)) error 
 			return nil
 		case <-t.C:
 		}
-		f(ctx)
+		if n, err := p.Once(ctx); err != nil {
+			p.Log.Warn("pruning processed_events failed; will try again", "err", err)
+		} else if n > 0 {
+			p.Log.Info("processed_events pruned", "marks", n)
+		}
 	}
 }
 
@@ -109,7 +98,7 @@ func (p Pruner) Once(ctx context.Context) (int64, error) {
 			// The dead-letter scope keeps marks by the same offsets.
 			for _, consumer := range []string{p.Group, p.Group + ".dlq"} {
 				for {
-					n, err := idem.Prune(ctx, p.DB, consumer, topic, partition, below, window, pruneBatch)
+					n, err := Prune(ctx, p.DB, consumer, topic, partition, below, window, pruneBatch)
 					if err != nil {
 						return total, err
 					}
