@@ -197,6 +197,9 @@ type Group struct {
 	lastErr     error     // why the last Consume returned
 	missing     int       // subscribed topics found missing by watch
 
+	connMu sync.Mutex
+	conn   *clusterConn // see cluster
+
 	crash          bool          // tests: stop as a killed process would, without leaving
 	sessionTimeout time.Duration // tests: other than sarama's 10s
 }
@@ -252,6 +255,7 @@ func (g *Group) Run(ctx context.Context) error {
 		}
 	}()
 	joined.WithLabelValues(g.cfg.GroupID).Set(0)
+	defer g.dropCluster()
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	go g.watch(watchCtx)

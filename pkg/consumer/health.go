@@ -70,31 +70,14 @@ func (g *Group) why() string {
 func (g *Group) watch(ctx context.Context) {
 	t := time.NewTicker(g.cfg.WatchEvery)
 	defer t.Stop()
-	var client sarama.Client
-	var admin sarama.ClusterAdmin // closing it closes client
-	defer func() {
-		if admin != nil {
-			admin.Close()
-		}
-	}()
 	for {
-		if admin == nil {
-			if c, err := sarama.NewClient(g.cfg.Brokers, broker.Config(g.cfg.GroupID+"-lag")); err == nil {
-				if a, err := sarama.NewClusterAdminFromClient(c); err == nil {
-					client, admin = c, a
-				} else {
-					c.Close()
-				}
-			}
-		}
-		if admin != nil {
-			if err := g.measure(ctx, client, admin); err != nil {
+		if c, err := g.cluster(); err == nil {
+			if err := g.measure(ctx, c.client, c.admin); err != nil {
 				// A broker outage shows on /readyz; the gauges keep their
-				// last values until the next round that can read them.
+				// last values until a round can read them.
 				g.log.Debug("consumer lag not measured", "err", err)
 				if errors.Is(err, sarama.ErrClosedClient) || errors.Is(err, sarama.ErrOutOfBrokers) {
-					admin.Close()
-					client, admin = nil, nil
+					g.dropCluster()
 				}
 			}
 		}
@@ -103,6 +86,44 @@ func (g *Group) watch(ctx context.Context) {
 			return
 		case <-t.C:
 		}
+	}
+}
+
+// clusterConn is the group's own connection for admin requests: the
+// gauges' reads, and the removal of a static member at shutdown, which
+// then needs no new connection or coordinator lookup.
+type clusterConn struct {
+	client sarama.Client
+	admin  sarama.ClusterAdmin // closing it closes client
+}
+
+// cluster returns the group's clusterConn, dialling it if there is none.
+func (g *Group) cluster() (*clusterConn, error) {
+	g.connMu.Lock()
+	defer g.connMu.Unlock()
+	if g.conn != nil {
+		return g.conn, nil
+	}
+	c, err := sarama.NewClient(g.cfg.Brokers, broker.Config(g.cfg.GroupID+"-admin"))
+	if err != nil {
+		return nil, err
+	}
+	a, err := sarama.NewClusterAdminFromClient(c)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	g.conn = &clusterConn{client: c, admin: a}
+	return g.conn, nil
+}
+
+// dropCluster closes the group's clusterConn; the next use dials anew.
+func (g *Group) dropCluster() {
+	g.connMu.Lock()
+	defer g.connMu.Unlock()
+	if g.conn != nil {
+		g.conn.admin.Close()
+		g.conn = nil
 	}
 }
 

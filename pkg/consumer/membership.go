@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
-
-	"github.com/choreo-saga/choreo/pkg/broker"
 )
 
 // InstanceID is the static member id (KIP-345) of a service instance that
@@ -51,13 +49,12 @@ const leaveTimeout = 5 * time.Second
 func (g *Group) leave() error {
 	done := make(chan error, 1)
 	go func() {
-		admin, err := sarama.NewClusterAdmin(g.cfg.Brokers, broker.Config(g.cfg.GroupID+"-leave"))
+		c, err := g.cluster()
 		if err != nil {
 			done <- err
 			return
 		}
-		defer admin.Close()
-		resp, err := admin.RemoveMemberFromConsumerGroup(g.cfg.GroupID, []string{g.cfg.InstanceID})
+		resp, err := c.admin.RemoveMemberFromConsumerGroup(g.cfg.GroupID, []string{g.cfg.InstanceID})
 		if err == nil && resp.Err != sarama.ErrNoError {
 			err = resp.Err
 		}
