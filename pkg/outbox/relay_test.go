@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"math/rand/v2"
 	"strings"
@@ -580,32 +579,6 @@ func TestRelayLogsCarryItsName(t *testing.T) {
 		if rec["relay"] != "relay-under-test" {
 			t.Errorf("log line without relay=relay-under-test: %s", l)
 		}
-	}
-}
-
-// TestParkedMigrationIsIdempotent: applying 00002 again, as a hand-run
-// repair might, changes nothing, and leaves the relay's index covering only
-// publishable rows.
-func TestParkedMigrationIsIdempotent(t *testing.T) {
-	db := newDB(t)
-	src, err := fs.ReadFile(outbox.Migrations, "migrations/00002_outbox_parked.sql")
-	if err != nil {
-		t.Fatal(err)
-	}
-	up, _, _ := strings.Cut(string(src), "-- +goose Down")
-	if _, err := db.Exec(up); err != nil {
-		t.Fatalf("applying 00002 again: %v", err)
-	}
-	var defs []string
-	if err := db.Select(&defs, `SELECT indexname || ': ' || indexdef FROM pg_indexes WHERE schemaname = current_schema() AND tablename = 'outbox' ORDER BY indexname`); err != nil {
-		t.Fatal(err)
-	}
-	joined := strings.Join(defs, "\n")
-	if strings.Contains(joined, "outbox_unsent") {
-		t.Errorf("old index outbox_unsent still there:\n%s", joined)
-	}
-	if !strings.Contains(joined, "outbox_publishable") || !strings.Contains(joined, "parked_at IS NULL") {
-		t.Errorf("no index on publishable rows excluding parked ones:\n%s", joined)
 	}
 }
 

@@ -109,8 +109,13 @@ func Open(ctx context.Context, rawURL string, wait time.Duration) (*sqlx.DB, err
 // Schema is one set of migrations, tracked in a goose version table of its
 // own so that shared packages (pkg/outbox, pkg/idem) and the service can each
 // version their tables independently.
+//
+// Each schema starts from one baseline, 00001_<name>.sql, into which the
+// migrations written before the first release were folded. A database
+// migrated by those older files cannot be brought to the baseline: drop it
+// and let it be created again (Migrate refuses it, saying so).
 type Schema struct {
-	// Name names the version table: goose_<Name>.
+	// Name names the version table: migrations_<Name>.
 	Name string
 	// FS holds the migration files.
 	FS fs.FS
@@ -138,6 +143,9 @@ func migrateOne(ctx context.Context, db *sqlx.DB, log *slog.Logger, s Schema) er
 	if err != nil {
 		return fmt.Errorf("pg: migrations %s: %w", s.Name, err)
 	}
+	if err := refuseLegacy(ctx, db, s.Name); err != nil {
+		return err
+	}
 	h := fnv.New64a()
 	h.Write([]byte("choreo-migrate-" + s.Name))
 	locker, err := lock.NewPostgresSessionLocker(
@@ -148,7 +156,7 @@ func migrateOne(ctx context.Context, db *sqlx.DB, log *slog.Logger, s Schema) er
 		return fmt.Errorf("pg: locker: %w", err)
 	}
 	p, err := goose.NewProvider(goose.DialectPostgres, db.DB, sub,
-		goose.WithTableName("goose_"+s.Name),
+		goose.WithTableName("migrations_"+s.Name),
 		goose.WithSessionLocker(locker),
 		goose.WithDisableGlobalRegistry(true),
 	)
@@ -161,6 +169,31 @@ func migrateOne(ctx context.Context, db *sqlx.DB, log *slog.Logger, s Schema) er
 	}
 	for _, r := range results {
 		log.Info("migration applied", "schema", s.Name, "file", r.Source.Path)
+	}
+	return nil
+}
+
+// refuseLegacy fails when the database records its versions of schema name
+// in goose_<name>, the table of the migrations folded into the baseline.
+// Those versions mean nothing to the baseline: left alone, goose would either
+// skip the baseline over tables of an older shape or fail on the first new
+// migration. The version table was renamed with the fold so that such a
+// database is told apart from a fresh one, and from one a newer release
+// migrated further.
+func refuseLegacy(ctx context.Context, db *sqlx.DB, name string) error {
+	var found struct {
+		Legacy   bool   `db:"legacy"`
+		Database string `db:"database"`
+	}
+	err := db.GetContext(ctx, &found, `SELECT to_regclass($1) IS NOT NULL AS legacy, current_database() AS database`, "goose_"+name)
+	if err != nil {
+		return fmt.Errorf("pg: migrations %s: look for goose_%s: %w", name, name, err)
+	}
+	if found.Legacy {
+		return fmt.Errorf("pg: migrations %s: database %s was migrated before the migrations were folded into "+
+			"one baseline per schema (its table goose_%s records the old versions); nothing was released, so drop "+
+			"the database and let it be created again (scripts/infra.sh up creates a missing one; "+
+			"docker compose: down -v)", name, found.Database, name)
 	}
 	return nil
 }

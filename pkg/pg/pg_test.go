@@ -68,11 +68,35 @@ func TestMigrateConcurrently(t *testing.T) {
 	if err := db.Get(&rows, `SELECT count(*) FROM a`); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.Get(&versions, `SELECT count(*) FROM goose_pgtest WHERE version_id > 0`); err != nil {
+	if err := db.Get(&versions, `SELECT count(*) FROM migrations_pgtest WHERE version_id > 0`); err != nil {
 		t.Fatal(err)
 	}
 	if rows != 1 || versions != 2 {
 		t.Fatalf("after 4 concurrent migrations: %d rows in a, %d versions recorded; want 1 and 2", rows, versions)
+	}
+}
+
+// TestMigrateRefusesLegacyDatabase: a database migrated before the
+// migrations were folded into one baseline (versions in goose_<name>) is
+// refused with a message that says to drop it, rather than half-migrated.
+func TestMigrateRefusesLegacyDatabase(t *testing.T) {
+	db := testenv.DB(t)
+	if _, err := db.Exec(`CREATE TABLE goose_pglegacy (id serial PRIMARY KEY, version_id bigint NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	schema := pg.Schema{Name: "pglegacy", Dir: "m", FS: fstest.MapFS{
+		"m/00001_a.sql": {Data: []byte("-- +goose Up\nCREATE TABLE a (id int PRIMARY KEY);\n-- +goose Down\nDROP TABLE a;\n")},
+	}}
+	err := pg.Migrate(context.Background(), db, testenv.Logger(t), schema)
+	if err == nil || !strings.Contains(err.Error(), "goose_pglegacy") || !strings.Contains(err.Error(), "drop the database") {
+		t.Fatalf("Migrate over a legacy version table: error = %v; want one naming goose_pglegacy and saying to drop the database", err)
+	}
+	var applied bool
+	if err := db.Get(&applied, `SELECT to_regclass('a') IS NOT NULL`); err != nil {
+		t.Fatal(err)
+	}
+	if applied {
+		t.Error("the baseline was applied over the legacy database")
 	}
 }
 

@@ -3,7 +3,13 @@
 -- state change they announce. txid records the writing transaction so the
 -- relay can hold back rows of transactions that might still be running
 -- below a later, already visible row (see Relay.Flush).
-CREATE TABLE IF NOT EXISTS outbox (
+--
+-- A row Kafka will never accept (too large, invalid, for a topic that does
+-- not exist) is parked instead of being retried forever ahead of every other
+-- row: parked_at excludes it from publishing, last_error says why, and the
+-- row stays for inspection until an operator fixes and releases it
+-- (UPDATE outbox SET parked_at = NULL WHERE id = ...).
+CREATE TABLE outbox (
     id         bigserial   PRIMARY KEY,
     txid       xid8        NOT NULL DEFAULT pg_current_xact_id(),
     topic      text        NOT NULL,
@@ -11,11 +17,24 @@ CREATE TABLE IF NOT EXISTS outbox (
     value      bytea       NOT NULL,
     headers    jsonb       NOT NULL DEFAULT '{}'::jsonb,
     created_at timestamptz NOT NULL DEFAULT now(),
-    sent_at    timestamptz
+    sent_at    timestamptz,
+    parked_at  timestamptz,
+    last_error text
 );
 
-CREATE INDEX IF NOT EXISTS outbox_unsent ON outbox (txid, id) WHERE sent_at IS NULL;
-CREATE INDEX IF NOT EXISTS outbox_sent_at ON outbox (sent_at) WHERE sent_at IS NOT NULL;
+-- The rows the relay reads on every round: neither sent nor parked, so a
+-- parked row does not sit in the index it scans.
+CREATE INDEX outbox_publishable ON outbox (txid, id)
+    WHERE sent_at IS NULL AND parked_at IS NULL;
+
+-- The relay's cleanup deletes sent rows past Retention, oldest first.
+CREATE INDEX outbox_sent_at ON outbox (sent_at) WHERE sent_at IS NOT NULL;
+
+-- The backlog gauges count the parked rows every second; without an index of
+-- their own the count would read the whole table, sent rows kept for
+-- Retention included. Parked rows are few, so this index is tiny.
+CREATE INDEX outbox_parked ON outbox (id)
+    WHERE parked_at IS NOT NULL AND sent_at IS NULL;
 
 -- +goose Down
-DROP TABLE IF EXISTS outbox;
+DROP TABLE outbox;

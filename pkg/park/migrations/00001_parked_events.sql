@@ -8,7 +8,7 @@
 --
 -- A message with no key (nothing to park by) is kept too, with park_key
 -- NULL: a dead letter that holds nothing up.
-CREATE TABLE IF NOT EXISTS parked_events (
+CREATE TABLE parked_events (
     seq         bigserial   PRIMARY KEY,
     consumer    text        NOT NULL,  -- the service (consumer group) that parked it
     park_key    text,                  -- the Kafka key: the order id
@@ -29,13 +29,13 @@ CREATE TABLE IF NOT EXISTS parked_events (
 -- A redelivered message is kept once. Its content is part of the key: an
 -- offset is reused when a topic is deleted and created again, and a
 -- different message there must be kept too.
-CREATE UNIQUE INDEX IF NOT EXISTS parked_events_origin
+CREATE UNIQUE INDEX parked_events_origin
     ON parked_events (consumer, topic, "partition", "offset", md5(value));
 
 -- What every batch asks: is any of these keys parked? Only unresolved rows,
 -- so the index stays as small as what is parked now.
-CREATE INDEX IF NOT EXISTS parked_events_open ON parked_events (consumer, park_key, seq)
+CREATE INDEX parked_events_open ON parked_events (consumer, park_key, seq)
     WHERE resolved_at IS NULL;
 
 -- +goose Down
-DROP TABLE IF EXISTS parked_events;
+DROP TABLE parked_events;

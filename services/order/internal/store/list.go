@@ -14,7 +14,7 @@ import (
 // on the sort key — never OFFSET — so a page costs the same however deep
 // it is, and an order created or cancelled meanwhile neither repeats nor
 // skips one on a later page. Only the filters q sets are in the WHERE, so
-// each combination is served by its index of 00010_listing.sql.
+// each combination is served by its index of migrations/00001_order.sql.
 func (s *Store) List(ctx context.Context, q domain.ListQuery) (domain.Page, error) {
 	query, args := listQuery(q)
 	var rows []row

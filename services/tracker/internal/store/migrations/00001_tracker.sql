@@ -3,7 +3,7 @@
 -- what de-duplicates: a redelivered or re-published event is inserted with
 -- ON CONFLICT DO NOTHING and changes nothing. The payload is not kept: the
 -- tracker reads every event generically, known type or not.
-CREATE TABLE IF NOT EXISTS tracked_events (
+CREATE TABLE tracked_events (
     event_id    uuid        PRIMARY KEY,
     order_id    text        NOT NULL,
     type        text        NOT NULL,
@@ -15,13 +15,13 @@ CREATE TABLE IF NOT EXISTS tracked_events (
     recorded_at timestamptz NOT NULL DEFAULT now()
 );
 -- One saga's timeline, already in its order.
-CREATE INDEX IF NOT EXISTS tracked_events_timeline
+CREATE INDEX tracked_events_timeline
     ON tracked_events (order_id, occurred_at, topic, partition, "offset");
 
 -- One row per saga: what its events say (recomputed from all of them on
 -- every new event), kept so lists need not read every timeline. "stuck" is
 -- not stored: it depends on the clock, and is decided when read.
-CREATE TABLE IF NOT EXISTS sagas (
+CREATE TABLE sagas (
     order_id    text        PRIMARY KEY,
     state       text        NOT NULL CHECK (state IN ('running', 'completed', 'cancelled')),
     started_at  timestamptz NOT NULL,
@@ -31,9 +31,15 @@ CREATE TABLE IF NOT EXISTS sagas (
     updated_at  timestamptz NOT NULL DEFAULT now()
 );
 -- Lists go newest first, paged by (started_at, order_id).
-CREATE INDEX IF NOT EXISTS sagas_newest ON sagas (started_at DESC, order_id DESC);
-CREATE INDEX IF NOT EXISTS sagas_running ON sagas (started_at DESC, order_id DESC) WHERE state = 'running';
+CREATE INDEX sagas_newest ON sagas (started_at DESC, order_id DESC);
+CREATE INDEX sagas_running ON sagas (started_at DESC, order_id DESC) WHERE state = 'running';
+
+-- Retention (Store.Forget) takes the ended sagas the tracker last saw
+-- (updated_at: an event of theirs recorded, a duplicate included) longest
+-- ago. This index hands them over in that order, and holds nothing of the
+-- running sagas, which are never forgotten.
+CREATE INDEX sagas_forgettable ON sagas (updated_at) WHERE state <> 'running';
 
 -- +goose Down
-DROP TABLE IF EXISTS sagas;
-DROP TABLE IF EXISTS tracked_events;
+DROP TABLE sagas;
+DROP TABLE tracked_events;
