@@ -13,7 +13,7 @@ import (
 
 	"github.com/choreo-saga/choreo/internal/testenv"
 	"github.com/choreo-saga/choreo/pkg/events"
-	"github.com/choreo-saga/choreo/pkg/participant"
+	"github.com/choreo-saga/choreo/pkg/park"
 )
 
 // TestPoisonMessagesAreDeadLettered writes messages no consumer can process
@@ -60,12 +60,12 @@ func TestPoisonMessagesAreDeadLettered(t *testing.T) {
 			}
 			m := got[0]
 			assertEqual(t, "value kept", string(m.Value), p.value)
-			assertEqual(t, "origin topic", header(m, participant.HeaderDLQTopic), events.TopicOrder)
-			assertEqual(t, "consumer group", header(m, participant.HeaderDLQGroup), "payment")
-			if r := header(m, participant.HeaderDLQReason); !strings.Contains(r, p.reason) {
+			assertEqual(t, "origin topic", header(m, park.HeaderDLQTopic), events.TopicOrder)
+			assertEqual(t, "consumer group", header(m, park.HeaderDLQGroup), "payment")
+			if r := header(m, park.HeaderDLQReason); !strings.Contains(r, p.reason) {
 				t.Fatalf("dlq reason %q does not say %q", r, p.reason)
 			}
-			if header(m, participant.HeaderDLQOffset) == "" {
+			if header(m, park.HeaderDLQOffset) == "" {
 				t.Fatal("dlq message has no origin offset")
 			}
 		})

@@ -42,7 +42,6 @@ import (
 	"github.com/choreo-saga/choreo/internal/cli"
 	"github.com/choreo-saga/choreo/pkg/outbox"
 	"github.com/choreo-saga/choreo/pkg/park"
-	"github.com/choreo-saga/choreo/pkg/participant"
 )
 
 // defaultServices are where make run and deploy/local serve each service.
@@ -217,7 +216,7 @@ func (c *client) do(ctx context.Context, s service, method, path string, v any) 
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
 	if method == http.MethodPost {
-		req.Header.Set(participant.AdminHeader, "choreoctl")
+		req.Header.Set(park.AdminHeader, "choreoctl")
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
@@ -341,7 +340,7 @@ func (c *client) resolve(ctx context.Context, targets []service, cmd string, q u
 				q.Del("through")
 			}
 		}
-		var res participant.Result
+		var res park.Result
 		err := c.do(ctx, s, http.MethodPost, "/admin/parked/"+cmd+"?"+q.Encode(), &res)
 		var ae *apiError
 		if errors.As(err, &ae) && ae.Status == http.StatusNotFound && !named {

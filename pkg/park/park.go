@@ -1,21 +1,15 @@
-// Package park is the per-key parking primitive: it keeps aside, in the
-// caller's transaction, the messages of a key (an order) that must not be
-// applied yet, in the order they came, until an operator resolves them.
+// Package park sets aside the messages a consumer can never apply, holds
+// their orders' later events, and lets an operator replay or release them.
 //
-// A key is parked while it has an unresolved row in parked_events. The
-// runtime (package participant) adds the row of a message that failed
-// permanently, with its reason, and then the row of every later message of
-// that key instead of applying it; every other key keeps flowing. An
-// operator replays the rows once the cause is fixed, or releases them, and
-// either resolves them (Resolve): the key flows again.
-//
-// Parked and Lock make the hand-over exact: a transaction that finds a key
-// parked takes the key's lock shared and asks again, and the transaction
-// that resolves the key holds it exclusively, so no message is applied
-// while its key's earlier rows wait, and none is parked behind rows
-// already resolved.
-//
-// Like package idem, it never opens or commits a transaction.
+// A key (an order) is parked while it has an unresolved row in
+// parked_events: DeadLetter adds the failed message's row, the runtime's
+// hold step adds the row of every later message of that key instead of
+// applying it, and every other key keeps flowing. An Operator (served by
+// Admin and choreoctl) replays the rows once the cause is fixed, or
+// releases them; either resolves them and the key flows again. Parked and
+// Lock make the hand-over exact: a transaction that finds a key parked
+// takes the key's lock shared and asks again, and the one that resolves
+// the key holds it exclusively.
 package park
 
 import (

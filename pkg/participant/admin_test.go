@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/choreo-saga/choreo/internal/testenv"
-	"github.com/choreo-saga/choreo/pkg/participant"
+	"github.com/choreo-saga/choreo/pkg/park"
 )
 
 // TestAdminAPI: the operator API answers JSON, every failure as
@@ -29,7 +29,7 @@ func TestAdminAPI(t *testing.T) {
 			req.Header.Set("Authorization", "Bearer "+token)
 		}
 		if method == http.MethodPost && token != "" {
-			req.Header.Set(participant.AdminHeader, "test")
+			req.Header.Set(park.AdminHeader, "test")
 		}
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -82,7 +82,7 @@ func TestAdminAPI(t *testing.T) {
 	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/parked/release?order="+order, nil)
 	req.Header.Set("Authorization", "Bearer s3cret")
 	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusForbidden {
-		t.Fatalf("POST without %s = %v, %v; want 403", participant.AdminHeader, resp, err)
+		t.Fatalf("POST without %s = %v, %v; want 403", park.AdminHeader, resp, err)
 	} else {
 		resp.Body.Close()
 	}

@@ -9,12 +9,13 @@ import (
 
 	"github.com/IBM/sarama"
 	"github.com/jmoiron/sqlx"
-	"github.com/lib/pq"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/choreo-saga/choreo/pkg/consumer"
+	"github.com/choreo-saga/choreo/pkg/park"
+	"github.com/choreo-saga/choreo/pkg/pg"
 )
 
 // MaxBatch caps the events applied in one transaction. A bigger batch
@@ -134,7 +135,7 @@ func (b *batcher) HandleBatch(ctx context.Context, msgs []*sarama.ConsumerMessag
 		err := b.front(d.ctx, d.Delivery)
 		if consumer.IsPermanent(err) {
 			if d.reaction.react != nil { // routed: its order parks
-				err = routedFailure{err}
+				err = park.ParksOrder(err)
 			}
 			d.failed = err
 			failed = &consumer.Failure{Msg: m, Err: err}
@@ -201,8 +202,8 @@ func (b *batcher) applyOrSplit(ctx context.Context, ds []*delivery) (*consumer.F
 				return f, err // an earlier event fails now: the batch ends there
 			}
 		}
-		return &consumer.Failure{Msg: lo.d.Msg, Err: routedFailure{lo.err}}, nil
-	case len(ds) > 1 && lockConflict(err):
+		return &consumer.Failure{Msg: lo.d.Msg, Err: park.ParksOrder(lo.err)}, nil
+	case len(ds) > 1 && pg.LockConflict(err):
 		batchSplits.WithLabelValues(b.spec.Name).Inc()
 		ds[0].Log.Warn("batch aborted by a lock conflict; applying its events one per transaction", "events", len(ds), "err", err)
 		for _, d := range ds {
@@ -225,13 +226,6 @@ type leftOut struct {
 
 func (e *leftOut) Error() string { return e.err.Error() }
 func (e *leftOut) Unwrap() error { return e.err }
-
-// lockConflict reports whether err is PostgreSQL's deadlock (40P01) or
-// serialization failure (40001).
-func lockConflict(err error) bool {
-	var pqErr *pq.Error
-	return errors.As(err, &pqErr) && (pqErr.Code == "40P01" || pqErr.Code == "40001")
-}
 
 // inTurn runs transact once this instance's other batch transaction, if
 // any, has committed (see batcher.turn).

@@ -19,7 +19,7 @@ import (
 	"github.com/choreo-saga/choreo/pkg/broker"
 	"github.com/choreo-saga/choreo/pkg/events"
 	"github.com/choreo-saga/choreo/pkg/outbox"
-	"github.com/choreo-saga/choreo/pkg/participant"
+	"github.com/choreo-saga/choreo/pkg/park"
 )
 
 func poison(value []byte, headers ...*sarama.RecordHeader) *sarama.ConsumerMessage {
@@ -50,7 +50,7 @@ func dlqRows(t *testing.T, db *sqlx.DB, topic string) []map[string]string {
 func TestDeadLetterOncePerOrigin(t *testing.T) {
 	db := testenv.DB(t)
 	dlq := "payment.dlq." + uuid.NewString()
-	deadLetter := participant.DeadLetter(db, dlq, "payment")
+	deadLetter := park.DeadLetter(db, dlq, "payment")
 	m := poison([]byte(`{"bad":`), &sarama.RecordHeader{Key: []byte(events.HeaderEventID), Value: []byte("ev-1")})
 	for range 2 {
 		if err := deadLetter(context.Background(), m, errors.New("decode: unexpected end of JSON input")); err != nil {
@@ -63,21 +63,21 @@ func TestDeadLetterOncePerOrigin(t *testing.T) {
 	}
 	h := rows[0]
 	for k, want := range map[string]string{
-		participant.HeaderDLQReason:    "decode: unexpected end of JSON input",
-		participant.HeaderDLQTopic:     "orders",
-		participant.HeaderDLQPartition: "2",
-		participant.HeaderDLQOffset:    "42",
-		participant.HeaderDLQGroup:     "payment",
-		events.HeaderEventID:           "ev-1",
+		park.HeaderDLQReason:    "decode: unexpected end of JSON input",
+		park.HeaderDLQTopic:     "orders",
+		park.HeaderDLQPartition: "2",
+		park.HeaderDLQOffset:    "42",
+		park.HeaderDLQGroup:     "payment",
+		events.HeaderEventID:    "ev-1",
 	} {
 		if h[k] != want {
 			t.Errorf("header %s = %q, want %q", k, h[k], want)
 		}
 	}
-	if _, err := time.Parse(time.RFC3339Nano, h[participant.HeaderDLQFailedAt]); err != nil {
-		t.Errorf("header %s: %v", participant.HeaderDLQFailedAt, err)
+	if _, err := time.Parse(time.RFC3339Nano, h[park.HeaderDLQFailedAt]); err != nil {
+		t.Errorf("header %s: %v", park.HeaderDLQFailedAt, err)
 	}
-	if _, ok := h[participant.HeaderDLQValueTruncated]; ok {
+	if _, ok := h[park.HeaderDLQValueTruncated]; ok {
 		t.Errorf("small value marked truncated")
 	}
 }
@@ -102,7 +102,7 @@ func TestDeadLetterStoresAnyMessage(t *testing.T) {
 	)
 	reason := "handler: bad byte \x00 in \xff" + strings.Repeat("r", 10<<10)
 
-	if err := participant.DeadLetter(db, dlq, "payment")(context.Background(), m, errors.New(reason)); err != nil {
+	if err := park.DeadLetter(db, dlq, "payment")(context.Background(), m, errors.New(reason)); err != nil {
 		t.Fatalf("dead-letter: %v", err)
 	}
 	publishAll(t, db, dlq)
@@ -115,34 +115,34 @@ func TestDeadLetterStoresAnyMessage(t *testing.T) {
 	if string(dl.Key) != "order-1" {
 		t.Errorf("key = %q, want the original", dl.Key)
 	}
-	if len(dl.Value) != participant.MaxDeadLetterValue || !bytes.Equal(dl.Value, value[:len(dl.Value)]) {
-		t.Errorf("value: %d bytes, want the first %d of the original", len(dl.Value), participant.MaxDeadLetterValue)
+	if len(dl.Value) != park.MaxDeadLetterValue || !bytes.Equal(dl.Value, value[:len(dl.Value)]) {
+		t.Errorf("value: %d bytes, want the first %d of the original", len(dl.Value), park.MaxDeadLetterValue)
 	}
 	header := func(k string) string { return testenv.Header(dl, k) }
-	if header(participant.HeaderDLQValueTruncated) != "true" || header(participant.HeaderDLQValueBytes) != "1064960" {
+	if header(park.HeaderDLQValueTruncated) != "true" || header(park.HeaderDLQValueBytes) != "1064960" {
 		t.Errorf("truncation headers = %q, %q; want true, 1064960",
-			header(participant.HeaderDLQValueTruncated), header(participant.HeaderDLQValueBytes))
+			header(park.HeaderDLQValueTruncated), header(park.HeaderDLQValueBytes))
 	}
 	for k, want := range map[string][]byte{"with_nul": nul, "not_utf8": invalid} {
 		if header(k) != "" {
 			t.Errorf("header %s = %q, want it only base64-encoded", k, header(k))
 		}
-		b, err := base64.StdEncoding.DecodeString(header(k + participant.Base64Suffix))
+		b, err := base64.StdEncoding.DecodeString(header(k + park.Base64Suffix))
 		if err != nil || !bytes.Equal(b, want) {
-			t.Errorf("header %s = %q (%v), want base64 of %q", k+participant.Base64Suffix, header(k+participant.Base64Suffix), err, want)
+			t.Errorf("header %s = %q (%v), want base64 of %q", k+park.Base64Suffix, header(k+park.Base64Suffix), err, want)
 		}
 	}
 	if header("plain") != "ok" {
 		t.Errorf("header plain = %q, want it unchanged", header("plain"))
 	}
-	r := header(participant.HeaderDLQReason)
+	r := header(park.HeaderDLQReason)
 	if !utf8.ValidString(r) || strings.ContainsRune(r, 0) || !strings.HasPrefix(r, "handler: bad byte") {
 		t.Errorf("reason %.60q…: want readable UTF-8 without NUL", r)
 	}
 	if len(r) > 5<<10 {
 		t.Errorf("reason is %d bytes, want it cut to a few KiB", len(r))
 	}
-	if b, err := base64.StdEncoding.DecodeString(header(participant.HeaderDLQReason + participant.Base64Suffix)); err != nil || !bytes.HasPrefix(b, []byte("handler: bad byte \x00 in \xff")) {
+	if b, err := base64.StdEncoding.DecodeString(header(park.HeaderDLQReason + park.Base64Suffix)); err != nil || !bytes.HasPrefix(b, []byte("handler: bad byte \x00 in \xff")) {
 		t.Errorf("reason_base64 does not hold the exact reason: %v", err)
 	}
 }

@@ -21,4 +21,3 @@ func Every(ctx context.Context, d time.Duration, f func(context.Context)) error 
 		f(ctx)
 	}
 }
-

@@ -12,6 +12,7 @@ import (
 
 	"github.com/choreo-saga/choreo/internal/testenv"
 	"github.com/choreo-saga/choreo/pkg/fault"
+	"github.com/choreo-saga/choreo/pkg/park"
 	"github.com/choreo-saga/choreo/pkg/participant"
 )
 
@@ -65,8 +66,8 @@ func TestReplayAppliesAParkedOrderOnceInOrder(t *testing.T) {
 	}
 
 	// Not fixed yet: the replay fails, applies nothing, keeps the order parked.
-	_, err = op.Replay(ctx, participant.Selector{Key: order})
-	var failing *participant.StillFailing
+	_, err = op.Replay(ctx, park.Selector{Key: order})
+	var failing *park.StillFailing
 	if !errors.As(err, &failing) || failing.Row.Seq != rows[0].Seq {
 		t.Fatalf("replay before the fix: err %v, want StillFailing on row %d", err, rows[0].Seq)
 	}
@@ -78,7 +79,7 @@ func TestReplayAppliesAParkedOrderOnceInOrder(t *testing.T) {
 	}
 
 	fix(t, db)
-	res, err := op.Replay(ctx, participant.Selector{Key: order})
+	res, err := op.Replay(ctx, park.Selector{Key: order})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +94,7 @@ func TestReplayAppliesAParkedOrderOnceInOrder(t *testing.T) {
 		t.Fatalf("replay applied %v, want %v: the order's events in order", got, ids(t, msgs...))
 	}
 
-	again, err := op.Replay(ctx, participant.Selector{Key: order})
+	again, err := op.Replay(ctx, park.Selector{Key: order})
 	if err != nil || len(again.Resolved) != 0 || len(again.Already) != 3 {
 		t.Fatalf("second replay: %+v, err %v; want nothing resolved, three already", again, err)
 	}
@@ -122,16 +123,16 @@ func TestReleaseLetsAnOrderGoWithoutApplying(t *testing.T) {
 	op := spec.Operator(db, testenv.Logger(t))
 	ctx := context.Background()
 
-	_, err := op.Replay(ctx, participant.Selector{EventID: eventID(t, msgs[1])})
+	_, err := op.Replay(ctx, park.Selector{EventID: eventID(t, msgs[1])})
 	if !errors.Is(err, fault.Conflict) {
 		t.Fatalf("replaying a row behind the failure: err %v, want a conflict", err)
 	}
-	if _, err := op.Release(ctx, participant.Selector{EventID: eventID(t, msgs[0])}); err != nil {
+	if _, err := op.Release(ctx, park.Selector{EventID: eventID(t, msgs[0])}); err != nil {
 		t.Fatal(err)
 	}
 	// The held ones are now at the head: replay them one by one.
 	for _, m := range msgs[1:] {
-		if _, err := op.Replay(ctx, participant.Selector{EventID: eventID(t, m)}); err != nil {
+		if _, err := op.Replay(ctx, park.Selector{EventID: eventID(t, m)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -145,10 +146,10 @@ func TestReleaseLetsAnOrderGoWithoutApplying(t *testing.T) {
 	if got := appliedIDs(t, db)[1:]; len(got) != 2 {
 		t.Fatalf("applied %v after the redelivery, want still the two held events", got)
 	}
-	if _, err := op.Release(ctx, participant.Selector{Key: order}); err != nil {
+	if _, err := op.Release(ctx, park.Selector{Key: order}); err != nil {
 		t.Fatalf("releasing an order already resolved: %v, want nothing to do", err)
 	}
-	if _, err := op.Replay(ctx, participant.Selector{Key: "never-parked"}); !errors.Is(err, fault.NotFound) {
+	if _, err := op.Replay(ctx, park.Selector{Key: "never-parked"}); !errors.Is(err, fault.NotFound) {
 		t.Fatalf("replaying an order never parked: err %v, want not found", err)
 	}
 }

@@ -2,56 +2,29 @@ package participant
 
 import (
 	"context"
-	"encoding/base64"
-	"errors"
-	"strings"
-	"unicode/utf8"
+	"log/slog"
+	"net/http"
+	"time"
 
 	"github.com/IBM/sarama"
 	"github.com/jmoiron/sqlx"
 
-	"github.com/choreo-saga/choreo/pkg/events"
 	"github.com/choreo-saga/choreo/pkg/idem"
-	"github.com/choreo-saga/choreo/pkg/outbox"
 	"github.com/choreo-saga/choreo/pkg/park"
 )
 
-// Per-key parking. An event this service routes that fails permanently —
-// its payload invalid, or its reaction refusing it — parks its order:
-// DeadLetter keeps it in parked_events with the reason, beside publishing
-// it to the dead-letter topic, and from then on every routed event of that
-// order is held there too (hold, in transact), in order, instead of being applied —
-// while every other order keeps flowing. An operator replays or releases
-// the order's rows (Operator, choreoctl) once the cause is fixed. The
-// consumer ends a batch at its failure (consumer.BatchHandler), so the
-// events behind the failed one find the order parked.
-//
-// A message refused before it is routed (it does not decode, its type is
-// unknown here, its key is not its order) is kept as a row too, for replay
-// or release, but parks nothing: it may be another service's event, of a
-// type a newer producer added, and holding its order here would stop a
-// saga this service has no part in.
-//
-// Within one partition the hand-over is exact. Across topics it is not: an
-// event of the order on another partition, applied between the failure's
-// batch and the dead letter's commit, is applied, as it would have been a
-// moment earlier. The saga's reactions tolerate events of one order from
-// different topics in either order, so this reorders nothing they rely on.
+// Holding the events of a parked order (package park): once a routed
+// event of an order fails permanently and is dead-lettered, its order's
+// later events are kept aside in the same transaction that would have
+// applied them, until an operator replays or releases them. The consumer
+// ends a batch at its failure, so the events behind it find the order
+// parked. Within one partition the hand-over is exact; across topics an
+// event applied between the failure's batch and the dead letter's commit
+// is applied, as it would have been a moment earlier, which the saga's
+// reactions tolerate.
 
 // Outcome of a delivery held behind a parked order.
 const outcomeHeld = "held"
-
-// routedFailure is a permanent failure of an event this service routes:
-// DeadLetter parks its order.
-type routedFailure struct{ error }
-
-func (e routedFailure) Unwrap() error { return e.error }
-
-// parks reports whether a dead letter for reason parks its order.
-func parks(reason error) bool {
-	var rf routedFailure
-	return errors.As(reason, &rf)
-}
 
 // hold keeps, within tx, the deliveries of parked orders aside: each is
 // stored in its order's parked rows, unmarked, and acknowledged. A copy of
@@ -85,7 +58,7 @@ func hold(ctx context.Context, tx sqlx.ExtContext, service string, ds []*Deliver
 			d.Log.Info("duplicate event skipped")
 			d.Outcome = "duplicate"
 		default:
-			if err := park.Add(ctx, tx, service, entry(d.Msg, "", true)); err != nil {
+			if err := park.Add(ctx, tx, service, park.EntryOf(d.Msg, "")); err != nil {
 				return nil, err
 			}
 			d.Log.Warn("order is parked: event held until an operator replays or releases it")
@@ -95,56 +68,31 @@ func hold(ctx context.Context, tx sqlx.ExtContext, service string, ds []*Deliver
 	return kept, nil
 }
 
-// entry is m as parked_events keeps it: the envelope's id and type when it
-// decodes, why it failed (empty for a message held behind a failure), and
-// the order it parks, if parksOrder. A key PostgreSQL text cannot hold
-// parks nothing: no valid event carries one, and the path that unblocks a
-// partition must never fail.
-func entry(m *sarama.ConsumerMessage, reason string, parksOrder bool) park.Entry {
-	e := park.Entry{
-		MsgKey: m.Key, Topic: m.Topic, Partition: m.Partition, Offset: m.Offset,
-		Value: m.Value, Headers: storableHeaders(m.Headers), Reason: reason,
+// Operator returns the service's park.Operator, which replays a parked
+// message through the consumer's chain and apply, in the operator's
+// transaction.
+func (s Spec) Operator(db *sqlx.DB, log *slog.Logger) *park.Operator {
+	front, react := s.stages(log)
+	now := s.Now
+	if now == nil {
+		now = time.Now
 	}
-	if key := string(m.Key); parksOrder && utf8.ValidString(key) && !strings.ContainsRune(key, 0) {
-		e.Key = key
-	}
-	if env, err := events.DecodeEnvelope(m.Value); err == nil {
-		e.EventID, e.EventType = env.ID, env.Type
-	}
-	return e
+	return park.NewOperator(s.Name, db, log, func(ctx context.Context, tx *sqlx.Tx, m *sarama.ConsumerMessage) (string, error) {
+		d := &delivery{Delivery: &Delivery{Msg: m}, replay: true}
+		ctx, d.span = startSpan(ctx, s.Name, m) // the replay joins the saga's trace
+		start := time.Now()
+		err := front(ctx, d.Delivery)
+		if err == nil && d.Outcome == "" { // routed
+			err = s.apply(ctx, tx, []*delivery{d}, now(), react)
+		}
+		record(s.Name, d.Delivery, err, time.Since(start))
+		endSpan(d.span, d.Delivery, err)
+		return d.Outcome, err
+	})
 }
 
-// storableHeaders returns hs as text a jsonb column can hold: a header
-// whose key or value is not valid UTF-8 or holds a NUL byte is kept
-// base64-encoded under its key plus Base64Suffix.
-func storableHeaders(hs []*sarama.RecordHeader) map[string]string {
-	headers := make(map[string]string, len(hs))
-	for _, h := range hs {
-		if h == nil {
-			continue
-		}
-		key, keyAltered := outbox.StorableText(string(h.Key))
-		value, valueAltered := outbox.StorableText(string(h.Value))
-		if keyAltered || valueAltered {
-			headers[key+Base64Suffix] = base64.StdEncoding.EncodeToString(h.Value)
-			continue
-		}
-		headers[key] = value
-	}
-	return headers
-}
-
-// recordHeaders is the inverse of storableHeaders, for a replay.
-func recordHeaders(headers map[string]string) []*sarama.RecordHeader {
-	hs := make([]*sarama.RecordHeader, 0, len(headers))
-	for k, v := range headers {
-		if name, ok := strings.CutSuffix(k, Base64Suffix); ok {
-			if raw, err := base64.StdEncoding.DecodeString(v); err == nil {
-				hs = append(hs, &sarama.RecordHeader{Key: []byte(name), Value: raw})
-				continue
-			}
-		}
-		hs = append(hs, &sarama.RecordHeader{Key: []byte(k), Value: []byte(v)})
-	}
-	return hs
+// Admin returns the service's operator API (park.Admin), which Run mounts
+// at /admin.
+func (s Spec) Admin(db *sqlx.DB, log *slog.Logger, token string) http.Handler {
+	return park.Admin(s.Operator(db, log), db, log, token)
 }

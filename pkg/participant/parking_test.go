@@ -13,7 +13,6 @@ import (
 	"github.com/choreo-saga/choreo/internal/testenv"
 	"github.com/choreo-saga/choreo/pkg/events"
 	"github.com/choreo-saga/choreo/pkg/park"
-	"github.com/choreo-saga/choreo/pkg/participant"
 )
 
 // TestDeadLetterOfAnyKeyIsKept: a message whose key PostgreSQL text cannot
@@ -23,7 +22,7 @@ func TestDeadLetterOfAnyKeyIsKept(t *testing.T) {
 	db := testenv.DB(t)
 	for i, key := range [][]byte{{0xff, 0xfe, 'x'}, []byte("a\x00b")} {
 		m := &sarama.ConsumerMessage{Topic: "orders", Offset: int64(i), Timestamp: time.Now(), Key: key, Value: []byte("garbage")}
-		if err := participant.DeadLetter(db, "x.dlq", "payment")(context.Background(), m, context.DeadlineExceeded); err != nil {
+		if err := park.DeadLetter(db, "x.dlq", "payment")(context.Background(), m, context.DeadlineExceeded); err != nil {
 			t.Fatalf("dead-letter of a message keyed %q: %v", key, err)
 		}
 	}
@@ -70,7 +69,7 @@ func TestAHeldEventAtAReusedOffsetIsKept(t *testing.T) {
 	if _, err := consume(t, spec, db, spec.BatchHandler(db, testenv.Logger(t)), []*sarama.ConsumerMessage{old}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := op.Release(ctx, participant.Selector{Key: string(old.Key)}); err != nil {
+	if _, err := op.Release(ctx, park.Selector{Key: string(old.Key)}); err != nil {
 		t.Fatal(err)
 	}
 	order := uuid.NewString()
@@ -80,7 +79,7 @@ func TestAHeldEventAtAReusedOffsetIsKept(t *testing.T) {
 		t.Fatal(err)
 	}
 	fix(t, db)
-	if _, err := op.Replay(ctx, participant.Selector{Key: order}); err != nil {
+	if _, err := op.Replay(ctx, park.Selector{Key: order}); err != nil {
 		t.Fatal(err)
 	}
 	if got := appliedIDs(t, db); !slices.Contains(got, eventID(t, next)) {
@@ -124,7 +123,7 @@ func TestReleaseThroughLeavesLaterRowsParked(t *testing.T) {
 	if _, err := consume(t, spec, db, spec.BatchHandler(db, testenv.Logger(t)), []*sarama.ConsumerMessage{later}); err != nil {
 		t.Fatal(err)
 	}
-	res, err := op.Release(ctx, participant.Selector{Key: order, Through: seen[2].Seq})
+	res, err := op.Release(ctx, park.Selector{Key: order, Through: seen[2].Seq})
 	if err != nil || len(res.Resolved) != 3 {
 		t.Fatalf("released %+v, err %v; want the three rows seen", res, err)
 	}

@@ -1,25 +1,24 @@
-// Package participant is the runtime every service of the saga runs on. It
-// owns everything that makes a service a reliable participant, so a service
-// supplies only what makes it itself (a Spec: its name, tables, reactions
-// and HTTP API):
+// Package participant is the runtime every service of the saga runs on:
+// its configuration, its wiring and the consumer's one transaction path.
+//
+// A service supplies a Spec (its name, tables, reactions and HTTP API) and
+// Run does the rest:
 //
 //  1. open the service's database and apply the shared schemas
-//     (processed_events, outbox) and its own;
+//     (processed_events, outbox, parked_events) and its own;
 //  2. create the topics it produces, dead-letters to and consumes;
 //  3. start the outbox relay, which alone publishes to Kafka;
 //  4. start the consumer group: each message goes through the chain
 //     Decode → Guard → Route → DecodePayload, and the routed messages of
 //     a batch go into one transaction (transact: hold → mark → react →
 //     outbox → commit) that runs each service's typed Reaction (see On);
-//  5. serve its HTTP API with health and readiness endpoints, a span and
-//     metrics per request (web.Instrument), and the operator's API under
-//     /admin/ (Admin: replay or release parked orders);
+//  5. serve its HTTP API with health and readiness endpoints, metrics per
+//     request, and the operator's API under /admin/ (package park);
 //
 // and stop them together when the context ends, finishing the message in
-// hand and committing its offset. Messages that can never be processed go
-// to the service's dead-letter topic (DeadLetter) and park their order:
-// its later events are held, not applied, until an operator replays or
-// releases them (transact's hold step, Operator).
+// hand and committing its offset. Operations (dead letters, parking,
+// replay and release, the admin API) live in package park, and the
+// retention of processed_events in package idem.
 package participant
 
 import (
@@ -200,7 +199,7 @@ func (s Spec) Handler(db *sqlx.DB, log *slog.Logger) consumer.Handler {
 // DeadLetterTo returns the function that parks the service's poison
 // messages on its dead-letter topic (see DeadLetter).
 func (s Spec) DeadLetterTo(db *sqlx.DB) consumer.DeadLetterFunc {
-	return DeadLetter(db, events.DeadLetterTopic(s.Name), s.Name)
+	return park.DeadLetter(db, events.DeadLetterTopic(s.Name), s.Name)
 }
 
 // Configured is a service's own configuration: a struct that embeds Config,
@@ -304,7 +303,7 @@ func Run(ctx context.Context, cfg Config, spec Spec) error {
 	if cfg.PprofAddr != "" {
 		g.Go(func() error { return web.Serve(ctx, cfg.PprofAddr, web.Pprof(), log.With("component", "pprof")) })
 	}
-	g.Go(func() error { return watchParked(ctx, db, spec.Name, log) })
+	g.Go(func() error { return park.Watch(ctx, db, spec.Name, log) })
 	for _, job := range spec.Jobs {
 		g.Go(func() error { return job(ctx, db, log) })
 	}

@@ -261,3 +261,11 @@ func ValidateURL(raw string) error {
 	}
 	return nil
 }
+
+// LockConflict reports whether err is PostgreSQL's deadlock (40P01) or
+// serialization failure (40001): the transaction lost a race for locks and
+// may simply run again.
+func LockConflict(err error) bool {
+	var pqErr *pq.Error
+	return errors.As(err, &pqErr) && (pqErr.Code == "40P01" || pqErr.Code == "40001")
+}

@@ -52,6 +52,7 @@ import (
 
 	"github.com/choreo-saga/choreo/pkg/consumer"
 	"github.com/choreo-saga/choreo/pkg/events"
+	"github.com/choreo-saga/choreo/pkg/park"
 	"github.com/choreo-saga/choreo/pkg/participant"
 )
 
@@ -292,7 +293,7 @@ func invalid(t *testing.T, s Suite, c Case) {
 	}
 	var reasons []string
 	if err := db.Select(&reasons, `SELECT headers->>$2 FROM outbox WHERE topic = $1`,
-		events.DeadLetterTopic(s.Spec.Name), participant.HeaderDLQReason); err != nil {
+		events.DeadLetterTopic(s.Spec.Name), park.HeaderDLQReason); err != nil {
 		t.Fatal(err)
 	}
 	if len(reasons) != 1 || !strings.Contains(reasons[0], events.ErrInvalid.Error()) {
@@ -327,15 +328,15 @@ func parks(t *testing.T, s Suite, c Case) {
 	wantEmitted(t, s, db, e, since, nil)
 
 	op := s.Spec.Operator(db, discard)
-	var failing *participant.StillFailing
-	if _, err := op.Replay(ctx, participant.Selector{Key: e.OrderID}); !errors.As(err, &failing) {
+	var failing *park.StillFailing
+	if _, err := op.Replay(ctx, park.Selector{Key: e.OrderID}); !errors.As(err, &failing) {
 		t.Fatalf("replay with the poison at the head: err = %v, want StillFailing", err)
 	}
 	wantMarks(t, db, e, 0)
-	if _, err := op.Release(ctx, participant.Selector{EventID: poison.ID}); err != nil {
+	if _, err := op.Release(ctx, park.Selector{EventID: poison.ID}); err != nil {
 		t.Fatalf("release the poison: %v", err)
 	}
-	res, err := op.Replay(ctx, participant.Selector{Key: e.OrderID})
+	res, err := op.Replay(ctx, park.Selector{Key: e.OrderID})
 	if err != nil || len(res.Resolved) != 1 || res.Resolved[0].Outcome != "applied" {
 		t.Fatalf("replay: %+v, err %v; want the held event applied", res, err)
 	}
@@ -346,7 +347,7 @@ func parks(t *testing.T, s Suite, c Case) {
 	wantMarks(t, db, e, 1)
 	wantEmitted(t, s, db, e, since, c.Emits)
 
-	if res, err := op.Replay(ctx, participant.Selector{Key: e.OrderID}); err != nil || len(res.Resolved) != 0 {
+	if res, err := op.Replay(ctx, park.Selector{Key: e.OrderID}); err != nil || len(res.Resolved) != 0 {
 		t.Fatalf("second replay: %+v, err %v; want nothing resolved", res, err)
 	}
 	deliver(t, s, db, e) // a redelivery: the order flows again, the event is a duplicate

@@ -1,4 +1,4 @@
-package participant
+package park
 
 import (
 	"context"
@@ -12,7 +12,6 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/choreo-saga/choreo/pkg/outbox"
-	"github.com/choreo-saga/choreo/pkg/park"
 	"github.com/choreo-saga/choreo/pkg/web"
 )
 
@@ -31,8 +30,7 @@ import (
 // every POST must carry the header X-Choreo-Admin (any value), which a
 // browser sends cross-site only after a CORS preflight this API never
 // grants: a web page cannot replay or release.
-func (s Spec) Admin(db *sqlx.DB, log *slog.Logger, token string) http.Handler {
-	op := s.Operator(db, log)
+func Admin(op *Operator, db *sqlx.DB, log *slog.Logger, token string) http.Handler {
 	r := chi.NewRouter() // mounted: the service's router logs, recovers and names requests
 	r.Use(requireToken(log, token), requireAdminHeader(log))
 	r.NotFound(web.NotFound(log))
@@ -78,9 +76,9 @@ func requireAdminHeader(log *slog.Logger) func(http.Handler) http.Handler {
 
 // parkedList is the answer of GET /admin/parked.
 type parkedList struct {
-	Service string     `json:"service"`
-	Orders  int        `json:"orders"` // distinct keys among Rows
-	Rows    []park.Row `json:"rows"`
+	Service string `json:"service"`
+	Orders  int    `json:"orders"` // distinct keys among Rows
+	Rows    []Row  `json:"rows"`
 }
 
 func listParked(op *Operator, log *slog.Logger) http.Handler {
@@ -101,7 +99,7 @@ func listParked(op *Operator, log *slog.Logger) http.Handler {
 				keys[*row.Key] = true
 			}
 		}
-		web.Encode(w, http.StatusOK, parkedList{Service: op.spec.Name, Orders: len(keys), Rows: append([]park.Row{}, rows...)})
+		web.Encode(w, http.StatusOK, parkedList{Service: op.service, Orders: len(keys), Rows: append([]Row{}, rows...)})
 	})
 }
 

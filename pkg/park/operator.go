@@ -1,4 +1,4 @@
-package participant
+package park
 
 import (
 	"context"
@@ -15,33 +15,36 @@ import (
 	"github.com/choreo-saga/choreo/pkg/consumer"
 	"github.com/choreo-saga/choreo/pkg/fault"
 	"github.com/choreo-saga/choreo/pkg/idem"
-	"github.com/choreo-saga/choreo/pkg/park"
 	"github.com/choreo-saga/choreo/pkg/pg"
 )
 
-// Operator is what an operator does with a service's parked orders (see
-// Hold) once the cause is fixed: list them, replay their rows through the
-// service's reactions, in order, or release them unapplied. Replaying or
-// releasing what is already resolved changes nothing and says so, so
-// either can be run again. The admin API (Admin) and choreoctl serve it.
+// Operator is what an operator does with a service's parked orders once
+// the cause is fixed: list them, replay their rows through the service's
+// reactions, in order, or release them unapplied. Replaying or releasing
+// what is already resolved changes nothing and says so, so either can be
+// run again. The admin API (Admin) and choreoctl serve it.
 type Operator struct {
-	spec  Spec
-	db    *sqlx.DB
-	log   *slog.Logger
-	now   func() time.Time
-	front Handler // as the consumer: decode, guard, route, payload
-	react Handler
+	service string
+	db      *sqlx.DB
+	log     *slog.Logger
+	replay  ReplayFunc
 }
 
-// Operator returns the service's Operator on its database.
-func (s Spec) Operator(db *sqlx.DB, log *slog.Logger) *Operator {
-	front, react := s.stages(log)
-	now := s.Now
-	if now == nil {
-		now = time.Now
-	}
-	return &Operator{spec: s, db: db, log: log.With("component", "operator"), now: now, front: front, react: react}
+// ReplayFunc applies m within tx as the service's consumer would have,
+// and says how it ended: applied, duplicate or not_routed. A permanent
+// error (consumer.Permanent) means it fails still.
+type ReplayFunc func(ctx context.Context, tx *sqlx.Tx, m *sarama.ConsumerMessage) (outcome string, err error)
+
+// NewOperator returns the Operator of service's parked rows in db, which
+// replays them with replay.
+func NewOperator(service string, db *sqlx.DB, log *slog.Logger, replay ReplayFunc) *Operator {
+	return &Operator{service: service, db: db, log: log.With("component", "operator"), replay: replay}
 }
+
+// resolveTimeout bounds a replay's or release's transaction, like a
+// consumer's: while it holds the order's lock, a batch that meets the
+// order waits for it.
+const resolveTimeout = 30 * time.Second
 
 // Selector picks parked rows: all of one order's (Key), or one row, by
 // its event's id (EventID) or its number (Seq). Set one.
@@ -54,8 +57,8 @@ type Selector struct {
 	Through int64
 }
 
-func (s Selector) filter() park.Filter {
-	return park.Filter{Key: s.Key, EventID: s.EventID, Seq: s.Seq, Through: s.Through}
+func (s Selector) filter() Filter {
+	return Filter{Key: s.Key, EventID: s.EventID, Seq: s.Seq, Through: s.Through}
 }
 
 func (s Selector) String() string {
@@ -73,7 +76,7 @@ func (s Selector) String() string {
 // duplicate (it had been applied already), not_routed (not this service's
 // event) or released.
 type Resolved struct {
-	park.Row
+	Row
 	Outcome string `json:"outcome"`
 }
 
@@ -84,13 +87,13 @@ type Result struct {
 	Resolved []Resolved `json:"resolved"`
 	// Already lists the selected rows resolved before: asked again,
 	// nothing changes.
-	Already []park.Row `json:"already,omitempty"`
+	Already []Row `json:"already,omitempty"`
 }
 
 // StillFailing is the error of a replay whose row fails again: nothing of
 // the replay is kept, and the row, with the new reason, stays parked.
 type StillFailing struct {
-	Row park.Row
+	Row Row
 	Err error
 }
 
@@ -101,8 +104,8 @@ func (e *StillFailing) Error() string {
 
 // List returns the rows parked now (an order's, or every one, up to
 // limit), in the order they were parked, without their values.
-func (o *Operator) List(ctx context.Context, key string, limit int) ([]park.Row, error) {
-	return park.Rows(ctx, o.db, o.spec.Name, park.Filter{Key: key, Limit: limit, NoValue: true})
+func (o *Operator) List(ctx context.Context, key string, limit int) ([]Row, error) {
+	return Rows(ctx, o.db, o.service, Filter{Key: key, Limit: limit, NoValue: true})
 }
 
 // Replay applies the selected rows through the service's reactions, in
@@ -112,7 +115,7 @@ func (o *Operator) List(ctx context.Context, key string, limit int) ([]park.Row,
 // only if no row of its order is parked before it. If a row fails again,
 // nothing is applied and a *StillFailing says why.
 func (o *Operator) Replay(ctx context.Context, sel Selector) (Result, error) {
-	return o.resolve(ctx, sel, park.Replayed)
+	return o.resolve(ctx, sel, Replayed)
 }
 
 // Release resolves the selected rows without applying them, and marks
@@ -120,11 +123,11 @@ func (o *Operator) Replay(ctx context.Context, sel Selector) (Result, error) {
 // operator has settled them by other means. An order whose rows are all
 // resolved flows again.
 func (o *Operator) Release(ctx context.Context, sel Selector) (Result, error) {
-	return o.resolve(ctx, sel, park.Released)
+	return o.resolve(ctx, sel, Released)
 }
 
 func (o *Operator) resolve(ctx context.Context, sel Selector, how string) (Result, error) {
-	res := Result{Service: o.spec.Name}
+	res := Result{Service: o.service}
 	if n := btoi(sel.Key != "") + btoi(sel.EventID != "") + btoi(sel.Seq > 0); n != 1 {
 		return res, fault.Errorf(fault.Invalid, "select the rows by one of order, event and row")
 	}
@@ -133,7 +136,7 @@ func (o *Operator) resolve(ctx context.Context, sel Selector, how string) (Resul
 	}
 	f := sel.filter()
 	f.Resolved = true
-	seen, err := park.Rows(ctx, o.db, o.spec.Name, f)
+	seen, err := Rows(ctx, o.db, o.service, f)
 	if err != nil {
 		return res, err
 	}
@@ -149,14 +152,12 @@ func (o *Operator) resolve(ctx context.Context, sel Selector, how string) (Resul
 		}
 	}
 	if len(seen) == 0 {
-		return res, fault.Errorf(fault.NotFound, "nothing of %s was ever parked by %s", sel, o.spec.Name)
+		return res, fault.Errorf(fault.NotFound, "nothing of %s was ever parked by %s", sel, o.service)
 	}
 	if key == nil {
 		return res, nil // all resolved before: nothing to do
 	}
-	// Bounded like a consumer's transaction: while it holds the order's
-	// lock, a batch that meets the order waits for it.
-	ctx, cancel := context.WithTimeout(ctx, TxTimeout)
+	ctx, cancel := context.WithTimeout(ctx, resolveTimeout)
 	defer cancel()
 	var failing *StillFailing
 	// A deadlock with the consumer's batches is retried a few times.
@@ -170,13 +171,13 @@ func (o *Operator) resolve(ctx context.Context, sel Selector, how string) (Resul
 			}
 			return err
 		})
-		if err == nil || !lockConflict(err) || attempt == 3 {
+		if err == nil || !pg.LockConflict(err) || attempt == 3 {
 			break
 		}
 	}
 	if failing != nil {
 		res.Resolved = nil
-		if ferr := park.Fail(ctx, o.db, failing.Row.Seq, failing.Err.Error()); ferr != nil {
+		if ferr := Fail(ctx, o.db, failing.Row.Seq, failing.Err.Error()); ferr != nil {
 			return res, errors.Join(failing, ferr)
 		}
 		o.log.Warn("replay failed again; the order stays parked", "selected", sel.String(), "seq", failing.Row.Seq, "err", failing.Err)
@@ -195,14 +196,14 @@ func (o *Operator) resolve(ctx context.Context, sel Selector, how string) (Resul
 // resolveLocked resolves, within tx and holding the order's lock, the
 // selected rows of order key (empty: a row with no key).
 func (o *Operator) resolveLocked(ctx context.Context, tx *sqlx.Tx, sel Selector, key, how string) ([]Resolved, *StillFailing, error) {
-	f := park.Filter{Key: key, Through: sel.Through, ForUpdate: true}
+	f := Filter{Key: key, Through: sel.Through, ForUpdate: true}
 	if key == "" {
 		f = sel.filter()
 		f.ForUpdate = true
-	} else if err := park.Lock(ctx, tx, o.spec.Name, key); err != nil {
+	} else if err := Lock(ctx, tx, o.service, key); err != nil {
 		return nil, nil, err
 	}
-	open, err := park.Rows(ctx, tx, o.spec.Name, f) // read again under the lock
+	open, err := Rows(ctx, tx, o.service, f) // read again under the lock
 	if err != nil {
 		return nil, nil, err
 	}
@@ -211,10 +212,10 @@ func (o *Operator) resolveLocked(ctx context.Context, tx *sqlx.Tx, sel Selector,
 		targets = nil
 		for i, r := range open {
 			if (sel.EventID != "" && deref(r.EventID) == sel.EventID) || (sel.Seq != 0 && r.Seq == sel.Seq) {
-				if how == park.Replayed && i > 0 {
+				if how == Replayed && i > 0 {
 					return nil, nil, fault.Errorf(fault.Conflict, "%s of order %s is behind row %d, parked before it: replay the order, or that row first", sel, key, open[0].Seq)
 				}
-				targets = []park.Row{r}
+				targets = []Row{r}
 				break
 			}
 		}
@@ -229,52 +230,39 @@ func (o *Operator) resolveLocked(ctx context.Context, tx *sqlx.Tx, sel Selector,
 		done = append(done, Resolved{Row: r, Outcome: outcome})
 		seqs = append(seqs, r.Seq)
 	}
-	return done, nil, park.Resolve(ctx, tx, seqs, how)
+	return done, nil, Resolve(ctx, tx, seqs, how)
 }
 
 // apply replays row r within tx, as the consumer would have applied it, or
 // releases it.
-func (o *Operator) apply(ctx context.Context, tx *sqlx.Tx, r park.Row, how string) (string, *StillFailing, error) {
+func (o *Operator) apply(ctx context.Context, tx *sqlx.Tx, r Row, how string) (string, *StillFailing, error) {
 	headers, err := r.Headers()
 	if err != nil {
 		return "", nil, err
 	}
-	m := &sarama.ConsumerMessage{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Value: r.Value, Headers: recordHeaders(headers)}
-	if r.Key != nil {
+	// The message's own key: a dead letter that parked nothing has no park
+	// key, and the Guard refuses an event whose key is not its order id.
+	m := &sarama.ConsumerMessage{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.MsgKey, Value: r.Value, Headers: recordHeaders(headers)}
+	if m.Key == nil && r.Key != nil {
 		m.Key = []byte(*r.Key)
 	}
-	if how == park.Released {
+	if how == Released {
 		if r.EventID != nil {
-			if _, err := idem.Mark(ctx, tx, o.spec.Name, *r.EventID, origin(m)); err != nil {
+			if _, err := idem.Mark(ctx, tx, o.service, *r.EventID, idem.Origin{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset}); err != nil {
 				return "", nil, err
 			}
 		}
-		return park.Released, nil, nil
+		return Released, nil, nil
 	}
 
-	d := &delivery{Delivery: &Delivery{Msg: m}, replay: true}
-	dctx, span := startSpan(ctx, o.spec.Name, m) // the replay joins the saga's trace
-	d.span = span
-	start := time.Now()
-	err = o.replay(dctx, tx, d)
-	record(o.spec.Name, d.Delivery, err, time.Since(start))
-	endSpan(span, d.Delivery, err)
+	outcome, err := o.replay(ctx, tx, m)
 	switch {
 	case consumer.IsPermanent(err):
 		return "", &StillFailing{Row: r, Err: err}, nil
 	case err != nil:
 		return "", nil, err
 	}
-	return d.Outcome, nil, nil
-}
-
-// replay runs d through the consumer's chain and apply within tx, as the
-// consumer would have applied it.
-func (o *Operator) replay(ctx context.Context, tx *sqlx.Tx, d *delivery) error {
-	if err := o.front(ctx, d.Delivery); err != nil || d.Outcome != "" {
-		return err // refused, or not this service's event
-	}
-	return o.spec.apply(ctx, tx, []*delivery{d}, o.now(), o.react)
+	return outcome, nil, nil
 }
 
 func btoi(b bool) int {
@@ -308,11 +296,11 @@ var (
 	}, []string{"service"})
 )
 
-// watchParked keeps the parked gauges current, from now every 15s, until
-// ctx ends.
-func watchParked(ctx context.Context, db *sqlx.DB, service string, log *slog.Logger) error {
+// Watch keeps the parked gauges of service current, from now every 15s,
+// until ctx ends.
+func Watch(ctx context.Context, db *sqlx.DB, service string, log *slog.Logger) error {
 	update := func(ctx context.Context) {
-		c, err := park.Count(ctx, db, service)
+		c, err := Count(ctx, db, service)
 		if err == nil {
 			parkedEvents.WithLabelValues(service).Set(float64(c.Rows))
 			parkedOrders.WithLabelValues(service).Set(float64(c.Keys))
@@ -322,5 +310,14 @@ func watchParked(ctx context.Context, db *sqlx.DB, service string, log *slog.Log
 		}
 	}
 	update(ctx)
-	return Every(ctx, 15*time.Second, update)
+	t := time.NewTicker(15 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		update(ctx)
+	}
 }

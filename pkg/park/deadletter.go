@@ -1,10 +1,12 @@
-package participant
+package park
 
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -12,9 +14,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/jmoiron/sqlx"
 
+	"github.com/choreo-saga/choreo/pkg/events"
 	"github.com/choreo-saga/choreo/pkg/idem"
 	"github.com/choreo-saga/choreo/pkg/outbox"
-	"github.com/choreo-saga/choreo/pkg/park"
 	"github.com/choreo-saga/choreo/pkg/pg"
 )
 
@@ -55,7 +57,7 @@ var dlqNamespace = uuid.MustParse("6f1c1a52-9b4e-4a4e-8f0e-5e2d3c7a9d10")
 // DeadLetter returns a function that dead-letters a message its consumer
 // group can never process: it keeps the message and the reason in
 // parked_events, for an operator to replay or release — parking its order
-// if the failure was of an event the service routes (see Hold) — and
+// if the failure was of an event the service routes (see ParksOrder) — and
 // publishes it on topic (e.g. "payment.dlq"),
 // where alerts and tools watch: the original key and value, the original
 // headers, and the reason and origin as extra headers. Both happen in one
@@ -112,8 +114,8 @@ func DeadLetter(db *sqlx.DB, topic, group string) func(ctx context.Context, m *s
 		}
 		err := pg.InTx(ctx, db, func(tx *sqlx.Tx) error {
 			// The message's order is parked from now on, if this service
-			// routes it (see Hold); the row keeps the message whole.
-			if err := park.Add(ctx, tx, group, entry(m, text, parks(reason))); err != nil {
+			// routes it (see ParksOrder); the row keeps the message whole.
+			if err := Add(ctx, tx, group, deadEntry(m, text, reason)); err != nil {
 				return err
 			}
 			if first, err := idem.Mark(ctx, tx, group+".dlq", id, idem.Origin{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset}); err != nil || !first {
@@ -126,4 +128,84 @@ func DeadLetter(db *sqlx.DB, topic, group string) func(ctx context.Context, m *s
 		}
 		return nil
 	}
+}
+
+// ParksOrder marks err, a permanent failure of an event the service routes
+// (its payload invalid, or its reaction refusing it), as one whose dead
+// letter parks its order. A message refused before it is routed parks
+// nothing: it may be another service's event, and holding its order here
+// would stop a saga this service has no part in.
+func ParksOrder(err error) error { return orderFailure{err} }
+
+type orderFailure struct{ error }
+
+func (e orderFailure) Unwrap() error { return e.error }
+
+// parksOrder reports whether a dead letter for reason parks its order.
+func parksOrder(reason error) bool {
+	var f orderFailure
+	return errors.As(reason, &f)
+}
+
+// deadEntry is the parked row of a dead letter for reason.
+func deadEntry(m *sarama.ConsumerMessage, reason string, cause error) Entry {
+	e := EntryOf(m, reason)
+	if !parksOrder(cause) {
+		e.Key = ""
+	}
+	return e
+}
+
+// EntryOf is m as parked_events keeps it: the envelope's id and type when
+// it decodes, why it failed (empty for a message held behind a failure),
+// and the order it parks. A key PostgreSQL text cannot hold parks nothing:
+// no valid event carries one, and the path that unblocks a partition must
+// never fail.
+func EntryOf(m *sarama.ConsumerMessage, reason string) Entry {
+	e := Entry{
+		MsgKey: m.Key, Topic: m.Topic, Partition: m.Partition, Offset: m.Offset,
+		Value: m.Value, Headers: storableHeaders(m.Headers), Reason: reason,
+	}
+	if key := string(m.Key); utf8.ValidString(key) && !strings.ContainsRune(key, 0) {
+		e.Key = key
+	}
+	if env, err := events.DecodeEnvelope(m.Value); err == nil {
+		e.EventID, e.EventType = env.ID, env.Type
+	}
+	return e
+}
+
+// storableHeaders returns hs as text a jsonb column can hold: a header
+// whose key or value is not valid UTF-8 or holds a NUL byte is kept
+// base64-encoded under its key plus Base64Suffix.
+func storableHeaders(hs []*sarama.RecordHeader) map[string]string {
+	headers := make(map[string]string, len(hs))
+	for _, h := range hs {
+		if h == nil {
+			continue
+		}
+		key, keyAltered := outbox.StorableText(string(h.Key))
+		value, valueAltered := outbox.StorableText(string(h.Value))
+		if keyAltered || valueAltered {
+			headers[key+Base64Suffix] = base64.StdEncoding.EncodeToString(h.Value)
+			continue
+		}
+		headers[key] = value
+	}
+	return headers
+}
+
+// recordHeaders is the inverse of storableHeaders, for a replay.
+func recordHeaders(headers map[string]string) []*sarama.RecordHeader {
+	hs := make([]*sarama.RecordHeader, 0, len(headers))
+	for k, v := range headers {
+		if name, ok := strings.CutSuffix(k, Base64Suffix); ok {
+			if raw, err := base64.StdEncoding.DecodeString(v); err == nil {
+				hs = append(hs, &sarama.RecordHeader{Key: []byte(name), Value: raw})
+				continue
+			}
+		}
+		hs = append(hs, &sarama.RecordHeader{Key: []byte(k), Value: []byte(v)})
+	}
+	return hs
 }
