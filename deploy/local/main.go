@@ -25,6 +25,10 @@
 //	-shipping-countries JP,...   the countries shipping serves
 //	-log-level info              debug, info, warn or error (default:
 //	                             $LOG_LEVEL, else info)
+//	-control-addr 127.0.0.1:8089 the launcher's own API, to hold a service
+//	                             back: POST /services/shipping/stop, later
+//	                             POST /services/shipping/start; GET /services
+//	                             lists them; empty: none
 //
 // The services log as they do on their own (participant.NewLogger): JSON
 // lines, each tagged service=<name>, here all on stderr, so the walkthrough
@@ -56,6 +60,7 @@ import (
 	"github.com/choreo-saga/choreo/internal/cli"
 	"github.com/choreo-saga/choreo/internal/infra"
 	"github.com/choreo-saga/choreo/pkg/participant"
+	"github.com/choreo-saga/choreo/pkg/web"
 	"github.com/choreo-saga/choreo/services/inventory"
 	"github.com/choreo-saga/choreo/services/order"
 	"github.com/choreo-saga/choreo/services/payment"
@@ -88,6 +93,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		sagaSLA       = flags.Duration("saga-sla", trackerCfg.SagaSLA, "how long a saga may run before the tracker calls it stuck (`duration`)")
 		countries     = flags.String("shipping-countries", shippingCfg.ServedCountries, "comma-separated `codes` of the countries shipping serves")
 		levelFlag     = flags.String("log-level", "", "log `level`: debug, info, warn or error (default: $LOG_LEVEL, else info)")
+		controlAddr   = flags.String("control-addr", "127.0.0.1:8089", "`address` of the launcher's own API that stops and starts a service; empty: none")
 	)
 	if err := flags.Parse(args); err != nil {
 		return err
@@ -137,11 +143,21 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	shippingCfg.ServedCountries = *countries
 	trackerCfg.SagaSLA = *sagaSLA
-	g.Go(func() error { return serviceErr(order.Name, order.Run(gctx, orderCfg)) })
-	g.Go(func() error { return serviceErr(payment.Name, payment.Run(gctx, paymentCfg)) })
-	g.Go(func() error { return serviceErr(inventory.Name, inventory.Run(gctx, inventoryCfg)) })
-	g.Go(func() error { return serviceErr(shipping.Name, shipping.Run(gctx, shippingCfg)) })
-	g.Go(func() error { return serviceErr(tracker.Name, tracker.Run(gctx, trackerCfg)) })
+	services := []*service{
+		newService(order.Name, baseURL(*orderAddr), func(ctx context.Context) error { return order.Run(ctx, orderCfg) }),
+		newService(payment.Name, baseURL(*paymentAddr), func(ctx context.Context) error { return payment.Run(ctx, paymentCfg) }),
+		newService(inventory.Name, baseURL(*inventoryAddr), func(ctx context.Context) error { return inventory.Run(ctx, inventoryCfg) }),
+		newService(shipping.Name, baseURL(*shippingAddr), func(ctx context.Context) error { return shipping.Run(ctx, shippingCfg) }),
+		newService(tracker.Name, baseURL(*trackerAddr), func(ctx context.Context) error { return tracker.Run(ctx, trackerCfg) }),
+	}
+	for _, s := range services {
+		g.Go(func() error { return s.loop(gctx) })
+	}
+	if *controlAddr != "" {
+		g.Go(func() error {
+			return web.Serve(gctx, *controlAddr, controlRoutes(gctx, services, log), log.With("component", "control"))
+		})
+	}
 
 	urls := walkthrough{
 		Order:     baseURL(*orderAddr),
