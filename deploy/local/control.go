@@ -157,7 +157,11 @@ func controlRoutes(ctx context.Context, services []*service, log *slog.Logger) h
 			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"service": s.name, "error": err.Error()})
 			return
 		}
-		log.Info("service "+s.state()+" by the control endpoint", "service", s.name)
+		msg := "service stopped by the control endpoint"
+		if start {
+			msg = "service started by the control endpoint"
+		}
+		log.Info(msg, "service", s.name)
 		writeJSON(w, http.StatusOK, serviceState{s.name, s.state()})
 	})
 	return mux

@@ -93,7 +93,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		sagaSLA       = flags.Duration("saga-sla", trackerCfg.SagaSLA, "how long a saga may run before the tracker calls it stuck (`duration`)")
 		countries     = flags.String("shipping-countries", shippingCfg.ServedCountries, "comma-separated `codes` of the countries shipping serves")
 		levelFlag     = flags.String("log-level", "", "log `level`: debug, info, warn or error (default: $LOG_LEVEL, else info)")
-		controlAddr   = flags.String("control-addr", "127.0.0.1:8089", "`address` of the launcher's own API that stops and starts a service; empty: none")
+		controlAddr   = flags.String("control-addr", defaultControlAddr, "`address` of the launcher's own API that stops and starts a service; empty: none")
 	)
 	if err := flags.Parse(args); err != nil {
 		return err
@@ -191,6 +191,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	log.Info("services stopped; stopping the infrastructure", "err", err)
 	return err
 }
+
+// defaultControlAddr is where the control endpoint listens unless told:
+// loopback only, as it can stop a service.
+const defaultControlAddr = "127.0.0.1:8089"
 
 // logLevel is the -log-level flag's level, else LOG_LEVEL's, else INFO,
 // parsed as the services parse LOG_LEVEL.
