@@ -168,6 +168,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		Kafka:     strings.Join(inf.Brokers, ","),
 		Postgres:  inf.DatabaseURLs["order"],
 	}
+	if *controlAddr != "" {
+		urls.Control = baseURL(*controlAddr)
+	}
 	if err := waitReady(gctx, 2*time.Minute, urls.Order, urls.Payment, urls.Inventory, urls.Shipping, urls.Tracker); err != nil {
 		// A service that failed to start ended gctx; its error says why.
 		if werr := g.Wait(); werr != nil {
@@ -262,6 +265,7 @@ func waitReady(ctx context.Context, timeout time.Duration, bases ...string) erro
 // walkthrough is what walkthroughText shows.
 type walkthrough struct {
 	Order, Payment, Inventory, Shipping, Tracker string
+	Control                                      string // "" without a control endpoint
 	Kafka, Postgres                              string
 	Took                                         time.Duration
 }
@@ -278,6 +282,9 @@ Choreo is running, ready in {{.Took}} (embedded Kafka and PostgreSQL)
   inventory  {{.Inventory}}
   shipping   {{.Shipping}}
   tracker    {{.Tracker}}  (open it in a browser: every saga's timeline)
+{{- if .Control}}
+  control    {{.Control}}  (POST /services/shipping/stop, later .../start: hold a service back)
+{{- end}}
   kafka      {{.Kafka}}
   postgres   {{.Postgres}}  (and payment_db, inventory_db, shipping_db, tracker_db)
 

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -318,4 +319,88 @@ func matchOutput(want, got []string) bool {
 	}
 	re := regexp.MustCompile("^" + strings.Join(parts, ".*") + "$")
 	return re.MatchString(normaliseLine(got[0])) && matchOutput(want[1:], got[1:])
+}
+
+// TestParseWalkthrough: commands run on over a backslash or an open quote,
+// comments (apostrophes and all) are no output, and the blank line between
+// headers and body is kept.
+func TestParseWalkthrough(t *testing.T) {
+	readme := strings.Join([]string{
+		"## Run it", "```sh", "curl -s localhost:1/not-the-walkthrough", "no", "```",
+		"## Walkthrough", "text", "```sh",
+		"# a comment line",
+		"curl -si -X POST localhost:8080/orders \\",
+		`  -d '{"a":1,`,
+		`       "b":2}'`,
+		"HTTP/1.1 201 Created",
+		"",
+		`{"id":"x"}`,
+		"",
+		"curl -s localhost:8080/orders/x    # the order's state, later",
+		`{"status":"COMPLETED"}`,
+		"```",
+		"## Links", "```sh", "curl -s localhost:2/after", "no", "```",
+	}, "\n")
+	steps, err := parseWalkthrough(readme)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []step{
+		{10, "curl -si -X POST localhost:8080/orders \\\n  -d '{\"a\":1,\n       \"b\":2}'", []string{"HTTP/1.1 201 Created", "", `{"id":"x"}`}},
+		{17, "curl -s localhost:8080/orders/x    # the order's state, later", []string{`{"status":"COMPLETED"}`}},
+	}
+	if !reflect.DeepEqual(steps, want) {
+		t.Fatalf("parseWalkthrough =\n%#v\nwant\n%#v", steps, want)
+	}
+	if !steps[0].changes() || steps[1].changes() {
+		t.Error("a POST must run once and a GET may repeat")
+	}
+
+	t.Run("CommandWithoutOutput", func(t *testing.T) {
+		if _, err := parseWalkthrough("## Walkthrough\n```sh\ncurl -s localhost:8080/a\n```\n"); err == nil {
+			t.Error("a command the README shows no answer for was accepted")
+		}
+	})
+	t.Run("UnknownPort", func(t *testing.T) {
+		if _, err := (step{command: "curl localhost:9999/x"}).rewrite(map[string]string{"localhost:8080": "127.0.0.1:1"}, "l"); err == nil {
+			t.Error("a command to a port deploy/local does not serve was accepted")
+		}
+	})
+}
+
+// TestMatchOutput: a README answer matches exactly but for "…", header
+// elisions and the masked event ids and offsets; any other change fails.
+func TestMatchOutput(t *testing.T) {
+	headers := []string{"HTTP/1.1 200 OK", "Etag: \"7\"", "…        (X-Request-Id, Date)", "", `{"available":13}`}
+	tests := []struct {
+		name      string
+		want, got []string
+		match     bool
+	}{
+		{"Exact", []string{`{"balance":5000}`}, []string{`{"balance":5000}`}, true},
+		{"AmountDrifted", []string{`{"balance":5000}`}, []string{`{"balance":2500}`}, false},
+		{"EllipsisIsAnyText", []string{`{"id":"92113d6b-…",…,"status":"COMPLETED",…}`}, []string{`{"id":"92113d6b-9b71","total":1,"status":"COMPLETED","x":2}`}, true},
+		{"EllipsisDoesNotHideAStatus", []string{`{"id":"92113d6b-…",…,"status":"COMPLETED",…}`}, []string{`{"id":"92113d6b-9b71","status":"CANCELLED","x":2}`}, false},
+		{"OtherOrderID", []string{`{"id":"92113d6b-…"}`}, []string{`{"id":"f5de7e1e-9431"}`}, false},
+		{"ElidedHeaders", headers, []string{"HTTP/1.1 200 OK\r", "Etag: \"7\"\r", "Date: now\r", "X-Request-Id: r\r", "\r", `{"available":13}`}, true},
+		{"ElidedHeaderMissing", headers, []string{"HTTP/1.1 200 OK", "Etag: \"7\"", "Date: now", "", `{"available":13}`}, false},
+		{"HeaderNotElided", headers, []string{"HTTP/1.1 200 OK", "Etag: \"7\"", "Date: now", "Location: /x", "", `{"available":13}`}, false},
+		{"ETagDrifted", headers, []string{"HTTP/1.1 200 OK", "Etag: \"5\"", "Date: now", "X-Request-Id: r", "", `{"available":13}`}, false},
+		{"ExtraLine", []string{"8"}, []string{"8", "9"}, false},
+		{"EventIDsAndOffsetsMasked",
+			[]string{`order.events      offset 0      OrderCreated       event f17cbd85-f883-4a8a-880b-70d5170e8021  x2`},
+			[]string{`order.events      offset 12     OrderCreated       event 0a1b2c3d-f883-4a8a-880b-70d5170e8021  x2`}, true},
+		{"EventTypeDrifted",
+			[]string{`order.events offset 0 OrderCreated event f17cbd85-f883-4a8a-880b-70d5170e8021 x2`},
+			[]string{`order.events offset 0 OrderCompleted event f17cbd85-f883-4a8a-880b-70d5170e8021 x2`}, false},
+		{"OrderIDNotMasked", []string{`"event_id":"f17cbd85-f883-4a8a-880b-70d5170e8021","order_id":"92113d6b-9b71-5272-9e34-cd4a24e34d37"`},
+			[]string{`"event_id":"00000000-f883-4a8a-880b-70d5170e8021","order_id":"00000000-9b71-5272-9e34-cd4a24e34d37"`}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := matchOutput(tt.want, tt.got); got != tt.match {
+				t.Errorf("matchOutput(%q, %q) = %v, want %v", tt.want, tt.got, got, tt.match)
+			}
+		})
+	}
 }
