@@ -238,9 +238,10 @@ func continues(command string) bool {
 // changes reports whether the step changes the system (an HTTP write, a
 // tool that produces messages); a read may be repeated until it matches.
 func (s step) changes() bool {
-	return regexp.MustCompile(`-X (POST|PUT|PATCH|DELETE)\b`).MatchString(s.command) ||
-		strings.HasPrefix(s.command, "go run ")
+	return write.MatchString(s.command) || strings.HasPrefix(s.command, "go run ")
 }
+
+var write = regexp.MustCompile(`-X (POST|PUT|PATCH|DELETE)\b`)
 
 // localhostPort finds the README's addresses in a command.
 var localhostPort = regexp.MustCompile(`localhost:\d+`)
@@ -262,17 +263,17 @@ func (s step) rewrite(hosts map[string]string, logPath string) (string, error) {
 	return strings.ReplaceAll(command, "local.log", logPath), nil
 }
 
-// normaliseLine masks what differs from run to run and is shown concretely by
-// the README: event ids (random; an order's id is not, and stays), Kafka
-// offsets (they depend on the partition an order's key lands on), and the
-// padding around them. Times, dates and request ids the README itself
-// elides with "…".
 var (
 	eventID = regexp.MustCompile(`("event_id":"|\bevent )[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
 	offset  = regexp.MustCompile(`\boffset \d+`)
 	blanks  = regexp.MustCompile(`[ \t]+`)
 )
 
+// normaliseLine masks what differs from run to run though the README shows
+// it: event ids (random; an order's id is not, and is compared), Kafka
+// offsets (they depend on the partition an order's key lands on), the
+// padding around them, and curl's CR. Times, dates and request ids the
+// README itself elides with "…".
 func normaliseLine(l string) string {
 	l = strings.TrimRight(l, "\r \t")
 	l = eventID.ReplaceAllString(l, "${1}<event-id>")
