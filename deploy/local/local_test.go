@@ -28,7 +28,7 @@ import (
 // compensated path over HTTP, then stops it as Ctrl-C does and checks that
 // nothing is left running.
 func TestRun(t *testing.T) {
-	ports := freePorts(t, 7)
+	ports := freePorts(t, 8)
 	kafkaPort, pgPort := ports[0], ports[1]
 	svc := map[string]string{
 		"order":     "http://127.0.0.1:" + strconv.Itoa(ports[2]),
@@ -45,6 +45,7 @@ func TestRun(t *testing.T) {
 		"-inventory-addr", strings.TrimPrefix(svc["inventory"], "http://"),
 		"-shipping-addr", strings.TrimPrefix(svc["shipping"], "http://"),
 		"-tracker-addr", strings.TrimPrefix(svc["tracker"], "http://"),
+		"-control-addr", "127.0.0.1:" + strconv.Itoa(ports[7]),
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())

@@ -25,6 +25,10 @@
 //	-shipping-countries JP,...   the countries shipping serves
 //	-log-level info              debug, info, warn or error (default:
 //	                             $LOG_LEVEL, else info)
+//	-control-addr 127.0.0.1:8089 the launcher's own API, to hold a service
+//	                             back: POST /services/shipping/stop, later
+//	                             POST /services/shipping/start; GET /services
+//	                             lists them; empty: none
 //
 // The services log as they do on their own (participant.NewLogger): JSON
 // lines, each tagged service=<name>, here all on stderr, so the walkthrough
@@ -56,6 +60,7 @@ import (
 	"github.com/choreo-saga/choreo/internal/cli"
 	"github.com/choreo-saga/choreo/internal/infra"
 	"github.com/choreo-saga/choreo/pkg/participant"
+	"github.com/choreo-saga/choreo/pkg/web"
 	"github.com/choreo-saga/choreo/services/inventory"
 	"github.com/choreo-saga/choreo/services/order"
 	"github.com/choreo-saga/choreo/services/payment"
@@ -88,6 +93,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		sagaSLA       = flags.Duration("saga-sla", trackerCfg.SagaSLA, "how long a saga may run before the tracker calls it stuck (`duration`)")
 		countries     = flags.String("shipping-countries", shippingCfg.ServedCountries, "comma-separated `codes` of the countries shipping serves")
 		levelFlag     = flags.String("log-level", "", "log `level`: debug, info, warn or error (default: $LOG_LEVEL, else info)")
+		controlAddr   = flags.String("control-addr", defaultControlAddr, "`address` of the launcher's own API that stops and starts a service; empty: none")
 	)
 	if err := flags.Parse(args); err != nil {
 		return err
@@ -137,11 +143,21 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	shippingCfg.ServedCountries = *countries
 	trackerCfg.SagaSLA = *sagaSLA
-	g.Go(func() error { return serviceErr(order.Name, order.Run(gctx, orderCfg)) })
-	g.Go(func() error { return serviceErr(payment.Name, payment.Run(gctx, paymentCfg)) })
-	g.Go(func() error { return serviceErr(inventory.Name, inventory.Run(gctx, inventoryCfg)) })
-	g.Go(func() error { return serviceErr(shipping.Name, shipping.Run(gctx, shippingCfg)) })
-	g.Go(func() error { return serviceErr(tracker.Name, tracker.Run(gctx, trackerCfg)) })
+	services := []*service{
+		newService(order.Name, baseURL(*orderAddr), func(ctx context.Context) error { return order.Run(ctx, orderCfg) }),
+		newService(payment.Name, baseURL(*paymentAddr), func(ctx context.Context) error { return payment.Run(ctx, paymentCfg) }),
+		newService(inventory.Name, baseURL(*inventoryAddr), func(ctx context.Context) error { return inventory.Run(ctx, inventoryCfg) }),
+		newService(shipping.Name, baseURL(*shippingAddr), func(ctx context.Context) error { return shipping.Run(ctx, shippingCfg) }),
+		newService(tracker.Name, baseURL(*trackerAddr), func(ctx context.Context) error { return tracker.Run(ctx, trackerCfg) }),
+	}
+	for _, s := range services {
+		g.Go(func() error { return s.loop(gctx) })
+	}
+	if *controlAddr != "" {
+		g.Go(func() error {
+			return web.Serve(gctx, *controlAddr, controlRoutes(gctx, services, log), log.With("component", "control"))
+		})
+	}
 
 	urls := walkthrough{
 		Order:     baseURL(*orderAddr),
@@ -151,6 +167,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		Tracker:   baseURL(*trackerAddr),
 		Kafka:     strings.Join(inf.Brokers, ","),
 		Postgres:  inf.DatabaseURLs["order"],
+	}
+	if *controlAddr != "" {
+		urls.Control = baseURL(*controlAddr)
 	}
 	if err := waitReady(gctx, 2*time.Minute, urls.Order, urls.Payment, urls.Inventory, urls.Shipping, urls.Tracker); err != nil {
 		// A service that failed to start ended gctx; its error says why.
@@ -175,6 +194,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	log.Info("services stopped; stopping the infrastructure", "err", err)
 	return err
 }
+
+// defaultControlAddr is where the control endpoint listens unless told:
+// loopback only, as it can stop a service.
+const defaultControlAddr = "127.0.0.1:8089"
 
 // logLevel is the -log-level flag's level, else LOG_LEVEL's, else INFO,
 // parsed as the services parse LOG_LEVEL.
@@ -242,6 +265,7 @@ func waitReady(ctx context.Context, timeout time.Duration, bases ...string) erro
 // walkthrough is what walkthroughText shows.
 type walkthrough struct {
 	Order, Payment, Inventory, Shipping, Tracker string
+	Control                                      string // "" without a control endpoint
 	Kafka, Postgres                              string
 	Took                                         time.Duration
 }
@@ -258,6 +282,9 @@ Choreo is running, ready in {{.Took}} (embedded Kafka and PostgreSQL)
   inventory  {{.Inventory}}
   shipping   {{.Shipping}}
   tracker    {{.Tracker}}  (open it in a browser: every saga's timeline)
+{{- if .Control}}
+  control    {{.Control}}  (POST /services/shipping/stop, later .../start: hold a service back)
+{{- end}}
   kafka      {{.Kafka}}
   postgres   {{.Postgres}}  (and payment_db, inventory_db, shipping_db, tracker_db)
 
