@@ -1,0 +1,120 @@
+// This file decides when Run's next round runs: at once while rows flow,
+// after a backoff while rounds fail with nothing moving, soon while rows
+// are held back behind a running transaction (its end sends no NOTIFY),
+// else on the next wake-up. TestProgressSkipsFailureBackoff,
+// TestRunRetriesRowsHeldBack and TestRunBacksOffWhileRowsAreHeldBack show why.
+
+package outbox
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+)
+
+// heldBackRetry is how soon Run first looks again at rows a round had to
+// hold back; the wait doubles, up to the poll, while they stay.
+const heldBackRetry = 10 * time.Millisecond
+
+// pace is what Run remembers between rounds.
+type pace struct {
+	failures int     // rounds in a row that failed with nothing moving
+	held     backoff // the wait for rows held back
+	dozing   dozing  // whether writers notify (notify.go)
+}
+
+// next is what Run does after a round: go on at once, sleep for backoff
+// deaf to wake-ups, or wait for one, at most retryIn if it is above 0.
+type next struct {
+	now     bool
+	backoff time.Duration
+	retryIn time.Duration
+}
+
+func (p *pace) after(ctx context.Context, r *Relay, res roundResult, err error) next {
+	progress := res.published+res.parked > 0
+	if progress {
+		p.dozing.flowing(ctx, r)
+	}
+	if err != nil {
+		publishFailures.WithLabelValues(r.cfg.Name).Inc()
+		if !progress {
+			p.failures++
+			delay := min(time.Duration(1<<min(p.failures, 6))*50*time.Millisecond, 3*time.Second, r.tick())
+			r.log.Error("publish failed; will retry", "err", err, "retry_in", delay)
+			return next{backoff: delay}
+		}
+		// Some rows got out: the failing ones must not slow down the rest.
+		r.log.Warn("publish partly failed; continuing", "err", err,
+			"published", res.published, "parked", res.parked)
+	}
+	p.failures = 0
+	if progress && (err != nil || res.full) || res.probeIn < 0 {
+		return next{now: true} // more is waiting
+	}
+	writersIn, now := p.dozing.idle(ctx, r, res.leader)
+	if now {
+		return next{now: true}
+	}
+
+	var retryIn time.Duration // 0: wait for a wake-up
+	if res.heldBack {
+		if progress {
+			p.held.reset() // back off only while nothing moves
+		}
+		retryIn = p.held.take(heldBackRetry, r.tick())
+	} else {
+		p.held.reset()
+		retryIn = max(res.probeIn, 0) // blocked keys to retry (probe.go)
+	}
+	if writersIn > 0 && (retryIn == 0 || writersIn < retryIn) {
+		retryIn = writersIn
+	}
+	return next{retryIn: retryIn}
+}
+
+// heldBack reports whether committed rows wait behind a transaction still
+// running elsewhere in the cluster.
+func heldBack(ctx context.Context, conn *sqlx.Conn) (bool, error) {
+	var held bool
+	if err := conn.GetContext(ctx, &held, `
+		SELECT EXISTS (
+			SELECT 1 FROM outbox
+			WHERE sent_at IS NULL AND parked_at IS NULL
+			  AND txid >= pg_snapshot_xmin(pg_current_snapshot()))`); err != nil {
+		return false, fmt.Errorf("outbox: look for held-back rows: %w", err)
+	}
+	return held, nil
+}
+
+// backoff is a wait that doubles each time it is taken, until reset.
+type backoff struct{ next time.Duration }
+
+func (b *backoff) take(first, most time.Duration) time.Duration {
+	d := cmp.Or(b.next, first)
+	b.next = min(d*2, most)
+	return d
+}
+
+func (b *backoff) reset() { b.next = 0 }
+
+// tick is the longest Run waits between rounds: the leader's heartbeat
+// (Lease/3 keeps its session well inside idle_session_timeout) and a
+// standby's bid for the lock.
+func (r *Relay) tick() time.Duration { return min(r.cfg.PollInterval, r.cfg.Lease/3) }
+
+// sleep waits d on clock or until ctx ends, reporting whether the full
+// wait elapsed.
+func sleep(ctx context.Context, clock Clock, d time.Duration) bool {
+	t := clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C():
+		return true
+	}
+}
