@@ -2,11 +2,54 @@ package outbox_test
 
 import (
 	"context"
+	"io/fs"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/choreo-saga/choreo/internal/testenv"
 	"github.com/choreo-saga/choreo/pkg/outbox"
 )
+
+// TestPermanentFailuresAreParkedAndTheRestFlows: rows Kafka will never
+// accept — too large, for an invalid topic name, with headers the relay
+// cannot read — are parked, with the reason, and counted; the others are
+// published, in order, and the round reports no error to back off on.
+func TestPermanentFailuresAreParkedAndTheRestFlows(t *testing.T) {
+	db := newDB(t)
+	topic := testenv.Topic(t, "outbox-park")
+	orderID := testenv.ID("order")
+	a1, a2, a3 := event(t, orderID), event(t, orderID), event(t, orderID)
+
+	add(t, db, topic, a1)
+	huge := addRaw(t, db, outbox.Message{Topic: topic, Key: []byte(orderID), Value: make([]byte, 1100<<10)})
+	add(t, db, topic, a2)
+	badTopic := addRaw(t, db, outbox.Message{Topic: "no such topic!", Key: []byte(orderID), Value: []byte("{}")})
+	var badHeaders int64
+	if err := db.Get(&badHeaders, `INSERT INTO outbox (topic, value, headers) VALUES ($1, '', '{"n": 1}') RETURNING id`, topic); err != nil {
+		t.Fatal(err)
+	}
+	add(t, db, topic, a3)
+
+	r := newRelay(t, db, producer(t))
+	before := outbox.Parked(t.Name())
+	flushAll(t, db, r, topic) // fails the test on any error
+
+	if ids := parkedRows(t, db); !equalIDs(ids, []int64{huge, badTopic, badHeaders}) {
+		t.Fatalf("parked rows = %v, want [%d %d %d]", ids, huge, badTopic, badHeaders)
+	}
+	if d := outbox.Parked(t.Name()) - before; d != 3 {
+		t.Errorf("choreo_outbox_parked_total grew by %v, want 3", d)
+	}
+	got := eventIDs(testenv.ReadAll(t, topic, 3, 20*time.Second))
+	if want := []string{a1.ID, a2.ID, a3.ID}; !equal(got, want) {
+		t.Fatalf("published %v, want %v", got, want)
+	}
+	// Parked rows stay parked: later rounds neither publish nor error.
+	if n, err := r.Flush(context.Background()); err != nil || n != 0 {
+		t.Fatalf("Flush with only parked rows left = %d, %v; want 0, nil", n, err)
+	}
+}
 
 // TestReleaseUnparksARowOnce: a parked row is listed with its reason;
 // releasing it puts it back in the relay's way, once — a second release,
@@ -37,5 +80,31 @@ func TestReleaseUnparksARowOnce(t *testing.T) {
 	var stillParked int
 	if err := db.Get(&stillParked, `SELECT count(*) FROM outbox WHERE parked_at IS NOT NULL`); err != nil || stillParked != 0 {
 		t.Fatalf("%d rows parked after the release (err %v), want 0", stillParked, err)
+	}
+}
+
+// TestParkedMigrationIsIdempotent: applying 00002 again, as a hand-run
+// repair might, changes nothing, and leaves the relay's index covering only
+// publishable rows.
+func TestParkedMigrationIsIdempotent(t *testing.T) {
+	db := newDB(t)
+	src, err := fs.ReadFile(outbox.Migrations, "migrations/00002_outbox_parked.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	up, _, _ := strings.Cut(string(src), "-- +goose Down")
+	if _, err := db.Exec(up); err != nil {
+		t.Fatalf("applying 00002 again: %v", err)
+	}
+	var defs []string
+	if err := db.Select(&defs, `SELECT indexname || ': ' || indexdef FROM pg_indexes WHERE schemaname = current_schema() AND tablename = 'outbox' ORDER BY indexname`); err != nil {
+		t.Fatal(err)
+	}
+	joined := strings.Join(defs, "\n")
+	if strings.Contains(joined, "outbox_unsent") {
+		t.Errorf("old index outbox_unsent still there:\n%s", joined)
+	}
+	if !strings.Contains(joined, "outbox_publishable") || !strings.Contains(joined, "parked_at IS NULL") {
+		t.Errorf("no index on publishable rows excluding parked ones:\n%s", joined)
 	}
 }
