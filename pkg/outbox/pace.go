@@ -1,8 +1,9 @@
-// This file decides when Run's next round runs: at once while rows flow,
-// after a backoff while rounds fail with nothing moving, soon while rows
-// are held back behind a running transaction (its end sends no NOTIFY),
-// else on the next wake-up. TestProgressSkipsFailureBackoff,
-// TestRunRetriesRowsHeldBack and TestRunBacksOffWhileRowsAreHeldBack show why.
+// This file decides when Run's next round runs, and waits for it: at once
+// while rows flow, after a backoff while rounds fail with nothing moving,
+// soon while rows are held back behind a running transaction (its end
+// sends no NOTIFY), else on the next wake-up or poll.
+// TestProgressSkipsFailureBackoff, TestRunRetriesRowsHeldBack and
+// TestRunBacksOffWhileRowsAreHeldBack show why.
 
 package outbox
 
@@ -74,6 +75,28 @@ func (p *pace) after(ctx context.Context, r *Relay, res roundResult, err error) 
 		retryIn = writersIn
 	}
 	return next{retryIn: retryIn}
+}
+
+// wait blocks until a NOTIFY, the poll, retryIn if > 0, or the end of ctx,
+// and reports whether ctx is still live.
+func (r *Relay) wait(ctx context.Context, wake <-chan struct{}, poll *Timer, retryIn time.Duration) bool {
+	var retry <-chan time.Time
+	if retryIn > 0 {
+		t := r.cfg.Clock.NewTimer(retryIn)
+		defer t.Stop()
+		retry = t.C()
+	}
+	observe(r, "wait")
+	select {
+	case <-ctx.Done():
+		return false
+	case <-wake:
+	case <-(*poll).C():
+		*poll = r.cfg.Clock.NewTimer(r.tick())
+	case <-retry:
+		observe(r, "retry")
+	}
+	return true
 }
 
 // heldBack reports whether committed rows wait behind a transaction still

@@ -93,7 +93,7 @@ func (r *Relay) Run(ctx context.Context) error {
 			if !sleep(ctx, r.cfg.Clock, next.backoff) {
 				return nil
 			}
-		case !r.wait(ctx, wake, &poll, next.retryIn):
+		case !r.wait(ctx, wake, &poll, next.retryIn): // a NOTIFY, the poll, or retryIn
 			return nil
 		}
 	}
@@ -226,28 +226,6 @@ func (r *Relay) markSent(ctx context.Context, conn *sqlx.Conn, ids []int64) erro
 	published.WithLabelValues(r.cfg.Name).Add(float64(len(ids)))
 	r.log.Debug("published", "count", len(ids), "first_id", ids[0])
 	return nil
-}
-
-// wait blocks until a NOTIFY, the poll, retryIn if > 0, or the end of ctx,
-// and reports whether ctx is still live.
-func (r *Relay) wait(ctx context.Context, wake <-chan struct{}, poll *Timer, retryIn time.Duration) bool {
-	var retry <-chan time.Time
-	if retryIn > 0 {
-		t := r.cfg.Clock.NewTimer(retryIn)
-		defer t.Stop()
-		retry = t.C()
-	}
-	observe(r, "wait")
-	select {
-	case <-ctx.Done():
-		return false
-	case <-wake:
-	case <-(*poll).C():
-		*poll = r.cfg.Clock.NewTimer(r.tick())
-	case <-retry:
-		observe(r, "retry")
-	}
-	return true
 }
 
 // Flush runs one round and returns how many rows it published; 0, without
