@@ -2,8 +2,9 @@
 // while rows flow, after a backoff while rounds fail with nothing moving,
 // soon while rows are held back behind a running transaction (its end
 // sends no NOTIFY), else on the next wake-up or poll.
-// TestProgressSkipsFailureBackoff, TestRunRetriesRowsHeldBack and
-// TestRunBacksOffWhileRowsAreHeldBack show why.
+// TestProgressSkipsFailureBackoff, TestRunRetriesRowsHeldBack,
+// TestRunBacksOffWhileRowsAreHeldBack and
+// TestHeldBackRetryBacksOffOnlyByItsOwnRetries show why.
 
 package outbox
 
@@ -22,9 +23,10 @@ const heldBackRetry = 10 * time.Millisecond
 
 // pace is what Run remembers between rounds.
 type pace struct {
-	failures int     // rounds in a row that failed with nothing moving
-	held     backoff // the wait for rows held back
-	dozing   dozing  // whether writers notify (notify.go)
+	failures int           // rounds in a row that failed with nothing moving
+	held     time.Duration // the wait for rows held back, doubled by each retry that finds them so
+	heldDue  bool          // the retry Run waits for is the held-back one
+	dozing   dozing        // whether writers notify (notify.go)
 }
 
 // next is what Run does after a round: go on at once, sleep for backoff
@@ -62,24 +64,25 @@ func (p *pace) after(ctx context.Context, r *Relay, res roundResult, err error) 
 	}
 
 	var retryIn time.Duration // 0: wait for a wake-up
+	p.heldDue = res.heldBack
 	if res.heldBack {
-		if progress {
-			p.held.reset() // back off only while nothing moves
+		if progress || p.held == 0 {
+			p.held = heldBackRetry // back off only while nothing moves
 		}
-		retryIn = p.held.take(heldBackRetry, r.tick())
+		retryIn = p.held
 	} else {
-		p.held.reset()
+		p.held = 0
 		retryIn = max(res.probeIn, 0) // blocked keys to retry (probe.go)
 	}
 	if writersIn > 0 && (retryIn == 0 || writersIn < retryIn) {
-		retryIn = writersIn
+		retryIn, p.heldDue = writersIn, false
 	}
 	return next{retryIn: retryIn}
 }
 
 // wait blocks until a NOTIFY, the poll, retryIn if > 0, or the end of ctx,
 // and reports whether ctx is still live.
-func (r *Relay) wait(ctx context.Context, wake <-chan struct{}, poll *Timer, retryIn time.Duration) bool {
+func (p *pace) wait(ctx context.Context, r *Relay, wake <-chan struct{}, poll *Timer, retryIn time.Duration) bool {
 	var retry <-chan time.Time
 	if retryIn > 0 {
 		t := r.cfg.Clock.NewTimer(retryIn)
@@ -95,6 +98,11 @@ func (r *Relay) wait(ctx context.Context, wake <-chan struct{}, poll *Timer, ret
 		*poll = r.cfg.Clock.NewTimer(r.tick())
 	case <-retry:
 		observe(r, "retry")
+		if p.heldDue {
+			// Only the held-back retry lengthens its wait: rounds that
+			// NOTIFYs or writers start say nothing about the holder.
+			p.held = min(p.held*2, r.tick())
+		}
 	}
 	return true
 }

@@ -2,6 +2,7 @@ package outbox_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -117,4 +118,46 @@ func TestRunBacksOffWhileRowsAreHeldBack(t *testing.T) {
 	if n := unsent(t, db, "t"); n != 1 {
 		t.Fatalf("unsent = %d while held back, want 1", n)
 	}
+}
+
+// TestHeldBackRetryBacksOffOnlyByItsOwnRetries: while a transaction
+// elsewhere holds rows back, rounds that other wake-ups start (here a
+// NOTIFY per commit) must not lengthen the held-back retry: once the
+// transaction ends, the rows go out at the next short retry, not after a
+// wait grown by every round in between (up to the hourly poll here).
+func TestHeldBackRetryBacksOffOnlyByItsOwnRetries(t *testing.T) {
+	db := newDB(t)
+	other := db.MustBegin()
+	defer other.Rollback()
+	if _, err := other.Exec(`SELECT pg_current_xact_id()`); err != nil {
+		t.Fatal(err)
+	}
+	clock := newFakeClock()
+	r := newRelay(t, db, accept, func(c *outbox.RelayConfig) {
+		c.PollInterval = time.Hour
+		c.Lease = 3 * time.Hour // the poll and the heartbeat stay an hour away
+		c.Clock = clock
+	})
+	run(t, r)
+	testenv.Eventually(t, 10*time.Second, "the relay listens and waits", func() bool {
+		return outbox.Listening(r) && outbox.Waits(r) >= 1
+	})
+	for i := range 10 { // each commit's NOTIFY starts a round that finds its row held back
+		waits := outbox.Waits(r)
+		insert(t, db, "t", anyEvent(t))
+		testenv.Eventually(t, 10*time.Second, fmt.Sprintf("round %d, woken by a NOTIFY, over", i), func() bool {
+			return outbox.Waits(r) > waits && clock.Pending() == idleTimers+1
+		})
+	}
+	if n := unsent(t, db, "t"); n != 10 {
+		t.Fatalf("unsent = %d while held back, want 10", n)
+	}
+	if err := other.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	settle(t, db)
+	clock.Advance(outbox.HeldBackRetry)
+	testenv.Eventually(t, 10*time.Second, "the held-back rows published at the first retry after the holding transaction ended", func() bool {
+		return unsent(t, db, "t") == 0
+	})
 }

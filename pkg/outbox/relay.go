@@ -93,7 +93,7 @@ func (r *Relay) Run(ctx context.Context) error {
 			if !sleep(ctx, r.cfg.Clock, next.backoff) {
 				return nil
 			}
-		case !r.wait(ctx, wake, &poll, next.retryIn): // a NOTIFY, the poll, or retryIn
+		case !p.wait(ctx, r, wake, &poll, next.retryIn): // a NOTIFY, the poll, or retryIn
 			return nil
 		}
 	}
