@@ -18,7 +18,7 @@ import (
 )
 
 // heldBackRetry is how soon Run first looks again at rows a round had to
-// hold back; the wait doubles, up to the poll, while they stay.
+// hold back; each retry that finds them still held doubles it, up to the poll.
 const heldBackRetry = 10 * time.Millisecond
 
 // pace is what Run remembers between rounds.
