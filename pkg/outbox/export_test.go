@@ -2,6 +2,8 @@ package outbox
 
 import (
 	"context"
+	"sync"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -48,25 +50,63 @@ const (
 	ProbeMax          = probeMax
 )
 
+// watched is what the tests see of one relay through observe.
+type watched struct {
+	listening atomic.Bool
+	waits     atomic.Int64 // times Run went to wait for a wake-up
+	retries   atomic.Int64 // rounds started by the held-back retry timer
+	hook      atomic.Pointer[func(point string)]
+}
+
+var watches sync.Map // *Relay → *watched
+
+func watch(r *Relay) *watched {
+	if w, ok := watches.Load(r); ok {
+		return w.(*watched)
+	}
+	w, _ := watches.LoadOrStore(r, new(watched))
+	return w.(*watched)
+}
+
+func init() {
+	observe = func(r *Relay, event string) {
+		w := watch(r)
+		switch event {
+		case "listening":
+			w.listening.Store(true)
+		case "deaf":
+			w.listening.Store(false)
+		case "wait":
+			w.waits.Add(1)
+		case "retry":
+			w.retries.Add(1)
+		default: // a failpoint
+			if h := w.hook.Load(); h != nil {
+				(*h)(event)
+			}
+		}
+	}
+}
+
 // SetHook makes r call hook at each of its failpoints (failpoint.AfterPublish,
 // failpoint.BetweenBatches), in the goroutine running the round. A hook that
 // blocks freezes the relay there exactly as SIGSTOP would, as far as
 // PostgreSQL can tell: its leader session stays open, and idle.
-func SetHook(r *Relay, hook func(point string)) { r.hook.Store(&hook) }
+func SetHook(r *Relay, hook func(point string)) { watch(r).hook.Store(&hook) }
 
 // Blocked returns how many keys r holds back after a failure.
 func Blocked(r *Relay) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return len(r.blocked)
+	return len(r.blocked.keys)
 }
 
 // Waits returns how many times r's Run went to wait for a wake-up: once it
 // grows, the round before has ended and its timers are armed.
-func Waits(r *Relay) int64 { return r.waits.Load() }
+func Waits(r *Relay) int64 { return watch(r).waits.Load() }
 
 // Listening reports whether r's LISTEN is active.
-func Listening(r *Relay) bool { return r.listening.Load() }
+func Listening(r *Relay) bool { return watch(r).listening.Load() }
 
 // LeaderPID returns the backend pid of r's leader session, 0 if r does not lead.
 func LeaderPID(r *Relay) (int, error) {
@@ -82,7 +122,7 @@ func LeaderPID(r *Relay) (int, error) {
 
 // HeldBackRetries returns how many rounds r's held-back retry timer started;
 // rounds woken by NOTIFY or the poll are not counted.
-func HeldBackRetries(r *Relay) int64 { return r.retries.Load() }
+func HeldBackRetries(r *Relay) int64 { return watch(r).retries.Load() }
 
 // LeaderSetting returns the setting name of r's leader session, "" if r
 // does not lead.

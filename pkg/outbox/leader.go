@@ -1,6 +1,10 @@
 // This file holds the relay's leadership: one relay per database publishes,
 // elected by a session-level advisory lock held on a connection of its own,
-// whose session the server ends once it has sat idle for the Lease.
+// whose session the server ends once it has sat idle for the Lease. Every
+// mark goes through that session, so a leader frozen past its Lease marks
+// nothing. TestFrozenLeaderIsReplacedWithinLease, TestIdleLeaderKeepsItsLease
+// and TestLeaderReelectsAfterConnectionDies show why. (A session lock needs
+// a real session: connect directly or through a session-pooling proxy.)
 
 package outbox
 
@@ -12,6 +16,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/IBM/sarama"
 	"github.com/jmoiron/sqlx"
 )
 
@@ -83,9 +88,39 @@ func (r *Relay) heartbeat(ctx context.Context, conn *sqlx.Conn) error {
 	return conn.PingContext(ctx)
 }
 
-// heartbeatEvery is how often a leader touches its session while a round
-// waits on Kafka.
-func (r *Relay) heartbeatEvery() time.Duration { return r.cfg.Lease / 3 }
+// send publishes msgs, touching the leader's session every Lease/3 while
+// Kafka takes its time, so that the server does not end it as idle. It
+// gives up waiting when ctx ends or the session dies: a relay asked to
+// stop is not held while the producer retries, and rows of an abandoned
+// send are not marked, so they are published again.
+func (r *Relay) send(ctx context.Context, conn *sqlx.Conn, msgs []*sarama.ProducerMessage) (err error) {
+	spans := r.startPublishSpans(msgs)
+	start := time.Now()
+	defer func() {
+		publishSeconds.WithLabelValues(r.cfg.Name).Observe(time.Since(start).Seconds())
+		endPublishSpans(spans, err)
+	}()
+	done := make(chan error, 1)
+	go func() { done <- r.cfg.Publisher.SendMessages(msgs) }()
+	for {
+		beat := r.cfg.Clock.NewTimer(r.cfg.Lease / 3)
+		select {
+		case err := <-done:
+			beat.Stop()
+			return err
+		case <-ctx.Done():
+			beat.Stop()
+			return ctx.Err()
+		case <-beat.C():
+			if err := r.heartbeat(ctx, conn); err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				return fmt.Errorf("%w while publishing: %w", errLostLeadership, err)
+			}
+		}
+	}
+}
 
 // resign gives up the leadership, if held, by ending the session: the
 // server then releases the lock, and no pooled connection ever carries it.
@@ -99,8 +134,7 @@ func (r *Relay) resign() {
 	r.leading.Store(false)
 	leaderGauge.WithLabelValues(r.cfg.Name).Set(0)
 	clear(r.unknownSince)
-	clear(r.blocked)
-	r.probeDelay = probeFirst
+	r.blocked.reset()
 	r.log.Info("resigned as the active relay")
 }
 

@@ -1,13 +1,14 @@
 package outbox_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/IBM/sarama"
 	"github.com/jmoiron/sqlx"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
@@ -18,17 +19,32 @@ import (
 	"github.com/choreo-saga/choreo/pkg/tracing"
 )
 
-// accepting is a Publisher that takes every batch and keeps it.
-type accepting struct {
-	mu   sync.Mutex
-	sent []*sarama.ProducerMessage
-}
-
-func (a *accepting) SendMessages(msgs []*sarama.ProducerMessage) error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.sent = append(a.sent, msgs...)
-	return nil
+// TestRelayLogsCarryItsName: RelayConfig.Name labels the logs, so that the
+// relay of one service can be told from another's.
+func TestRelayLogsCarryItsName(t *testing.T) {
+	db := newDB(t)
+	var buf bytes.Buffer
+	r := newRelay(t, db, accept, func(c *outbox.RelayConfig) {
+		c.Name = "relay-under-test"
+		c.Logger = slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	})
+	add(t, db, "t", anyEvent(t))
+	if _, err := r.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) == 0 || lines[0] == "" {
+		t.Fatal("the relay logged nothing")
+	}
+	for _, l := range lines {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(l), &rec); err != nil {
+			t.Fatal(err)
+		}
+		if rec["relay"] != "relay-under-test" {
+			t.Errorf("log line without relay=relay-under-test: %s", l)
+		}
+	}
 }
 
 // TestParkedRowsGaugeCountsTheTable: the parked-rows gauge is read from the

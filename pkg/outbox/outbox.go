@@ -34,10 +34,6 @@ import (
 //go:embed migrations/*.sql
 var Migrations embed.FS
 
-// Channel is the PostgreSQL NOTIFY channel Add signals on commit, so the
-// relay publishes within milliseconds instead of waiting for its next poll.
-const Channel = "outbox"
-
 // Message is one record to publish.
 type Message struct {
 	Topic   string
@@ -73,15 +69,11 @@ type Execer interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 }
 
-// Add stores m in the outbox within tx. Nothing is published until tx
-// commits, and if it rolls back the message vanishes with the change it
-// described.
-//
-// The trace context of ctx's span, if any, is stored with the row as a W3C
-// traceparent header (see package tracing), so that the relay's publish,
-// and the consumer's handling after it, continue the trace of the request
-// or event that wrote the row, however much later they run. m.Headers is
-// not modified.
+// Add stores m in the outbox within tx, and wakes the relay when tx
+// commits. Nothing is published until then; if tx rolls back, the message
+// vanishes with the change it described. The trace context of ctx's span
+// goes with the row (a traceparent header), so the publish and the
+// consumer continue the writer's trace. m.Headers is not modified.
 func Add(ctx context.Context, tx Execer, m Message) error {
 	var p Pending
 	if err := p.Add(ctx, m); err != nil {
@@ -132,28 +124,16 @@ func base64Of(b []byte) sql.NullString {
 func (p *Pending) Len() int { return len(p.topics) }
 
 // Flush stores the queued messages in the outbox within tx, in the order
-// they were queued, with one statement that also wakes the relay when it
-// needs it (see wakeSQL), and empties p. With nothing queued it sends
-// nothing.
-//
-// The statement's text is the same for any number of messages (arrays,
-// not a VALUES list of n rows), so a connection prepares it once (see
-// pg.StatementCacheSize) rather than once, and keeps a plan, per size.
+// they were queued, wakes the relay (notify.go), and empties p. With
+// nothing queued it sends nothing. The statement's text is the same for any
+// number of messages (arrays, not n VALUES rows), so a connection prepares
+// it once (see pg.StatementCacheSize).
 func (p *Pending) Flush(ctx context.Context, tx Execer) error {
 	n := p.Len()
 	if n == 0 {
 		return nil
 	}
-	// The serial ids follow ORDER BY: the relay publishes one key's rows in
-	// id order.
-	if _, err := tx.ExecContext(ctx, `
-		INSERT INTO outbox (topic, key, value, headers)
-		SELECT m.topic, decode(m.key, 'base64'), decode(m.value, 'base64'), m.headers::jsonb
-		FROM unnest($4::text[], $5::text[], $6::text[], $7::text[])
-		     WITH ORDINALITY AS m(topic, key, value, headers, ord),
-		     (`+wakeSQL+`) AS wake
-		ORDER BY m.ord`,
-		Channel, relayAwakeID, relayWritingID,
+	if _, err := tx.ExecContext(ctx, insertAndWake,
 		pq.StringArray(p.topics), pq.Array(p.keys), pq.Array(p.values), pq.StringArray(p.headers)); err != nil {
 		return fmt.Errorf("outbox: insert %d rows: %w", n, err)
 	}
@@ -161,40 +141,14 @@ func (p *Pending) Flush(ctx context.Context, tx Execer) error {
 	return nil
 }
 
-// Advisory locks, each combined with the outbox table's oid as the
-// leader's lock is, by which Add and the running relay agree on when a
-// NOTIFY is needed.
-//
-// A transaction that NOTIFYs takes, at commit, a lock that is one for the
-// whole cluster and holds it through its WAL flush: under load, every
-// notifying commit of every service's database waits for the one before
-// it, and commits that could share one fsync take one each. So Add
-// notifies only when no relay is awake to see its row without it:
-//   - the leader holds relayAwakeID while it is awake — it publishes, or
-//     looks again soon (Run);
-//   - Add first takes relayWritingID shared, until its transaction ends,
-//     then notifies unless the leader holds relayAwakeID;
-//   - the leader, to sleep, lets relayAwakeID go and then waits until it
-//     can take relayWritingID alone (every writer that saw it awake has
-//     committed or rolled back) before its last round, so no row that did
-//     not notify is left behind.
-const (
-	relayAwakeID   = 0x6f7574617765 // "outawe"
-	relayWritingID = 0x6f757477726e // "outwrn"
-)
-
-// wakeSQL selects one row, and queues the NOTIFY of Channel ($1) when no
-// relay is awake ($2: relayAwakeID, $3: relayWritingID). CASE evaluates
-// its branches in order: the writing lock is taken before the awake one
-// is tested. Any holder of relayAwakeID — or anyone waiting
-// for it — reads as "a relay is awake": only the leader may take it, and
-// only with pg_try_advisory_lock, never with a blocking lock.
-const wakeSQL = `
-	SELECT CASE
-		WHEN NOT pg_try_advisory_xact_lock_shared($3::bigint # 'outbox'::regclass::oid::bigint) THEN pg_notify($1, '')
-		WHEN pg_try_advisory_lock_shared($2::bigint # 'outbox'::regclass::oid::bigint) THEN
-			CASE WHEN pg_advisory_unlock_shared($2::bigint # 'outbox'::regclass::oid::bigint) THEN pg_notify($1, '') END
-	END`
+// insertAndWake inserts the rows, their serial ids in the order queued (the
+// relay publishes one key's rows in id order), then wakes the relay if it
+// needs a NOTIFY.
+var insertAndWake = withWakeUp(`
+	INSERT INTO outbox (topic, key, value, headers)
+	SELECT m.topic, decode(m.key, 'base64'), decode(m.value, 'base64'), m.headers::jsonb
+	FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) WITH ORDINALITY AS m(topic, key, value, headers, ord)
+	ORDER BY m.ord`)
 
 // StorableText returns s as PostgreSQL can store it in text and jsonb —
 // valid UTF-8 without NUL, other bytes replaced by U+FFFD — and whether that

@@ -1,12 +1,49 @@
+// This file holds the rows Kafka will never accept: the relay parks them
+// (too large, invalid, for an invalid or long-unknown topic) instead of
+// retrying them ahead of every other row, and an operator lists and
+// releases them. TestPermanentFailuresAreParkedAndTheRestFlows shows why.
+
 package outbox
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"regexp"
 	"time"
 
 	"github.com/jmoiron/sqlx"
+
+	"github.com/choreo-saga/choreo/pkg/events"
 )
+
+// park sets rw aside for good, with the reason, and says so loudly.
+func (r *Relay) park(ctx context.Context, conn *sqlx.Conn, rw row, cause error) error {
+	reason, _ := cleanText(cause.Error())
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), statementTimeout)
+	defer cancel()
+	if _, err := conn.ExecContext(ctx,
+		`UPDATE outbox SET parked_at = now(), last_error = $2 WHERE id = $1 AND sent_at IS NULL`,
+		rw.ID, reason); err != nil {
+		return fmt.Errorf("outbox: park row %d: %w", rw.ID, err)
+	}
+	parked.WithLabelValues(r.cfg.Name).Inc()
+	var headers map[string]any
+	_ = json.Unmarshal(rw.Headers, &headers) // best effort, for the log only
+	eventID, _ := headers[events.HeaderEventID].(string)
+	r.log.Error("outbox row parked: Kafka will never accept it; fix the cause, then release it (choreoctl release-outbox)",
+		"row_id", rw.ID, "topic", rw.Topic, "event_id", eventID, "err", cause)
+	return nil
+}
+
+// legalTopic reports whether topic follows Kafka's rule for topic names. A
+// row naming any other topic can never be published, whatever the broker
+// answers (brokers and fakes differ), so it is parked before it is sent.
+func legalTopic(topic string) bool {
+	return legalTopicName.MatchString(topic) && topic != "." && topic != ".."
+}
+
+var legalTopicName = regexp.MustCompile(`^[a-zA-Z0-9._-]{1,249}$`)
 
 // ParkedRow is an outbox row the relay set aside because Kafka will never
 // accept it as it is (too large, for a topic that does not exist, …).

@@ -3,10 +3,51 @@ package outbox_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/choreo-saga/choreo/internal/testenv"
 	"github.com/choreo-saga/choreo/pkg/outbox"
 )
+
+// TestPermanentFailuresAreParkedAndTheRestFlows: rows Kafka will never
+// accept — too large, for an invalid topic name, with headers the relay
+// cannot read — are parked, with the reason, and counted; the others are
+// published, in order, and the round reports no error to back off on.
+func TestPermanentFailuresAreParkedAndTheRestFlows(t *testing.T) {
+	db := newDB(t)
+	topic := testenv.Topic(t, "outbox-park")
+	orderID := testenv.ID("order")
+	a1, a2, a3 := event(t, orderID), event(t, orderID), event(t, orderID)
+
+	add(t, db, topic, a1)
+	huge := addRaw(t, db, outbox.Message{Topic: topic, Key: []byte(orderID), Value: make([]byte, 1100<<10)})
+	add(t, db, topic, a2)
+	badTopic := addRaw(t, db, outbox.Message{Topic: "no such topic!", Key: []byte(orderID), Value: []byte("{}")})
+	var badHeaders int64
+	if err := db.Get(&badHeaders, `INSERT INTO outbox (topic, value, headers) VALUES ($1, '', '{"n": 1}') RETURNING id`, topic); err != nil {
+		t.Fatal(err)
+	}
+	add(t, db, topic, a3)
+
+	r := newRelay(t, db, producer(t))
+	before := outbox.Parked(t.Name())
+	flushAll(t, db, r, topic) // fails the test on any error
+
+	if ids := parkedRows(t, db); !equalIDs(ids, []int64{huge, badTopic, badHeaders}) {
+		t.Fatalf("parked rows = %v, want [%d %d %d]", ids, huge, badTopic, badHeaders)
+	}
+	if d := outbox.Parked(t.Name()) - before; d != 3 {
+		t.Errorf("choreo_outbox_parked_total grew by %v, want 3", d)
+	}
+	got := eventIDs(testenv.ReadAll(t, topic, 3, 20*time.Second))
+	if want := []string{a1.ID, a2.ID, a3.ID}; !equal(got, want) {
+		t.Fatalf("published %v, want %v", got, want)
+	}
+	// Parked rows stay parked: later rounds neither publish nor error.
+	if n, err := r.Flush(context.Background()); err != nil || n != 0 {
+		t.Fatalf("Flush with only parked rows left = %d, %v; want 0, nil", n, err)
+	}
+}
 
 // TestReleaseUnparksARowOnce: a parked row is listed with its reason;
 // releasing it puts it back in the relay's way, once — a second release,
