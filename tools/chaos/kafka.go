@@ -106,9 +106,10 @@ func Duplicate(ctx context.Context, brokers []string, from Offsets) (map[string]
 					done = m.Offset >= end-1
 				case <-time.After(5 * time.Second):
 					done = true // a gap at the end (e.g. a control record): nothing more to read
-				case err := <-pc.Errors():
-					pc.Close()
-					return nil, fmt.Errorf("kafka: consume %s/%d: %w", t, p, err)
+				case <-pc.Errors():
+					// A broker killed by another fault: the partition
+					// consumer finds the new leader and goes on.
+					continue
 				case <-ctx.Done():
 					pc.Close()
 					return nil, fmt.Errorf("kafka: consume %s/%d: %w", t, p, ctx.Err())
