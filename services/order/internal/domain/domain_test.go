@@ -437,8 +437,8 @@ func TestDeclineReason(t *testing.T) {
 		{events.ReasonInsufficientFunds, events.ReasonInsufficientFunds},
 		{events.ReasonUnknownCustomer, events.ReasonUnknownCustomer},
 		{events.ReasonCurrencyMismatch, events.ReasonCurrencyMismatch},
-		{"", events.ReasonPaymentDeclined},                  // a producer that sent no detail
-		{"card_expired", events.ReasonPaymentDeclined},      // a newer producer's word
+		{"", events.ReasonPaymentDeclined},                   // a producer that sent no detail
+		{"card_expired", events.ReasonPaymentDeclined},       // a newer producer's word
 		{"negative amount -1", events.ReasonPaymentDeclined}, // free text is never an API value
 	}
 	for _, tt := range tests {
