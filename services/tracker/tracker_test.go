@@ -108,7 +108,8 @@ func publish(t *testing.T, envs ...events.Envelope) []string {
 }
 
 // envelope is an event of order of type typ from source that occurred at
-// at, with an empty payload: the tracker reads envelopes only.
+// at, with an empty payload: the tracker reads the envelope, and of a payload
+// only its reason (withPayload gives one).
 func envelope(order, typ, source string, at time.Time) events.Envelope {
 	return events.Envelope{ID: uuid.NewString(), Type: typ, Version: 1, OrderID: order, Source: source,
 		OccurredAt: at.UTC(), Payload: json.RawMessage(`{}`)}

@@ -110,12 +110,12 @@ function facts(saga) {
   add("order", saga.order_id);
   add("state", stateBadge(saga.state));
   if (saga.reason) add("reason", el("span", { id: "reason" }, saga.reason));
-  if (saga.waiting_for) add("waiting for", el("span", { id: "waiting-for" }, saga.waiting_for));
-  add("started", saga.started_at);
-  add("ended", saga.ended_at || "—");
   // The whole saga, first event to last: how long it took, or has run.
   const ms = (saga.ended_at ? new Date(saga.ended_at) : new Date()) - new Date(saga.started_at);
   add(saga.ended_at ? "took" : "running for", el("span", { id: "duration", "data-ms": String(ms) }, duration(ms)));
+  if (saga.waiting_for) add("waiting for", el("span", { id: "waiting-for" }, saga.waiting_for));
+  add("started", saga.started_at);
+  add("ended", saga.ended_at || "—");
   add("events", String(saga.events.length));
   return dl;
 }
