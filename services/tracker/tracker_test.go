@@ -274,12 +274,15 @@ func withPayload(e events.Envelope, payload string) events.Envelope {
 // forward steps, reads how long the saga took, finds no label cut off,
 // and types into the list's filter.
 func TestPageSaysWhy(t *testing.T) {
-	r := startTracker(t, nil)
+	// A topic of its own, so that sagas other tests publish meanwhile on a
+	// shared broker cannot push these off the page's lists.
+	topic := topicKeeping(t, "86400000", "86400000")
+	r := startTracker(t, func(c *tracker.Config) { tracker.ReadTopics(c, topic) })
 	now := time.Now()
 	at := func(ms int) time.Time { return now.Add(time.Duration(ms) * time.Millisecond) }
 	declined, unserved, cancelled, done := uuid.NewString(), uuid.NewString(), uuid.NewString(), uuid.NewString()
 	created := `{"customer_id":"c-1","items":[{"sku":"SKU-1","quantity":1,"unit_price":2500}],"total_amount":2500,"currency":"JPY","shipping_address":{"country":"BR"}}`
-	publish(t,
+	publishTo(t, topic,
 		withPayload(envelope(declined, "OrderCreated", "order", at(0)), created),
 		withPayload(envelope(declined, "PaymentDeclined", "payment", at(10)), `{"customer_id":"c-1","amount":2500,"detail":"insufficient_funds"}`),
 		withPayload(envelope(declined, "OrderCancelled", "order", at(20)), `{"reason":"insufficient_funds"}`),
