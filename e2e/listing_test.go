@@ -60,7 +60,7 @@ func TestListAndExplain(t *testing.T) {
 		reason string
 	}{
 		{"Completed1", f.order(1, 1000, "JP"), "COMPLETED", ""},
-		{"Declined", f.order(1, 900000, "JP"), "CANCELLED", "payment_declined"},
+		{"Declined", f.order(1, 900000, "JP"), "CANCELLED", "insufficient_funds"},
 		{"Completed2", f.order(1, 1000, "JP"), "COMPLETED", ""},
 		{"OutOfStock", f.order(50, 10, "JP"), "CANCELLED", "out_of_stock"},
 		{"ShippingUnavailable", f.order(1, 1000, "BR"), "CANCELLED", "shipping_unavailable"},

@@ -15,6 +15,7 @@ func TestSaga(t *testing.T) {
 		qty, price      int64
 		country         string
 		currency        string // "" = JPY, the accounts' currency
+		unknownCustomer bool   // order for a customer without an account
 		wantStatus      string
 		wantReason      string
 		wantBalance     int64
@@ -33,13 +34,19 @@ func TestSaga(t *testing.T) {
 		{
 			name:    "LowBalanceIsDeclined",
 			balance: 4999, stock: 10, qty: 2, price: 2500, country: "JP",
-			wantStatus: "CANCELLED", wantReason: "payment_declined", wantBalance: 4999, wantAvailable: 10,
+			wantStatus: "CANCELLED", wantReason: "insufficient_funds", wantBalance: 4999, wantAvailable: 10,
+			wantPayment: "DECLINED",
+		},
+		{
+			name:    "UnknownCustomerIsDeclined",
+			balance: 10000, stock: 10, qty: 2, price: 2500, country: "JP", unknownCustomer: true,
+			wantStatus: "CANCELLED", wantReason: "unknown_customer", wantBalance: 10000, wantAvailable: 10,
 			wantPayment: "DECLINED",
 		},
 		{
 			name:    "OtherCurrencyIsDeclined",
 			balance: 10000, stock: 10, qty: 2, price: 2500, country: "JP", currency: "USD",
-			wantStatus: "CANCELLED", wantReason: "payment_declined", wantBalance: 10000, wantAvailable: 10,
+			wantStatus: "CANCELLED", wantReason: "currency_mismatch", wantBalance: 10000, wantAvailable: 10,
 			wantPayment: "DECLINED",
 		},
 		{
@@ -62,6 +69,9 @@ func TestSaga(t *testing.T) {
 			if tt.currency != "" {
 				req.Currency = tt.currency
 			}
+			if tt.unknownCustomer {
+				req.CustomerID = newID("nobody")
+			}
 			o := createOrder(t, req)
 			assertEqual(t, "new order status", o.Status, "PENDING")
 			assertEqual(t, "total", o.TotalAmount, tt.qty*tt.price)
@@ -78,6 +88,10 @@ func TestSaga(t *testing.T) {
 			checkRecord(t, "payment", "/payments/"+o.ID, &p, tt.wantPayment, func() string { return p.Status })
 			if tt.wantPayment == "COMPLETED" || tt.wantPayment == "REFUNDED" {
 				assertEqual(t, "payment amount", p.Amount, tt.qty*tt.price)
+			}
+			if tt.wantPayment == "DECLINED" {
+				// The order says why in payment's own words.
+				assertEqual(t, "payment reason", p.Reason, tt.wantReason)
 			}
 			var r reservation
 			checkRecord(t, "inventory", "/reservations/"+o.ID, &r, tt.wantReservation, func() string { return r.Status })

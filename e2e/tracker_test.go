@@ -26,12 +26,15 @@ type trackedSaga struct {
 	OrderID    string     `json:"order_id"`
 	State      string     `json:"state"`
 	WaitingFor string     `json:"waiting_for"`
+	Reason     string     `json:"reason"`
 	EndedAt    *time.Time `json:"ended_at"`
 	Events     []struct {
 		Type    string `json:"type"`
 		Service string `json:"service"`
 		Topic   string `json:"topic"`
 		EventID string `json:"event_id"`
+		Reason  string `json:"reason"`
+		Kind    string `json:"kind"`
 	} `json:"events"`
 }
 
@@ -129,9 +132,46 @@ func TestTrackerFollowsCompletedSaga(t *testing.T) {
 	}
 }
 
+// TestTrackerSaysWhy: for each way payment declines, the tracker shows the
+// saga cancelled for the reason the order now answers, and the decline as a
+// failed step carrying payment's word.
+func TestTrackerSaysWhy(t *testing.T) {
+	for _, tt := range []struct {
+		name, reason string
+		change       func(*orderRequest)
+	}{
+		{"InsufficientFunds", "insufficient_funds", func(r *orderRequest) { r.Items[0].UnitPrice = 100000 }},
+		{"UnknownCustomer", "unknown_customer", func(r *orderRequest) { r.CustomerID = newID("nobody") }},
+		{"CurrencyMismatch", "currency_mismatch", func(r *orderRequest) { r.Currency = "USD" }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, 10000, 10)
+			req := f.order(1, 1000, "JP")
+			tt.change(&req)
+			o := createOrder(t, req)
+			wantOrder(t, o.ID, "CANCELLED", tt.reason)
+			s := waitTracked(t, o.ID, "cancelled with OrderCancelled", func(s trackedSaga) bool {
+				return s.State == "cancelled" && len(s.Events) > 0 && s.Events[len(s.Events)-1].Type == events.TypeOrderCancelled
+			})
+			if s.Reason != tt.reason {
+				t.Fatalf("tracker reason = %q, want %q", s.Reason, tt.reason)
+			}
+			declined := false
+			for _, e := range s.Events {
+				if e.Type == events.TypePaymentDeclined {
+					declined = e.Kind == "failure" && e.Reason == tt.reason
+				}
+			}
+			if !declined {
+				t.Fatalf("timeline %+v: want a PaymentDeclined of kind failure with reason %q", s.Events, tt.reason)
+			}
+		})
+	}
+}
+
 // TestTrackerReportsStuckSaga publishes an OrderCreated that payment can
 // never process (no items): payment dead-letters it and the saga goes no
-// further. The tracker, which reads envelopes only, records it, and once
+// further. The tracker, which reads the envelope (no reason here), records it, and once
 // the SLA has passed reports the saga stuck, waiting for payment — in the
 // saga, in the stuck list and in the stuck-saga gauge.
 func TestTrackerReportsStuckSaga(t *testing.T) {

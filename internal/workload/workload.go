@@ -32,7 +32,7 @@ func (k Kind) Outcome() string {
 	case Happy:
 		return "COMPLETED"
 	case Declined:
-		return "CANCELLED/payment_declined"
+		return "CANCELLED/insufficient_funds"
 	case OutOfStock:
 		return "CANCELLED/out_of_stock"
 	case Unserved:

@@ -31,7 +31,10 @@ func (p PaymentCompleted) Validate() error {
 type PaymentDeclined struct {
 	CustomerID string `json:"customer_id"`
 	Amount     int64  `json:"amount"`
-	// Detail says why, e.g. "insufficient_funds" or "unknown_customer".
+	// Detail says why: ReasonInsufficientFunds, ReasonUnknownCustomer or
+	// ReasonCurrencyMismatch. The order takes it as its cancel reason. It
+	// stays optional (a tolerant reader, docs/event-evolution.md): a
+	// decline without a detail it knows cancels with ReasonPaymentDeclined.
 	Detail string `json:"detail"`
 }
 

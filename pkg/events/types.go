@@ -23,9 +23,17 @@ type Address struct {
 	Line1      string `json:"line1,omitempty"`
 }
 
-// Cancel reasons: why a saga ended with the order cancelled. They travel in
-// the compensating events so the order service can record them.
+// Cancel reasons: why a saga ended with the order cancelled, in the words of
+// the participant that ended it. They travel in the failing and compensating
+// events so the order service can record them.
 const (
+	// Payment's reasons, carried in PaymentDeclined.Detail.
+	ReasonInsufficientFunds = "insufficient_funds"
+	ReasonUnknownCustomer   = "unknown_customer"
+	ReasonCurrencyMismatch  = "currency_mismatch"
+	// ReasonPaymentDeclined: a PaymentDeclined whose detail is none of
+	// payment's reasons above — from a producer older or newer than this
+	// code — so the order still ends with a reason that is true.
 	ReasonPaymentDeclined     = "payment_declined"
 	ReasonOutOfStock          = "out_of_stock"
 	ReasonShippingUnavailable = "shipping_unavailable"

@@ -1,8 +1,9 @@
 // Package tracker is the saga tracker: a passive observer that reads every
 // event the four services publish and shows each saga's timeline, where it
-// stands (running, completed, cancelled, stuck) and which step it waits
-// for, over HTTP (GET /sagas/{order_id}, GET /sagas, and an HTML page at
-// GET /) and in Prometheus metrics.
+// stands (running, completed, cancelled, stuck), why it ended or is turning
+// back (the reason the services gave), which step it waits for, over HTTP (GET
+// /sagas/{order_id}, GET /sagas, and an HTML page at GET /) and in Prometheus
+// metrics.
 //
 // It is no participant: it has a consumer group of its own over the saga's
 // topics and a database of its own, emits nothing (no outbox, no dead

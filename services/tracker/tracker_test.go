@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -107,7 +108,8 @@ func publish(t *testing.T, envs ...events.Envelope) []string {
 }
 
 // envelope is an event of order of type typ from source that occurred at
-// at, with an empty payload: the tracker reads envelopes only.
+// at, with an empty payload: the tracker reads the envelope, and of a payload
+// only its reason (withPayload gives one).
 func envelope(order, typ, source string, at time.Time) events.Envelope {
 	return events.Envelope{ID: uuid.NewString(), Type: typ, Version: 1, OrderID: order, Source: source,
 		OccurredAt: at.UTC(), Payload: json.RawMessage(`{}`)}
@@ -257,3 +259,201 @@ func metricAtLeast(text, sample string, min float64) bool {
 	}
 	return false
 }
+
+// withPayload is e with payload as its body.
+func withPayload(e events.Envelope, payload string) events.Envelope {
+	e.Payload = json.RawMessage(payload)
+	return e
+}
+
+// TestPageSaysWhy publishes three sagas as the services would — declined
+// for too little money, compensated because shipping does not serve the
+// country, cancelled by the customer — and one that completes, then acts
+// on the tracker's page in headless Chromium as a person would: it reads
+// why each saga ended, sees failed steps and compensations drawn unlike
+// forward steps, reads how long the saga took, finds no label cut off,
+// and types into the list's filter.
+func TestPageSaysWhy(t *testing.T) {
+	// A topic of its own, so that sagas other tests publish meanwhile on a
+	// shared broker cannot push these off the page's lists.
+	topic := topicKeeping(t, "86400000", "86400000")
+	r := startTracker(t, func(c *tracker.Config) { tracker.ReadTopics(c, topic) })
+	now := time.Now()
+	at := func(ms int) time.Time { return now.Add(time.Duration(ms) * time.Millisecond) }
+	declined, unserved, cancelled, done := uuid.NewString(), uuid.NewString(), uuid.NewString(), uuid.NewString()
+	created := `{"customer_id":"c-1","items":[{"sku":"SKU-1","quantity":1,"unit_price":2500}],"total_amount":2500,"currency":"JPY","shipping_address":{"country":"BR"}}`
+	publishTo(t, topic,
+		withPayload(envelope(declined, "OrderCreated", "order", at(0)), created),
+		withPayload(envelope(declined, "PaymentDeclined", "payment", at(10)), `{"customer_id":"c-1","amount":2500,"detail":"insufficient_funds"}`),
+		withPayload(envelope(declined, "OrderCancelled", "order", at(20)), `{"reason":"insufficient_funds"}`),
+
+		withPayload(envelope(unserved, "OrderCreated", "order", at(0)), created),
+		envelope(unserved, "PaymentCompleted", "payment", at(10)),
+		envelope(unserved, "InventoryReserved", "inventory", at(20)),
+		withPayload(envelope(unserved, "ShipmentFailed", "shipping", at(30)), `{"country":"BR","reason":"shipping_unavailable"}`),
+		withPayload(envelope(unserved, "InventoryReleased", "inventory", at(40)), `{"reason":"shipping_unavailable"}`),
+		withPayload(envelope(unserved, "PaymentRefunded", "payment", at(50)), `{"amount":2500,"reason":"shipping_unavailable"}`),
+		withPayload(envelope(unserved, "OrderCancelled", "order", at(60)), `{"reason":"shipping_unavailable"}`),
+
+		withPayload(envelope(cancelled, "OrderCreated", "order", at(0)), created),
+		envelope(cancelled, "PaymentCompleted", "payment", at(10)),
+		envelope(cancelled, "InventoryReserved", "inventory", at(20)),
+		withPayload(envelope(cancelled, "OrderCancelRequested", "order", at(30)), `{"reason":"customer_cancelled"}`),
+		withPayload(envelope(cancelled, "PaymentCancelled", "payment", at(40)), `{"amount":2500}`),
+		envelope(cancelled, "InventoryCancelled", "inventory", at(50)),
+		envelope(cancelled, "ShipmentCancelled", "shipping", at(60)),
+		withPayload(envelope(cancelled, "OrderCancelled", "order", at(1250)), `{"reason":"customer_cancelled"}`),
+
+		envelope(done, "OrderCreated", "order", at(0)),
+		envelope(done, "OrderCompleted", "order", at(30)),
+	)
+	for id, n := range map[string]int{declined: 3, unserved: 7, cancelled: 8, done: 2} {
+		r.waitSaga(t, id, "the saga ends with its events", func(s saga) bool { return s.State != "running" && len(s.Events) == n })
+	}
+
+	// ready opens the page of order and waits until its scripts are done.
+	ready := func(t *testing.T, order string) *testenv.Page {
+		p := testenv.OpenPage(t, r.base+"/?order="+order)
+		p.WaitFor("the page has drawn the saga", `document.body.dataset.ready === "true" && document.getElementById("timeline").dataset.orderId === `+fmt.Sprintf("%q", order))
+		return p
+	}
+	// unclipped reports the labels whose text is wider than their box.
+	unclipped := func(t *testing.T, p *testenv.Page) {
+		t.Helper()
+		var clipped []string
+		p.Eval(`[...document.querySelectorAll("#timeline .event, #timeline .event .type, #timeline .event .reason, #timeline .lane-name, table.sagas td")]
+			.filter(e => e.scrollWidth > e.clientWidth).map(e => e.className + ": " + e.textContent)`, &clipped)
+		var n int
+		p.Eval(`document.querySelectorAll("#timeline .event .type").length`, &n)
+		if n == 0 || len(clipped) > 0 {
+			t.Errorf("%d event labels drawn; cut off: %q", n, clipped)
+		}
+	}
+
+	t.Run("TimelineSaysWhyAndHowLong", func(t *testing.T) {
+		for _, tt := range []struct {
+			order, reason string
+			ms            int
+			text          string
+		}{
+			{declined, "insufficient_funds", 20, "20 ms"},
+			{unserved, "shipping_unavailable", 60, "60 ms"},
+			{cancelled, "customer_cancelled", 1250, "1.25 s"},
+		} {
+			p := ready(t, tt.order)
+			var got struct {
+				Reason, Duration string
+				MS               int
+			}
+			p.Eval(`({reason: document.getElementById("reason").textContent,
+				duration: document.getElementById("duration").textContent,
+				ms: Number(document.getElementById("duration").dataset.ms)})`, &got)
+			if got.Reason != tt.reason || got.MS != tt.ms || got.Duration != tt.text {
+				t.Errorf("saga %s shows reason %q, duration %q (%d ms); want %q, %q (%d ms)", tt.order, got.Reason, got.Duration, got.MS, tt.reason, tt.text, tt.ms)
+			}
+			unclipped(t, p)
+		}
+		p := ready(t, done)
+		var hasReason bool
+		p.Eval(`document.getElementById("reason") !== null`, &hasReason)
+		if hasReason {
+			t.Errorf("a completed saga shows a reason")
+		}
+	})
+
+	t.Run("FailuresAndCompensationsAreDrawnApart", func(t *testing.T) {
+		for _, order := range []string{unserved, cancelled} {
+			p := ready(t, order)
+			var boxes []struct{ Type, Kind, Class, Background, BorderStyle, BorderColor string }
+			p.Eval(`[...document.querySelectorAll("#timeline .event")].map(e => { const s = getComputedStyle(e);
+				return {type: e.dataset.type, kind: e.dataset.kind, class: e.className, background: s.backgroundColor,
+					borderStyle: s.borderTopStyle, borderColor: s.borderTopColor}; })`, &boxes)
+			want := map[string]string{
+				"OrderCreated": "forward", "PaymentCompleted": "forward", "InventoryReserved": "forward",
+				"ShipmentFailed": "failure", "InventoryReleased": "compensation", "PaymentRefunded": "compensation",
+				"OrderCancelRequested": "compensation", "PaymentCancelled": "compensation", "InventoryCancelled": "compensation",
+				"ShipmentCancelled": "compensation", "OrderCancelled": "outcome",
+			}
+			const white = "rgb(255, 255, 255)"
+			for _, b := range boxes {
+				if b.Kind != want[b.Type] || !strings.Contains(" "+b.Class+" ", " kind-"+b.Kind+" ") {
+					t.Errorf("%s is drawn as %q (class %q), want %q", b.Type, b.Kind, b.Class, want[b.Type])
+				}
+				// What the eye sees: a forward step is a solid box in its
+				// service's colour; a failure is white, edged in red; a
+				// compensation is white with a dashed edge.
+				var ok bool
+				switch b.Kind {
+				case "forward":
+					ok = b.Background != white && b.BorderStyle == "solid"
+				case "failure":
+					ok = b.Background == white && b.BorderStyle == "solid" && b.BorderColor == "rgb(164, 0, 0)"
+				case "compensation":
+					ok = b.Background == white && b.BorderStyle == "dashed"
+				default:
+					ok = b.Background != white
+				}
+				if !ok {
+					t.Errorf("%s (%s) looks like background %s, border %s %s", b.Type, b.Kind, b.Background, b.BorderStyle, b.BorderColor)
+				}
+			}
+			if len(boxes) == 0 {
+				t.Errorf("no events drawn for %s", order)
+			}
+		}
+	})
+
+	t.Run("ListShowsAgeOutcomeReasonAndFilters", func(t *testing.T) {
+		p := ready(t, done)
+		type row struct {
+			ID, Age, Outcome, Reason string
+			Hidden                   bool
+		}
+		rows := func() map[string]row {
+			var rs []row
+			p.Eval(`[...document.querySelectorAll("#recent-list tbody tr[data-order-id]")].map(tr => ({
+				id: tr.dataset.orderId, age: tr.querySelector("td.age").textContent,
+				outcome: tr.querySelector("td.outcome").textContent, reason: tr.querySelector("td.reason").textContent,
+				hidden: tr.hidden || tr.offsetParent === null}))`, &rs)
+			m := map[string]row{}
+			for _, r := range rs {
+				m[r.ID] = r
+			}
+			return m
+		}
+		want := map[string]struct{ outcome, reason string }{
+			declined:  {"cancelled", "insufficient_funds"},
+			unserved:  {"cancelled", "shipping_unavailable"},
+			cancelled: {"cancelled", "customer_cancelled"},
+			done:      {"completed", ""},
+		}
+		got := rows()
+		for id, w := range want {
+			g, ok := got[id]
+			if !ok || g.Outcome != w.outcome || g.Reason != w.reason || g.Hidden || !ageRE.MatchString(g.Age) {
+				t.Errorf("row of %s = %+v (listed %v), want outcome %q, reason %q, an age, shown", id, g, ok, w.outcome, w.reason)
+			}
+		}
+		unclipped(t, p)
+
+		p.Type("#filter", "insuff")
+		p.WaitFor("the filter hides the rows it does not match", fmt.Sprintf(
+			`document.querySelector('#recent-list tr[data-order-id=%q]').hidden`, done))
+		got = rows()
+		for id := range want {
+			if wantShown := id == declined; got[id].Hidden == wantShown {
+				t.Errorf("filter %q: row of %s (reason %q) hidden = %v", "insuff", id, got[id].Reason, got[id].Hidden)
+			}
+		}
+		p.Type("#filter", "zzz") // "insuffzzz" matches nothing
+		p.WaitFor("no row matches", `!document.querySelector("#recent-list tr.no-match").hidden`)
+		for id, r := range rows() {
+			if !r.Hidden {
+				t.Errorf("filter %q: row of %s is shown", "insuffzzz", id)
+			}
+		}
+	})
+}
+
+// ageRE is how the list writes a saga's age.
+var ageRE = regexp.MustCompile(`^\d+(\.\d+)? (ms|s|min|h|d)$`)

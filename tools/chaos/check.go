@@ -407,7 +407,7 @@ func checkOrder(v *Verdict, req Request, o *OrderView, p *PaymentView, r *Reserv
 		}
 		var want [3]string
 		switch o.CancelReason {
-		case "payment_declined":
+		case "insufficient_funds", "unknown_customer", "currency_mismatch", "payment_declined":
 			want = [3]string{"DECLINED", "absent", "absent"}
 		case "out_of_stock":
 			want = [3]string{"REFUNDED", "REJECTED", "absent"}

@@ -87,7 +87,7 @@ func TestCheckFlags(t *testing.T) {
 		{"missing order", func(_ *Expectation, s *Snapshot) { delete(s.Orders, "o2") }, "lost", "order-missing"},
 		{"two orders for one key", func(e *Expectation, s *Snapshot) {
 			e.Accepted["k1"] = []string{"o1", "o3"}
-			s.Orders["o3"] = &OrderView{ID: "o3", CustomerID: "c1", TotalAmount: 200, Status: "CANCELLED", CancelReason: "payment_declined"}
+			s.Orders["o3"] = &OrderView{ID: "o3", CustomerID: "c1", TotalAmount: 200, Status: "CANCELLED", CancelReason: "insufficient_funds"}
 			s.Payments["o3"] = &PaymentView{OrderID: "o3", CustomerID: "c1", Amount: 200, Status: "DECLINED"}
 		}, "doubled", "idempotency-key"},
 		{"debited twice", func(_ *Expectation, s *Snapshot) { s.Balances["c1"] = 600 }, "doubled", "money"},

@@ -141,7 +141,7 @@ func (f *fakeOrders) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		switch {
 		case f.world.Balance[body.Customer] == workload.PoorBalance:
-			o.end.Status, o.end.CancelReason = "CANCELLED", "payment_declined"
+			o.end.Status, o.end.CancelReason = "CANCELLED", "insufficient_funds"
 		case empty:
 			o.end.Status, o.end.CancelReason = "CANCELLED", "out_of_stock"
 		case body.Address.Country == "BR" || body.Address.Country == "AU" || body.Address.Country == "IN":

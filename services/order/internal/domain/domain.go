@@ -266,17 +266,30 @@ type Acks struct {
 func (a Acks) All() bool { return a.Payment && a.Inventory && a.Shipment }
 
 // Event is what the saga reports about an order: an event type and, for
-// PaymentRefunded, the cancel reason it carries.
+// PaymentRefunded, the cancel reason it carries, for PaymentDeclined, its
+// detail.
 type Event struct {
 	Type   string
 	Reason string
+}
+
+// DeclineReason is the cancel reason of a PaymentDeclined with detail:
+// payment's own word, so the order says why (insufficient_funds, not just
+// declined). A detail the order API does not name — from a payment release
+// older or newer than this code — reads payment_declined, which is true.
+func DeclineReason(detail string) string {
+	switch detail {
+	case events.ReasonInsufficientFunds, events.ReasonUnknownCustomer, events.ReasonCurrencyMismatch:
+		return detail
+	}
+	return events.ReasonPaymentDeclined
 }
 
 // Transition decides how an order in state s reacts to ev; changed is false
 // when nothing is to be written, and next is then s.
 //
 // A PENDING order moves to COMPLETED on ShipmentScheduled, and to CANCELLED
-// on PaymentDeclined (reason payment_declined) or PaymentRefunded (the
+// on PaymentDeclined (DeclineReason of its detail) or PaymentRefunded (the
 // payload's reason): the saga ended on its own.
 //
 // A CANCELLING order moves only on the acknowledgements of its cancel
@@ -300,7 +313,7 @@ func Transition(s State, ev Event) (next State, changed bool) {
 		case events.TypeShipmentScheduled:
 			return State{Status: StatusCompleted}, true
 		case events.TypePaymentDeclined:
-			return State{Status: StatusCancelled, Reason: events.ReasonPaymentDeclined}, true
+			return State{Status: StatusCancelled, Reason: DeclineReason(ev.Reason)}, true
 		case events.TypePaymentRefunded:
 			return State{Status: StatusCancelled, Reason: ev.Reason}, true
 		}

@@ -292,7 +292,10 @@ func TestDraftHashIsStable(t *testing.T) {
 
 func TestTransition(t *testing.T) {
 	shipped := domain.Event{Type: events.TypeShipmentScheduled}
-	declined := domain.Event{Type: events.TypePaymentDeclined}
+	declined := domain.Event{Type: events.TypePaymentDeclined, Reason: events.ReasonInsufficientFunds}
+	unknownCustomer := domain.Event{Type: events.TypePaymentDeclined, Reason: events.ReasonUnknownCustomer}
+	otherCurrency := domain.Event{Type: events.TypePaymentDeclined, Reason: events.ReasonCurrencyMismatch}
+	declinedWithoutDetail := domain.Event{Type: events.TypePaymentDeclined}
 	refundedStock := domain.Event{Type: events.TypePaymentRefunded, Reason: events.ReasonOutOfStock}
 	refundedShipping := domain.Event{Type: events.TypePaymentRefunded, Reason: events.ReasonShippingUnavailable}
 	paymentAck := domain.Event{Type: events.TypePaymentCancelled}
@@ -314,11 +317,14 @@ func TestTransition(t *testing.T) {
 		wantChange bool
 	}{
 		{"ShipmentCompletesPendingOrder", pending, shipped, completed, true},
-		{"DeclineCancelsPendingOrder", pending, declined, cancelled(events.ReasonPaymentDeclined), true},
+		{"TooLittleMoneyCancelsWithInsufficientFunds", pending, declined, cancelled(events.ReasonInsufficientFunds), true},
+		{"UnknownCustomerCancelsWithUnknownCustomer", pending, unknownCustomer, cancelled(events.ReasonUnknownCustomer), true},
+		{"OtherCurrencyCancelsWithCurrencyMismatch", pending, otherCurrency, cancelled(events.ReasonCurrencyMismatch), true},
+		{"DeclineWithoutDetailCancelsWithPaymentDeclined", pending, declinedWithoutDetail, cancelled(events.ReasonPaymentDeclined), true},
 		{"RefundForStockCancelsWithOutOfStock", pending, refundedStock, cancelled(events.ReasonOutOfStock), true},
 		{"RefundForShippingCancelsWithShippingUnavailable", pending, refundedShipping, cancelled(events.ReasonShippingUnavailable), true},
 		{"LateShipmentAfterCancelIsNoOp", cancelled(events.ReasonOutOfStock), shipped, cancelled(events.ReasonOutOfStock), false},
-		{"DuplicateDeclineIsNoOp", cancelled(events.ReasonPaymentDeclined), declined, cancelled(events.ReasonPaymentDeclined), false},
+		{"DuplicateDeclineIsNoOp", cancelled(events.ReasonInsufficientFunds), declined, cancelled(events.ReasonInsufficientFunds), false},
 		{"DuplicateRefundIsNoOp", cancelled(events.ReasonOutOfStock), refundedStock, cancelled(events.ReasonOutOfStock), false},
 		{"DuplicateShipmentIsNoOp", completed, shipped, completed, false},
 		{"CancelAfterCompletionIsNoOp", completed, refundedShipping, completed, false},
@@ -421,5 +427,25 @@ func TestNewOrderIsPendingAndAnnouncesItsDraft(t *testing.T) {
 	}
 	if p.TotalAmount != 5000 || p.CustomerID != "c-1" || p.Currency != "JPY" || p.ShippingAddress.Country != "JP" || len(p.Items) != 1 {
 		t.Fatalf("Created = %+v", p)
+	}
+}
+
+// TestDeclineReason: the order keeps payment's word for a decline it knows,
+// and a reason that is still true for one it does not.
+func TestDeclineReason(t *testing.T) {
+	tests := []struct{ detail, want string }{
+		{events.ReasonInsufficientFunds, events.ReasonInsufficientFunds},
+		{events.ReasonUnknownCustomer, events.ReasonUnknownCustomer},
+		{events.ReasonCurrencyMismatch, events.ReasonCurrencyMismatch},
+		{"", events.ReasonPaymentDeclined},                   // a producer that sent no detail
+		{"card_expired", events.ReasonPaymentDeclined},       // a newer producer's word
+		{"negative amount -1", events.ReasonPaymentDeclined}, // free text is never an API value
+	}
+	for _, tt := range tests {
+		t.Run(tt.want+"/"+tt.detail, func(t *testing.T) {
+			if got := domain.DeclineReason(tt.detail); got != tt.want {
+				t.Fatalf("DeclineReason(%q) = %q, want %q", tt.detail, got, tt.want)
+			}
+		})
 	}
 }

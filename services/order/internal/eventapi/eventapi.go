@@ -23,7 +23,9 @@ import (
 func Reactions() []participant.Reaction {
 	return []participant.Reaction{
 		participant.On(transition[events.ShipmentScheduled]),
-		participant.On(transition[events.PaymentDeclined]),
+		participant.On(func(ctx context.Context, tx *participant.Tx, e events.Envelope, p events.PaymentDeclined) error {
+			return apply(ctx, tx, e.OrderID, domain.Event{Type: e.Type, Reason: p.Detail})
+		}),
 		participant.On(func(ctx context.Context, tx *participant.Tx, e events.Envelope, p events.PaymentRefunded) error {
 			return apply(ctx, tx, e.OrderID, domain.Event{Type: e.Type, Reason: p.Reason})
 		}),

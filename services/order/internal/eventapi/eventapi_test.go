@@ -35,7 +35,12 @@ func TestReactionsDecideHowTheOrderEnds(t *testing.T) {
 		wantReason string
 	}{
 		{"ShipmentCompletes", []events.Payload{events.ShipmentScheduled{Country: "JP"}}, domain.StatusCompleted, ""},
-		{"DeclineCancels", []events.Payload{events.PaymentDeclined{CustomerID: "c", Amount: 1, Detail: "insufficient_funds"}}, domain.StatusCancelled, events.ReasonPaymentDeclined},
+		// Each decline cause lands on the order in payment's words.
+		{"TooLittleMoneyCancelsWithInsufficientFunds", []events.Payload{events.PaymentDeclined{CustomerID: "c", Amount: 1, Detail: events.ReasonInsufficientFunds}}, domain.StatusCancelled, events.ReasonInsufficientFunds},
+		{"UnknownCustomerCancelsWithUnknownCustomer", []events.Payload{events.PaymentDeclined{CustomerID: "c", Amount: 1, Detail: events.ReasonUnknownCustomer}}, domain.StatusCancelled, events.ReasonUnknownCustomer},
+		{"OtherCurrencyCancelsWithCurrencyMismatch", []events.Payload{events.PaymentDeclined{CustomerID: "c", Amount: 1, Detail: events.ReasonCurrencyMismatch}}, domain.StatusCancelled, events.ReasonCurrencyMismatch},
+		{"DeclineWithoutDetailCancelsWithPaymentDeclined", []events.Payload{events.PaymentDeclined{CustomerID: "c", Amount: 1}}, domain.StatusCancelled, events.ReasonPaymentDeclined},
+		{"OutOfStockRefundCancelsWithOutOfStock", []events.Payload{events.PaymentRefunded{Amount: 1, Reason: events.ReasonOutOfStock}}, domain.StatusCancelled, events.ReasonOutOfStock},
 		{"RefundCancelsWithItsReason", []events.Payload{events.PaymentRefunded{Amount: 1, Reason: events.ReasonShippingUnavailable}}, domain.StatusCancelled, events.ReasonShippingUnavailable},
 		{"LateShipmentAfterCancelChangesNothing", []events.Payload{
 			events.PaymentRefunded{Amount: 1, Reason: events.ReasonOutOfStock},
@@ -46,9 +51,9 @@ func TestReactionsDecideHowTheOrderEnds(t *testing.T) {
 			events.PaymentRefunded{Amount: 1, Reason: events.ReasonOutOfStock},
 		}, domain.StatusCompleted, ""},
 		{"SecondCancelKeepsTheFirstReason", []events.Payload{
-			events.PaymentDeclined{CustomerID: "c", Amount: 1, Detail: "insufficient_funds"},
+			events.PaymentDeclined{CustomerID: "c", Amount: 1, Detail: events.ReasonInsufficientFunds},
 			events.PaymentRefunded{Amount: 1, Reason: events.ReasonOutOfStock},
-		}, domain.StatusCancelled, events.ReasonPaymentDeclined},
+		}, domain.StatusCancelled, events.ReasonInsufficientFunds},
 		// The order does not track a completed payment: it stays PENDING
 		// until the shipment is scheduled or the saga is compensated.
 		{"PaymentCompletedIsNotOurs", []events.Payload{events.PaymentCompleted{

@@ -148,7 +148,7 @@ func TestListFilters(t *testing.T) {
 		}
 	}
 	setStatus(aIDs[0], domain.StatusCancelled, events.ReasonOutOfStock)
-	setStatus(aIDs[2], domain.StatusCancelled, events.ReasonPaymentDeclined)
+	setStatus(aIDs[2], domain.StatusCancelled, events.ReasonInsufficientFunds)
 	setStatus(aIDs[3], domain.StatusCompleted, "")
 
 	tests := []struct {

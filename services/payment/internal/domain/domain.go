@@ -4,7 +4,11 @@
 // database or a broker.
 package domain
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/choreo-saga/choreo/pkg/events"
+)
 
 // Status is a payment's state.
 type Status string
@@ -17,11 +21,12 @@ const (
 	StatusRefunded  Status = "REFUNDED"
 )
 
-// Decline details, carried in PaymentDeclined.
+// Decline details, carried in PaymentDeclined and, from there, the order's
+// cancel reason: the event vocabulary's words, so the order reads them.
 const (
-	DeclineInsufficientFunds = "insufficient_funds"
-	DeclineUnknownCustomer   = "unknown_customer"
-	DeclineCurrencyMismatch  = "currency_mismatch"
+	DeclineInsufficientFunds = events.ReasonInsufficientFunds
+	DeclineUnknownCustomer   = events.ReasonUnknownCustomer
+	DeclineCurrencyMismatch  = events.ReasonCurrencyMismatch
 )
 
 // Payment is the record of one order's charge.

@@ -6,6 +6,8 @@ package domain
 
 import (
 	"cmp"
+	"encoding/json"
+	"regexp"
 	"slices"
 	"time"
 
@@ -31,8 +33,9 @@ var States = []State{Running, Completed, Cancelled, Stuck}
 func (s State) Terminal() bool { return s == Completed || s == Cancelled }
 
 // Event is one published event of a saga as the tracker saw it: the
-// envelope's identity, type, source and time, and where Kafka stored it.
-// Its payload is not kept: the tracker must read types it does not know.
+// envelope's identity, type, source and time, where Kafka stored it, and
+// the reason its payload gives (ReasonOf). The rest of the payload is not
+// kept: the tracker must read types it does not know.
 type Event struct {
 	EventID   string    `db:"event_id" json:"event_id"`
 	OrderID   string    `db:"order_id" json:"-"`
@@ -42,6 +45,83 @@ type Event struct {
 	Partition int32     `db:"partition" json:"partition"`
 	Offset    int64     `db:"offset" json:"offset"`
 	At        time.Time `db:"occurred_at" json:"at"`
+	Reason    string    `db:"reason" json:"reason,omitempty"`
+}
+
+// MarshalJSON adds the event's kind, derived from its type, so the page
+// draws a failure or a compensation unlike a forward step without a list
+// of types of its own.
+func (e Event) MarshalJSON() ([]byte, error) {
+	type plain Event // without this method
+	return json.Marshal(struct {
+		plain
+		Kind Kind `json:"kind"`
+	}{plain(e), KindOf(e.Type)})
+}
+
+// Kind is the part an event plays in its saga.
+type Kind string
+
+// Event kinds.
+const (
+	Forward      Kind = "forward"      // a step done: created, paid, reserved, scheduled
+	Failure      Kind = "failure"      // a step refused, which turns the saga back
+	Compensation Kind = "compensation" // an effect undone, or a cancel asking for it
+	Outcome      Kind = "outcome"      // the order service's announcement of the end
+	Other        Kind = "other"        // a type this build does not know
+)
+
+var kinds = map[string]Kind{
+	events.TypeOrderCreated:         Forward,
+	events.TypePaymentCompleted:     Forward,
+	events.TypeInventoryReserved:    Forward,
+	events.TypeShipmentScheduled:    Forward,
+	events.TypePaymentDeclined:      Failure,
+	events.TypeInventoryRejected:    Failure,
+	events.TypeShipmentFailed:       Failure,
+	events.TypeInventoryReleased:    Compensation,
+	events.TypePaymentRefunded:      Compensation,
+	events.TypeOrderCancelRequested: Compensation,
+	events.TypePaymentCancelled:     Compensation,
+	events.TypeInventoryCancelled:   Compensation,
+	events.TypeShipmentCancelled:    Compensation,
+	events.TypeOrderCompleted:       Outcome,
+	events.TypeOrderCancelled:       Outcome,
+}
+
+// KindOf returns the kind of an event of type typ; Other if unknown.
+func KindOf(typ string) Kind {
+	if k, ok := kinds[typ]; ok {
+		return k
+	}
+	return Other
+}
+
+// reasonRE is what a reason code looks like. Anything else in a payload
+// (free text, a newer producer's object) is not shown as a reason.
+var reasonRE = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
+
+// ReasonOf returns the reason an event's payload gives, in the words of
+// the service that produced it: PaymentDeclined's detail, the reason field
+// of every other type (a failure, a compensation, OrderCancelled's), or ""
+// when there is none or it is no reason code. It never fails: the tracker
+// reads every payload, well-formed or not.
+func ReasonOf(typ string, payload []byte) string {
+	var p struct {
+		Reason any `json:"reason"`
+		Detail any `json:"detail"`
+	}
+	if json.Unmarshal(payload, &p) != nil {
+		return ""
+	}
+	v := p.Reason
+	if typ == events.TypePaymentDeclined {
+		v = p.Detail
+	}
+	if s, ok := v.(string); ok && reasonRE.MatchString(s) {
+		return s
+	}
+	return ""
 }
 
 // Compare orders events for a timeline: by the time their producer says
@@ -61,11 +141,16 @@ func Compare(a, b Event) int {
 func Sort(evs []Event) { slices.SortStableFunc(evs, Compare) }
 
 // Progress is what a saga's events alone say about it: running or ended,
-// when it ended, and the step it waits for while running.
+// when it ended and why, and the step it waits for while running.
 type Progress struct {
 	State State
 	// EndedAt is the time of the event that ended the saga; nil while it runs.
 	EndedAt *time.Time
+	// Reason is why the saga ended, or is turning back: the reason of the
+	// event that ended it (OrderCancelled's, the order's own word), else
+	// the latest reason any of its events gave. Empty for a saga that
+	// completed or goes forward.
+	Reason string
 	// WaitingFor names the step the saga waits for while it runs (see
 	// Next); empty once it ended, or when no event the tracker knows
 	// says what comes next.
@@ -137,6 +222,14 @@ var (
 // acknowledged the cancel, so only its announcement ends the saga, and the
 // saga waits for the first acknowledgement missing.
 func Derive(evs []Event) Progress {
+	p := derive(evs)
+	if p.Reason == "" && p.State != Completed {
+		p.Reason = latestReason(evs)
+	}
+	return p
+}
+
+func derive(evs []Event) Progress {
 	if p, ok := endedBy(evs, announced); ok {
 		return p
 	}
@@ -153,6 +246,16 @@ func Derive(evs []Event) Progress {
 		}
 	}
 	return p
+}
+
+// latestReason is the reason of the last of evs that gives one.
+func latestReason(evs []Event) string {
+	for i := len(evs) - 1; i >= 0; i-- {
+		if evs[i].Reason != "" {
+			return evs[i].Reason
+		}
+	}
+	return ""
 }
 
 // cancelling reports whether evs hold a cancel request.
@@ -177,7 +280,7 @@ func endedBy(evs []Event, ends map[string]State) (Progress, bool) {
 	for _, e := range evs {
 		if s, ok := ends[e.Type]; ok {
 			at := e.At
-			return Progress{State: s, EndedAt: &at}, true
+			return Progress{State: s, EndedAt: &at, Reason: e.Reason}, true
 		}
 	}
 	return Progress{}, false
@@ -190,7 +293,9 @@ type Summary struct {
 	StartedAt  time.Time  `db:"started_at" json:"started_at"`
 	EndedAt    *time.Time `db:"ended_at" json:"ended_at"`
 	WaitingFor string     `db:"waiting_for" json:"waiting_for,omitempty"`
-	EventCount int        `db:"event_count" json:"event_count"`
+	// Reason is Progress.Reason: why the saga ended or is turning back.
+	Reason     string `db:"reason" json:"reason,omitempty"`
+	EventCount int    `db:"event_count" json:"event_count"`
 }
 
 // At returns s as seen at now: a running saga whose first event occurred

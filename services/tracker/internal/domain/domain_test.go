@@ -1,7 +1,9 @@
 package domain_test
 
 import (
+	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -123,5 +125,108 @@ func TestSummaryAt(t *testing.T) {
 				t.Fatalf("At(+%s) = %s, want %s", tt.age, got, tt.want)
 			}
 		})
+	}
+}
+
+// TestDeriveReason: a saga says why it ended in the words of the service
+// that said so, the order's announcement first; each event is "Type" or
+// "Type:reason".
+func TestDeriveReason(t *testing.T) {
+	tests := []struct {
+		name   string
+		events []string
+		want   string
+	}{
+		{"CompletedHasNone", []string{"OrderCreated", "PaymentCompleted", "InventoryReserved", "ShipmentScheduled", "OrderCompleted"}, ""},
+		{"InsufficientFunds", []string{"OrderCreated", "PaymentDeclined:insufficient_funds", "OrderCancelled:insufficient_funds"}, "insufficient_funds"},
+		{"UnknownCustomer", []string{"OrderCreated", "PaymentDeclined:unknown_customer", "OrderCancelled:unknown_customer"}, "unknown_customer"},
+		{"CurrencyMismatch", []string{"OrderCreated", "PaymentDeclined:currency_mismatch", "OrderCancelled:currency_mismatch"}, "currency_mismatch"},
+		{"OutOfStock", []string{"OrderCreated", "PaymentCompleted", "InventoryRejected:out_of_stock", "PaymentRefunded:out_of_stock", "OrderCancelled:out_of_stock"}, "out_of_stock"},
+		{"ShippingUnavailable", []string{"OrderCreated", "PaymentCompleted", "InventoryReserved", "ShipmentFailed:shipping_unavailable",
+			"InventoryReleased:shipping_unavailable", "PaymentRefunded:shipping_unavailable", "OrderCancelled:shipping_unavailable"}, "shipping_unavailable"},
+		{"CustomerCancelled", []string{"OrderCreated", "OrderCancelRequested:customer_cancelled", "PaymentCancelled", "InventoryCancelled", "ShipmentCancelled",
+			"OrderCancelled:customer_cancelled"}, "customer_cancelled"},
+		{"Timeout", []string{"OrderCreated", "OrderCancelRequested:timeout", "PaymentCancelled", "InventoryCancelled", "ShipmentCancelled", "OrderCancelled:timeout"}, "timeout"},
+		// The order's word wins over a step's: an older order service
+		// announced payment_declined whatever payment said.
+		{"AnnouncementWins", []string{"OrderCreated", "PaymentDeclined:insufficient_funds", "OrderCancelled:payment_declined"}, "payment_declined"},
+		{"InferredEndKeepsItsEventsReason", []string{"OrderCreated", "PaymentDeclined:unknown_customer"}, "unknown_customer"},
+		{"TurningBackSaysWhyBeforeTheEnd", []string{"OrderCreated", "PaymentCompleted", "InventoryReserved", "ShipmentFailed:shipping_unavailable"}, "shipping_unavailable"},
+		{"CancellingSaysWhy", []string{"OrderCreated", "OrderCancelRequested:timeout", "PaymentCancelled"}, "timeout"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			evs := timeline()
+			for i, s := range tt.events {
+				typ, reason, _ := strings.Cut(s, ":")
+				evs = append(evs, domain.Event{Type: typ, Reason: reason, At: t0.Add(time.Duration(i) * time.Second)})
+			}
+			if got := domain.Derive(evs).Reason; got != tt.want {
+				t.Fatalf("reason = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestReasonOf: the reason is read from the field each type keeps it in,
+// and only when it looks like a reason code.
+func TestReasonOf(t *testing.T) {
+	tests := []struct {
+		name, typ, payload, want string
+	}{
+		{"DeclineDetail", "PaymentDeclined", `{"customer_id":"c","amount":1,"detail":"insufficient_funds"}`, "insufficient_funds"},
+		{"DeclineWithoutDetail", "PaymentDeclined", `{"customer_id":"c","amount":1}`, ""},
+		{"DeclineFreeText", "PaymentDeclined", `{"detail":"negative amount -1"}`, ""},
+		{"Rejected", "InventoryRejected", `{"reason":"out_of_stock","shortages":[]}`, "out_of_stock"},
+		{"Failed", "ShipmentFailed", `{"country":"BR","reason":"shipping_unavailable"}`, "shipping_unavailable"},
+		{"Refunded", "PaymentRefunded", `{"amount":1,"reason":"shipping_unavailable"}`, "shipping_unavailable"},
+		{"CancelRequested", "OrderCancelRequested", `{"reason":"customer_cancelled"}`, "customer_cancelled"},
+		{"Cancelled", "OrderCancelled", `{"reason":"timeout"}`, "timeout"},
+		{"UnknownTypeWithAReason", "OrderTeleported", `{"reason":"beamed_up"}`, "beamed_up"},
+		{"ReasonNotAString", "OrderCancelled", `{"reason":{"code":"x"}}`, ""},
+		{"MarkupIsNoReason", "OrderCancelled", `{"reason":"<b>x</b>"}`, ""},
+		{"NotJSON", "OrderCancelled", `not json`, ""},
+		{"Completed", "OrderCompleted", `{}`, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := domain.ReasonOf(tt.typ, []byte(tt.payload)); got != tt.want {
+				t.Fatalf("ReasonOf(%s, %s) = %q, want %q", tt.typ, tt.payload, got, tt.want)
+			}
+		})
+	}
+}
+
+// TestKindOf: every type of the saga is drawn as what it is, and one this
+// build does not know as other.
+func TestKindOf(t *testing.T) {
+	want := map[domain.Kind][]string{
+		domain.Forward:      {"OrderCreated", "PaymentCompleted", "InventoryReserved", "ShipmentScheduled"},
+		domain.Failure:      {"PaymentDeclined", "InventoryRejected", "ShipmentFailed"},
+		domain.Compensation: {"InventoryReleased", "PaymentRefunded", "OrderCancelRequested", "PaymentCancelled", "InventoryCancelled", "ShipmentCancelled"},
+		domain.Outcome:      {"OrderCompleted", "OrderCancelled"},
+		domain.Other:        {"OrderTeleported", ""},
+	}
+	for kind, types := range want {
+		for _, typ := range types {
+			if got := domain.KindOf(typ); got != kind {
+				t.Errorf("KindOf(%q) = %q, want %q", typ, got, kind)
+			}
+		}
+	}
+}
+
+// TestEventJSONCarriesItsKind: the API sends the kind with each event.
+func TestEventJSONCarriesItsKind(t *testing.T) {
+	b, err := json.Marshal(domain.Event{EventID: "e", Type: "ShipmentFailed", Service: "shipping", At: t0, Reason: "shipping_unavailable"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got["kind"] != "failure" || got["reason"] != "shipping_unavailable" || got["type"] != "ShipmentFailed" || got["event_id"] != "e" {
+		t.Fatalf("JSON = %s", b)
 	}
 }

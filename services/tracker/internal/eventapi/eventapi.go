@@ -1,7 +1,8 @@
 // Package eventapi is the tracker's Kafka adapter: it reads every message
 // of the saga's topics as an event of some saga and records it. Unlike a
-// participant's reactions, it reads the envelope only — id, type, order
-// id, source, time — so an event type added after this code was written
+// participant's reactions, it reads the envelope — id, type, order id,
+// source, time — and of the payload only a reason, if it holds one (never
+// failing on it), so an event type added after this code was written
 // shows up in the timeline as it is, and nothing it reads is ever worth
 // blocking a partition or a dead letter.
 package eventapi
@@ -65,6 +66,7 @@ func Read(m *sarama.ConsumerMessage) (domain.Event, error) {
 		Partition: m.Partition,
 		Offset:    m.Offset,
 		At:        e.OccurredAt.UTC(),
+		Reason:    domain.ReasonOf(e.Type, e.Payload),
 	}, nil
 }
 

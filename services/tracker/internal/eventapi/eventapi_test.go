@@ -29,17 +29,21 @@ func TestRead(t *testing.T) {
 		key      string
 		value    string
 		wantType string // "" means unreadable
+		reason   string
 	}{
-		{"KnownTypeIsRead", order, envelope(id, "OrderCreated", order, at), "OrderCreated"},
-		{"UnknownTypeIsReadAsIs", order, envelope(id, "OrderCancelRequested", order, at), "OrderCancelRequested"},
-		{"NewerPayloadVersionIsRead", order, `{"id":"` + id + `","type":"PaymentCompleted","version":99,"order_id":"o-1","source":"payment","occurred_at":"` + at + `","payload":"?"}`, "PaymentCompleted"},
-		{"NotJSONIsUnreadable", order, "not json", ""},
-		{"NonCanonicalIDIsUnreadable", order, envelope("ABC", "OrderCreated", order, at), ""},
-		{"UnknownTypeWithBadIDIsUnreadable", order, envelope("nope", "OrderTeleported", order, at), ""},
-		{"EmptyTypeIsUnreadable", order, envelope(id, "", order, at), ""},
-		{"MissingOccurredAtIsUnreadable", order, `{"id":"` + id + `","type":"OrderCreated","order_id":"o-1","source":"order","payload":{}}`, ""},
-		{"KeyOtherThanOrderIDIsUnreadable", "o-2", envelope(id, "OrderCreated", order, at), ""},
-		{"EmptyOrderIDIsUnreadable", "", envelope(id, "OrderCreated", "", at), ""},
+		{"KnownTypeIsRead", order, envelope(id, "OrderCreated", order, at), "OrderCreated", ""},
+		{"UnknownTypeIsReadAsIs", order, envelope(id, "OrderCancelRequested", order, at), "OrderCancelRequested", ""},
+		{"NewerPayloadVersionIsRead", order, `{"id":"` + id + `","type":"PaymentCompleted","version":99,"order_id":"o-1","source":"payment","occurred_at":"` + at + `","payload":"?"}`, "PaymentCompleted", ""},
+		{"DeclineDetailIsItsReason", order, `{"id":"` + id + `","type":"PaymentDeclined","version":1,"order_id":"o-1","source":"payment","occurred_at":"` + at + `","payload":{"customer_id":"c","amount":1,"detail":"unknown_customer"}}`, "PaymentDeclined", "unknown_customer"},
+		{"CancelledCarriesTheOrdersReason", order, `{"id":"` + id + `","type":"OrderCancelled","version":1,"order_id":"o-1","source":"order","occurred_at":"` + at + `","payload":{"reason":"out_of_stock"}}`, "OrderCancelled", "out_of_stock"},
+		{"InvalidPayloadIsStillReadWithoutAReason", order, `{"id":"` + id + `","type":"OrderCancelled","version":1,"order_id":"o-1","source":"order","occurred_at":"` + at + `","payload":{"reason":42}}`, "OrderCancelled", ""},
+		{"NotJSONIsUnreadable", order, "not json", "", ""},
+		{"NonCanonicalIDIsUnreadable", order, envelope("ABC", "OrderCreated", order, at), "", ""},
+		{"UnknownTypeWithBadIDIsUnreadable", order, envelope("nope", "OrderTeleported", order, at), "", ""},
+		{"EmptyTypeIsUnreadable", order, envelope(id, "", order, at), "", ""},
+		{"MissingOccurredAtIsUnreadable", order, `{"id":"` + id + `","type":"OrderCreated","order_id":"o-1","source":"order","payload":{}}`, "", ""},
+		{"KeyOtherThanOrderIDIsUnreadable", "o-2", envelope(id, "OrderCreated", order, at), "", ""},
+		{"EmptyOrderIDIsUnreadable", "", envelope(id, "OrderCreated", "", at), "", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -55,7 +59,7 @@ func TestRead(t *testing.T) {
 				t.Fatalf("Read: %v", err)
 			}
 			want := domain.Event{EventID: id, OrderID: order, Type: tt.wantType, Service: e.Service, Topic: "order.events",
-				Partition: 2, Offset: 7, At: time.Date(2026, 1, 2, 3, 4, 5, 123456000, time.UTC)}
+				Partition: 2, Offset: 7, At: time.Date(2026, 1, 2, 3, 4, 5, 123456000, time.UTC), Reason: tt.reason}
 			if e != want {
 				t.Fatalf("Read = %+v, want %+v", e, want)
 			}

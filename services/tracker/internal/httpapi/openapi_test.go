@@ -26,10 +26,16 @@ func TestOpenAPI(t *testing.T) {
 	}
 	running := domain.Summary{OrderID: "o-1", State: domain.Stuck, StartedAt: at, WaitingFor: "payment refund", EventCount: 1}
 	completed := domain.Summary{OrderID: "o-1", State: domain.Completed, StartedAt: at, EndedAt: &ended, EventCount: 2}
+	declined := []domain.Event{
+		{EventID: "6b5a4c3d-2e1f-4a0b-8c9d-0e1f2a3b4c5d", Type: "PaymentDeclined", Service: "payment", Topic: "payment.events", At: at, Reason: "insufficient_funds"},
+		{EventID: "9a8b7c6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d", Type: "OrderCancelled", Service: "order", Topic: "order.events", At: ended, Reason: "insufficient_funds"},
+	}
+	cancelled := domain.Summary{OrderID: "o-2", State: domain.Cancelled, StartedAt: at, EndedAt: &ended, Reason: "insufficient_funds", EventCount: 2}
 	t.Run("Schemas", func(t *testing.T) {
 		apitest.CheckSchema(t, spec, "Saga", domain.Saga{Summary: running, Events: events[:1]})
 		apitest.CheckSchema(t, spec, "Saga", domain.Saga{Summary: completed, Events: events})
-		apitest.CheckSchema(t, spec, "SagaPage", httpapi.SagaPage{Sagas: []domain.Summary{running, completed}, NextCursor: "djE6MTox"})
+		apitest.CheckSchema(t, spec, "Saga", domain.Saga{Summary: cancelled, Events: declined})
+		apitest.CheckSchema(t, spec, "SagaPage", httpapi.SagaPage{Sagas: []domain.Summary{running, completed, cancelled}, NextCursor: "djE6MTox"})
 		apitest.CheckSchema(t, spec, "SagaPage", httpapi.SagaPage{Sagas: []domain.Summary{}})
 	})
 	for _, step := range domain.Next {

@@ -84,10 +84,10 @@ func record(ctx context.Context, tx *sqlx.Tx, e domain.Event) (Recorded, error) 
 		return Recorded{}, err
 	}
 	res, err := tx.ExecContext(ctx, `
-		INSERT INTO tracked_events (event_id, order_id, type, source, topic, partition, "offset", occurred_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+		INSERT INTO tracked_events (event_id, order_id, type, source, topic, partition, "offset", occurred_at, reason)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
 		ON CONFLICT (event_id) DO NOTHING`,
-		e.EventID, e.OrderID, e.Type, e.Service, e.Topic, e.Partition, e.Offset, e.At)
+		e.EventID, e.OrderID, e.Type, e.Service, e.Topic, e.Partition, e.Offset, e.At, e.Reason)
 	if err != nil {
 		return Recorded{}, fmt.Errorf("insert event %s: %w", e.EventID, err)
 	}
@@ -116,9 +116,9 @@ func record(ctx context.Context, tx *sqlx.Tx, e domain.Event) (Recorded, error) 
 	p := domain.Derive(evs)
 	started := evs[0].At // the event just inserted is among them
 	if _, err := tx.ExecContext(ctx, `
-		UPDATE sagas SET state = $2, started_at = $3, ended_at = $4, waiting_for = $5, event_count = $6, updated_at = now()
+		UPDATE sagas SET state = $2, started_at = $3, ended_at = $4, waiting_for = $5, event_count = $6, reason = $7, updated_at = now()
 		WHERE order_id = $1`,
-		e.OrderID, p.State, started, p.EndedAt, p.WaitingFor, len(evs)); err != nil {
+		e.OrderID, p.State, started, p.EndedAt, p.WaitingFor, len(evs), p.Reason); err != nil {
 		return Recorded{}, fmt.Errorf("update saga %s: %w", e.OrderID, err)
 	}
 	return Recorded{New: true, Before: before, After: p.State, StartedAt: started, EndedAt: p.EndedAt}, nil
@@ -147,7 +147,7 @@ func lockSaga(ctx context.Context, tx *sqlx.Tx, e domain.Event) (domain.State, e
 func timeline(ctx context.Context, q sqlx.QueryerContext, orderID string) ([]domain.Event, error) {
 	var evs []domain.Event
 	err := sqlx.SelectContext(ctx, q, &evs, `
-		SELECT event_id, order_id, type, source, topic, partition, "offset", occurred_at
+		SELECT event_id, order_id, type, source, topic, partition, "offset", occurred_at, reason
 		FROM tracked_events WHERE order_id = $1
 		ORDER BY occurred_at, topic COLLATE "C", partition, "offset"`, orderID)
 	if err != nil {
@@ -159,7 +159,7 @@ func timeline(ctx context.Context, q sqlx.QueryerContext, orderID string) ([]dom
 	return evs, nil
 }
 
-const summaryColumns = `order_id, state, started_at, ended_at, waiting_for, event_count`
+const summaryColumns = `order_id, state, started_at, ended_at, waiting_for, reason, event_count`
 
 // Saga returns the saga of orderID with its timeline, as of the store's
 // clock; a fault.NotFound error if the tracker has seen none of its events.

@@ -332,3 +332,46 @@ func TestParseCursorRefusesWhatItDidNotIssue(t *testing.T) {
 		}
 	}
 }
+
+// TestRecordKeepsWhySagasEnd: each event's reason is stored with it, and
+// the saga's reason — the order's announced one, else the latest any event
+// gave — is kept on the saga row the lists read.
+func TestRecordKeepsWhySagasEnd(t *testing.T) {
+	st := newStore(t, newClock(t0.Add(time.Second)))
+	declined, turning, done := uuid.NewString(), uuid.NewString(), uuid.NewString()
+	with := func(e domain.Event, reason string) domain.Event { e.Reason = reason; return e }
+	mustRecord(t, st, event(declined, "OrderCreated", t0, 0))
+	mustRecord(t, st, with(event(declined, "PaymentDeclined", t0.Add(time.Millisecond), 1), "insufficient_funds"))
+	mustRecord(t, st, with(event(declined, "OrderCancelled", t0.Add(2*time.Millisecond), 2), "insufficient_funds"))
+	mustRecord(t, st, event(turning, "OrderCreated", t0, 3))
+	mustRecord(t, st, with(event(turning, "InventoryRejected", t0.Add(time.Millisecond), 4), "out_of_stock"))
+	mustRecord(t, st, event(done, "OrderCreated", t0, 5))
+	mustRecord(t, st, event(done, "OrderCompleted", t0.Add(time.Millisecond), 6))
+
+	s := mustSaga(t, st, declined)
+	if s.State != domain.Cancelled || s.Reason != "insufficient_funds" || len(s.Events) != 3 ||
+		s.Events[0].Reason != "" || s.Events[1].Reason != "insufficient_funds" || s.Events[2].Reason != "insufficient_funds" {
+		t.Fatalf("declined saga = %+v", s)
+	}
+	page, err := st.Sagas(context.Background(), store.Filter{Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]domain.Summary{}
+	for _, s := range page.Sagas {
+		got[s.OrderID] = s
+	}
+	want := map[string]struct {
+		state  domain.State
+		reason string
+	}{
+		declined: {domain.Cancelled, "insufficient_funds"},
+		turning:  {domain.Running, "out_of_stock"}, // the refund is still to come
+		done:     {domain.Completed, ""},
+	}
+	for id, w := range want {
+		if got[id].State != w.state || got[id].Reason != w.reason {
+			t.Errorf("listed %s = %s %q, want %s %q", id, got[id].State, got[id].Reason, w.state, w.reason)
+		}
+	}
+}
