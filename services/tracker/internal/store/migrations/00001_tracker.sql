@@ -12,7 +12,9 @@ CREATE TABLE tracked_events (
     partition   integer     NOT NULL,
     "offset"    bigint      NOT NULL,
     occurred_at timestamptz NOT NULL,
-    recorded_at timestamptz NOT NULL DEFAULT now()
+    recorded_at timestamptz NOT NULL DEFAULT now(),
+    -- The reason the payload gives, so the page says why without payloads.
+    reason      text        NOT NULL DEFAULT ''
 );
 -- One saga's timeline, already in its order.
 CREATE INDEX tracked_events_timeline
@@ -28,7 +30,9 @@ CREATE TABLE sagas (
     ended_at    timestamptz,
     waiting_for text        NOT NULL DEFAULT '',
     event_count integer     NOT NULL DEFAULT 0,
-    updated_at  timestamptz NOT NULL DEFAULT now()
+    updated_at  timestamptz NOT NULL DEFAULT now(),
+    -- The reason the saga ended (or is turning back) for.
+    reason      text        NOT NULL DEFAULT ''
 );
 -- Lists go newest first, paged by (started_at, order_id).
 CREATE INDEX sagas_newest ON sagas (started_at DESC, order_id DESC);
