@@ -20,6 +20,21 @@ func brokerList() []string { return strings.Split(brokers, ",") }
 // the suite's way of redelivering events and injecting poison.
 func produce(t *testing.T, msgs ...*sarama.ProducerMessage) {
 	t.Helper()
+	// The services created these topics; on a broker started a moment
+	// ago their leaders may still be taking over (testenv.WaitTopics).
+	topics := map[string]bool{}
+	var names []string
+	for _, m := range msgs {
+		if !topics[m.Topic] {
+			topics[m.Topic] = true
+			names = append(names, m.Topic)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := testenv.WaitTopics(ctx, brokerList(), names...); err != nil {
+		t.Fatal(err)
+	}
 	p, err := broker.NewSyncProducer(brokerList(), "e2e")
 	if err != nil {
 		t.Fatal(err)
