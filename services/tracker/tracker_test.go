@@ -196,7 +196,7 @@ func TestTrackerFollowsPublishedSagas(t *testing.T) {
 		})
 	})
 	t.Run("PageDrawsTheTimeline", func(t *testing.T) {
-		dom := testenv.DumpDOM(t, r.base+"/?order="+done)
+		dom := testenv.DumpDOM(t, r.base+"/?order="+done, `data-loaded="true"`)
 		want := []string{`id="timeline" data-order-id="` + done + `"`, `data-state="completed"`}
 		for _, lane := range []string{"order", "payment", "inventory", "shipping"} {
 			want = append(want, `data-lane="`+lane+`"`)
@@ -224,7 +224,7 @@ func TestTrackerFollowsPublishedSagas(t *testing.T) {
 		}
 	})
 	t.Run("PageShowsWhatAStuckSagaWaitsFor", func(t *testing.T) {
-		dom := testenv.DumpDOM(t, r.base+"/?order="+stuck)
+		dom := testenv.DumpDOM(t, r.base+"/?order="+stuck, `data-loaded="true"`)
 		for _, w := range []string{`data-order-id="` + stuck + `"`, `data-state="stuck"`, `<span id="waiting-for">payment</span>`} {
 			if !strings.Contains(dom, w) {
 				t.Errorf("the page does not show %s\nDOM:\n%s", w, dom)
