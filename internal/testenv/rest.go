@@ -167,3 +167,36 @@ func caughtUp(client sarama.Client, admin sarama.ClusterAdmin, group string, top
 	}
 	return ""
 }
+
+// Consumed waits, up to bound, until group has committed on every
+// partition of topics at least the end it had when Consumed was called:
+// everything published before has been read. Unlike AtRest it holds on a
+// topic that other tests keep writing to.
+func Consumed(t testing.TB, bound time.Duration, group string, topics ...string) {
+	t.Helper()
+	admin, err := sarama.NewClusterAdmin(Brokers(t), broker.Config("test-consumed"))
+	if err != nil {
+		t.Fatalf("%v; %s", err, HowToStart)
+	}
+	defer admin.Close()
+	client, err := sarama.NewClient(Brokers(t), broker.Config("test-consumed"))
+	if err != nil {
+		t.Fatalf("%v; %s", err, HowToStart)
+	}
+	defer client.Close()
+	ends, why := topicEnds(client, topics)
+	if why != "" {
+		t.Fatal(why)
+	}
+	deadline := time.Now().Add(bound)
+	for wait := 10 * time.Millisecond; ; wait = min(2*wait, 250*time.Millisecond) {
+		why := caughtUp(client, admin, group, topics, ends)
+		if why == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not consumed within %v: %s", bound, why)
+		}
+		time.Sleep(wait)
+	}
+}
