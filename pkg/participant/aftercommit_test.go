@@ -76,8 +76,9 @@ func TestCrashAfterCommitIsSkippedOnRedelivery(t *testing.T) {
 			offset := committed(t, service, topic, partition) // the event's: StartAtEnd committed the end
 
 			child := exec.Command(os.Args[0], "-test.run=^TestCrashAfterCommitIsSkippedOnRedelivery$", "-test.v="+strconv.FormatBool(testing.Verbose()))
-			// The child uses this process's Kafka and PostgreSQL, whichever.
-			child.Env = append(append(os.Environ(), testenv.Infra(t).Env()...), childDB+"="+schemaURL(t, db), childTopic+"="+topic,
+			// The child uses this process's Kafka and PostgreSQL, whichever,
+			// and leaves reporting them (testenv.Report) to this process.
+			child.Env = append(append(os.Environ(), testenv.Infra(t).Env()...), testenv.ReportEnv+"=", childDB+"="+schemaURL(t, db), childTopic+"="+topic,
 				childGroup+"="+service, childBatch+"="+strconv.Itoa(tt.batch), childOrder+"="+e.OrderID)
 			child.Stdout, child.Stderr = t.Output(), t.Output()
 			err = child.Run()
