@@ -8,10 +8,16 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/jmoiron/sqlx"
 
 	"github.com/choreo-saga/choreo/internal/testenv"
 	"github.com/choreo-saga/choreo/pkg/broker"
 	"github.com/choreo-saga/choreo/pkg/events"
+	"github.com/choreo-saga/choreo/pkg/participant"
+	"github.com/choreo-saga/choreo/services/inventory"
+	orderservice "github.com/choreo-saga/choreo/services/order"
+	"github.com/choreo-saga/choreo/services/payment"
+	"github.com/choreo-saga/choreo/services/shipping"
 )
 
 func brokerList() []string { return strings.Split(brokers, ",") }
@@ -20,6 +26,21 @@ func brokerList() []string { return strings.Split(brokers, ",") }
 // the suite's way of redelivering events and injecting poison.
 func produce(t *testing.T, msgs ...*sarama.ProducerMessage) {
 	t.Helper()
+	// The services created these topics; on a broker started a moment
+	// ago their leaders may still be taking over (testenv.WaitTopics).
+	topics := map[string]bool{}
+	var names []string
+	for _, m := range msgs {
+		if !topics[m.Topic] {
+			topics[m.Topic] = true
+			names = append(names, m.Topic)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := testenv.WaitTopics(ctx, brokerList(), names...); err != nil {
+		t.Fatal(err)
+	}
 	p, err := broker.NewSyncProducer(brokerList(), "e2e")
 	if err != nil {
 		t.Fatal(err)
@@ -74,3 +95,32 @@ func eventuallyMessages(t *testing.T, topic, key string, want int) []*sarama.Con
 
 // header is testenv.Header, under the short name the e2e tests read it by.
 func header(m *sarama.ConsumerMessage, key string) string { return testenv.Header(m, key) }
+
+// atRest waits until every service's outbox is empty and every service's
+// consumer group has committed the end of the topics it consumes
+// (testenv.AtRest): the moment to check that something happened exactly
+// once, since a duplicate on its way would have arrived by then.
+func atRest(t *testing.T) {
+	t.Helper()
+	rest := testenv.Rest{Brokers: brokerList(), Groups: map[string][]string{}}
+	specs := map[string]func() (participant.Spec, error){
+		"order":     func() (participant.Spec, error) { return orderservice.Spec(orderservice.DefaultConfig()) },
+		"payment":   func() (participant.Spec, error) { return payment.Spec(payment.DefaultConfig()) },
+		"inventory": func() (participant.Spec, error) { return inventory.Spec(inventory.DefaultConfig()) },
+		"shipping":  func() (participant.Spec, error) { return shipping.Spec(shipping.DefaultConfig()) },
+	}
+	for name, spec := range specs {
+		s, err := spec()
+		if err != nil {
+			t.Fatal(err)
+		}
+		rest.Groups[s.Name] = s.Consumes()
+		db, err := sqlx.Open("postgres", dbURLs[name])
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		rest.Outboxes = append(rest.Outboxes, db)
+	}
+	testenv.AtRest(t, 60*time.Second, rest)
+}

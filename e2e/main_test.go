@@ -76,6 +76,10 @@ func run(m *testing.M) int {
 			fmt.Fprintln(os.Stderr, "e2e: stop infrastructure:", err)
 		}
 	}()
+	if err := testenv.Report(running); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
 	brokers = strings.Join(running.Brokers, ",")
 	workDir, err = os.MkdirTemp("", "choreo-e2e-")
 	if err != nil {

@@ -120,7 +120,7 @@ func TestTrackerFollowsCompletedSaga(t *testing.T) {
 
 	// The page, in a real browser, draws that same saga: its state, a lane
 	// per service, and every event with its id in its service's lane.
-	dom := testenv.DumpDOM(t, services["tracker"].baseURL+"/?order="+o.ID)
+	dom := testenv.DumpDOM(t, services["tracker"].baseURL+"/?order="+o.ID, `data-loaded="true"`)
 	want := []string{`data-order-id="` + o.ID + `"`, `data-state="completed"`}
 	for _, e := range s.Events {
 		want = append(want, `data-event-id="`+e.EventID+`" data-type="`+e.Type+`" data-service="`+e.Service+`"`)
@@ -180,7 +180,9 @@ func TestTrackerReportsStuckSaga(t *testing.T) {
 		uuid.NewString(), id, time.Now().UTC().Format(time.RFC3339Nano))
 	produce(t, &sarama.ProducerMessage{Topic: events.TopicOrder, Key: sarama.StringEncoder(id), Value: sarama.StringEncoder(value)})
 
-	if got := eventuallyMessages(t, events.DeadLetterTopic("payment"), id, 1); len(got) != 1 {
+	eventuallyMessages(t, events.DeadLetterTopic("payment"), id, 1)
+	atRest(t) // a second dead letter would be published by now
+	if got := messagesFor(t, events.DeadLetterTopic("payment"), id); len(got) != 1 {
 		t.Fatalf("payment.dlq holds %d messages keyed %s, want 1", len(got), id)
 	}
 	s := waitTracked(t, id, "stuck waiting for payment", func(s trackedSaga) bool { return s.State == "stuck" })

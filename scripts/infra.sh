@@ -794,6 +794,15 @@ pg_start() {
         </dev/null >&2 3>&- 8>&- \
       || { tail -n 30 "$LOG_DIR/postgres.log" >&2; die "PostgreSQL did not start"; }
   fi
+  # An open port is not a server taking queries: one that is still starting
+  # or recovering (after kill -9) refuses sessions for a while, and the
+  # database check below would then read "missing" and fail to create it.
+  local ready_by=$(( $(now) + 90 ))
+  until pg_psql -d postgres -Atc 'select 1' >/dev/null 2>&1; do
+    [ "$(now)" -lt "$ready_by" ] \
+      || { tail -n 30 "$LOG_DIR/postgres.log" >&2; die "PostgreSQL on $PG_HOST:$PG_PORT takes no queries after 90 s"; }
+    sleep 0.2
+  done
   local db
   for db in "${DATABASES[@]}"; do
     if [ "$(pg_psql -d postgres -Atc "select 1 from pg_database where datname = '$db'")" != 1 ]; then

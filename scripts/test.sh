@@ -8,7 +8,38 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-eval "$(bash scripts/infra.sh up)"
+# Captured first: `eval "$(infra.sh up)"` would eval an empty string and
+# carry on when infra.sh fails, and the tests would then quietly fall back
+# to a fake broker (internal/infra).
+if ! exports="$(bash scripts/infra.sh up)"; then
+  echo "test.sh: scripts/infra.sh up failed; not running the tests without real Kafka and PostgreSQL" >&2
+  exit 1
+fi
+eval "$exports"
+
+# Every test binary that uses infrastructure (testenv.Main, e2e) appends a
+# line here naming the Kafka and PostgreSQL it used; go test would hide it
+# for the packages that pass.
+CHOREO_TESTENV_REPORT="$(mktemp)"
+export CHOREO_TESTENV_REPORT
+# On every exit, a failing one too, print what the packages used.
+trap 'show_report; rm -f "$CHOREO_TESTENV_REPORT"' EXIT
+show_report() {
+  echo "test.sh: infrastructure each package used:"
+  sort "$CHOREO_TESTENV_REPORT" | sed 's/^/  /'
+}
+# check_report fails unless packages reported and every one used what
+# infra.sh started (the endpoints it exported: mode "environment").
+check_report() {
+  if [ ! -s "$CHOREO_TESTENV_REPORT" ]; then
+    echo "test.sh: no package reported its infrastructure" >&2
+    return 1
+  fi
+  if awk '$2 != "environment" { bad = 1 } END { exit !bad }' "$CHOREO_TESTENV_REPORT"; then
+    echo "test.sh: a package ran on something other than the real Kafka and PostgreSQL (see below)" >&2
+    return 1
+  fi
+}
 
 # The tracker's page is tested in headless Chromium (Debian's package).
 if ! command -v chromium >/dev/null; then
@@ -25,4 +56,5 @@ go vet ./...
 (cd bench && go vet ./...)
 go test -count=1 -timeout 20m $(go list ./... | grep -v '/e2e$')
 go test -count=1 -timeout 30m -v ./e2e
+check_report
 bash scripts/chaos.sh

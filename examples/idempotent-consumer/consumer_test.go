@@ -208,10 +208,7 @@ func TestRelayPublishesOnce(t *testing.T) {
 	if err := consumer.Handle(t.Context(), db, &sarama.ConsumerMessage{Value: request(t, cause)}); err != nil {
 		t.Fatal(err)
 	}
-	if err := testenv.Admin(t).CreateTopic(consumer.CompletedTopic, &sarama.TopicDetail{NumPartitions: 1, ReplicationFactor: 1}, false); err != nil &&
-		!errors.Is(err, sarama.ErrTopicAlreadyExists) {
-		t.Fatal(err)
-	}
+	testenv.TopicWith(t, consumer.CompletedTopic, &sarama.TopicDetail{NumPartitions: 1, ReplicationFactor: 1})
 	from := newest(t, consumer.CompletedTopic) // other runs' events are older
 
 	producer, err := consumer.NewProducer(testenv.Brokers(t))

@@ -85,6 +85,9 @@ func TestEmbedded(t *testing.T) {
 			t.Fatalf("EnsureTopics: %v", err)
 		}
 	}
+	if err := testenv.WaitTopics(ctx, r.Brokers, topic); err != nil {
+		t.Fatal(err)
+	}
 	if n := partitions(t, r.Brokers, topic); n != broker.Partitions {
 		t.Errorf("%s has %d partitions, want %d", topic, n, broker.Partitions)
 	}
@@ -119,9 +122,7 @@ func TestEmbeddedDataDir(t *testing.T) {
 	db.MustExec(`CREATE TABLE kept (v text)`)
 	db.MustExec(`INSERT INTO kept VALUES ('survives')`)
 	db.Close()
-	if err := broker.EnsureTopics(ctx, r.Brokers, "test", topic); err != nil {
-		t.Fatalf("EnsureTopics: %v", err)
-	}
+	testenv.TopicsOn(t, r.Brokers, broker.DefaultTopicSettings(), topic)
 	first := produce(t, r.Brokers, topic, 0, 3)
 	checkSameOrder(t, consumeGroup(t, r.Brokers, group, topic, len(first)), first)
 	if err := r.Stop(ctx); err != nil {
@@ -154,9 +155,7 @@ func TestEmbeddedBrokerOutage(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	topic := "embedded.outage"
-	if err := broker.EnsureTopics(ctx, r.Brokers, "test", topic); err != nil {
-		t.Fatalf("EnsureTopics: %v", err)
-	}
+	testenv.TopicsOn(t, r.Brokers, broker.DefaultTopicSettings(), topic)
 	received := make(chan string, 100)
 	g, err := consumer.New(consumer.Config{
 		Brokers: r.Brokers, GroupID: "outage-group", Topics: []string{topic}, Logger: logger(t),
@@ -349,6 +348,13 @@ func partitions(t *testing.T, brokers []string, topic string) int {
 // over five keys, and returns their values as "key/seq".
 func produce(t *testing.T, brokers []string, topic string, from, n int) []string {
 	t.Helper()
+	// After a restart the broker serves the topic again only once it has
+	// loaded it.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := testenv.WaitTopics(ctx, brokers, topic); err != nil {
+		t.Fatal(err)
+	}
 	p, err := broker.NewSyncProducer(brokers, "test")
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"context"
 	"testing"
 
 	"github.com/IBM/sarama"
@@ -13,6 +14,14 @@ import (
 // records in front of a consumer, a pruner or a reader without a service.
 func Produce(t testing.TB, topic, key string, values ...string) int32 {
 	t.Helper()
+	// A topic made a moment ago, by the test or by a service it started,
+	// may not be led yet on a fresh broker; the producer's own retries
+	// are too short to outlast that.
+	ctx, cancel := context.WithTimeout(context.Background(), topicsBound)
+	defer cancel()
+	if err := WaitTopics(ctx, Brokers(t), topic); err != nil {
+		t.Fatalf("%v; %s", err, HowToStart)
+	}
 	p, err := broker.NewSyncProducer(Brokers(t), "test-producer")
 	if err != nil {
 		t.Fatalf("%v; %s", err, HowToStart)

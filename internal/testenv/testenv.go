@@ -7,6 +7,7 @@ package testenv
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -48,7 +49,12 @@ func Main(m *testing.M) int {
 	}
 	fmt.Fprintf(os.Stderr, "testenv: using %s infrastructure (Kafka %s)\n", r.Mode, strings.Join(r.Brokers, ","))
 	current = r
-	code := m.Run()
+	code := 1
+	if err := Report(r); err != nil {
+		fmt.Fprintln(os.Stderr, "testenv:", err)
+	} else {
+		code = m.Run()
+	}
 	stopCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	if err := r.Stop(stopCtx); err != nil {
@@ -134,15 +140,12 @@ func openAdmin(ctx context.Context, t testing.TB, base string) *sqlx.DB {
 	return admin
 }
 
-// Topic creates a fresh topic with a unique name and returns it.
+// Topic creates a fresh topic with a unique name, waits until it is served
+// (Topics), and returns it.
 func Topic(t testing.TB, prefix string) string {
 	t.Helper()
 	name := fmt.Sprintf("test.%s.%s", prefix, uuid.NewString()[:8])
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := broker.EnsureTopics(ctx, Brokers(t), "test", name); err != nil {
-		t.Fatalf("%v; %s", err, HowToStart)
-	}
+	Topics(t, name)
 	return name
 }
 
@@ -223,11 +226,14 @@ func StartAtEnd(t testing.TB, group string, topics ...string) {
 
 // SkipToEnd is StartAtEnd for callers without a testing.TB (TestMain).
 func SkipToEnd(brokers []string, group string, topics ...string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), topicsBound)
 	defer cancel()
 	// On a fresh broker the topics may not exist yet; the services create
 	// them with the same defaults.
 	if err := broker.EnsureTopics(ctx, brokers, "test", topics...); err != nil {
+		return err
+	}
+	if err := WaitTopics(ctx, brokers, topics...); err != nil {
 		return err
 	}
 	client, err := sarama.NewClient(brokers, broker.Config(group))
@@ -251,6 +257,28 @@ func SkipToEnd(brokers []string, group string, topics ...string) error {
 			req.AddBlock(topic, p, newest, 0, "")
 		}
 	}
+	// A fresh broker creates its offsets topic on the first group's
+	// request and is no group's coordinator until that topic is led and
+	// loaded: the commit is retried until the coordinator takes it.
+	for wait := 10 * time.Millisecond; ; wait = min(2*wait, 500*time.Millisecond) {
+		err := commitOnce(client, group, req)
+		if err == nil || !coordinatorStarting(err) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("testenv: commit the end offsets for %s: %w (last: %w)", group, ctx.Err(), err)
+		case <-time.After(wait):
+		}
+	}
+}
+
+// commitOnce sends req to group's coordinator and returns the first error
+// of the request or of a partition.
+func commitOnce(client sarama.Client, group string, req *sarama.OffsetCommitRequest) error {
+	if err := client.RefreshCoordinator(group); err != nil {
+		return err
+	}
 	coordinator, err := client.Coordinator(group)
 	if err != nil {
 		return err
@@ -267,6 +295,14 @@ func SkipToEnd(brokers []string, group string, topics ...string) error {
 		}
 	}
 	return nil
+}
+
+// coordinatorStarting reports whether err says the group's coordinator is
+// not ready yet, as on a broker that has just started.
+func coordinatorStarting(err error) bool {
+	return errors.Is(err, sarama.ErrConsumerCoordinatorNotAvailable) ||
+		errors.Is(err, sarama.ErrNotCoordinatorForConsumer) ||
+		errors.Is(err, sarama.ErrOffsetsLoadInProgress)
 }
 
 // Store opens a service's store with open (its store.New) on a database

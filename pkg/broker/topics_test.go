@@ -108,6 +108,9 @@ func TestEnsureTopicsWithSetsReplicationAndMinISR(t *testing.T) {
 	if err := broker.EnsureTopicsWith(ctx, testenv.Brokers(t), "test", s, topic); err != nil {
 		t.Fatalf("%v; %s", err, testenv.HowToStart)
 	}
+	if err := testenv.WaitTopics(ctx, testenv.Brokers(t), topic); err != nil {
+		t.Fatal(err)
+	}
 
 	check := func(when string) {
 		t.Helper()
@@ -144,6 +147,9 @@ func TestEnsureTopicsKeepsTheDefaults(t *testing.T) {
 	if err := broker.EnsureTopics(ctx, testenv.Brokers(t), "test", topic); err != nil {
 		t.Fatalf("%v; %s", err, testenv.HowToStart)
 	}
+	if err := testenv.WaitTopics(ctx, testenv.Brokers(t), topic); err != nil {
+		t.Fatal(err)
+	}
 	n, replicas, minISR, _ := describeTopic(t, topic)
 	if got := fmt.Sprint(n, replicas, minISR); got != fmt.Sprint(broker.Partitions, []int{1, 1, 1}, "1") {
 		t.Fatalf("EnsureTopics created partitions, replicas, min.insync.replicas = %s", got)
@@ -164,5 +170,33 @@ func TestEnsureTopicsWithReportsTheBrokersRefusal(t *testing.T) {
 	}
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("EnsureTopicsWith(RF 3) = %v, want it to say the context ended", err)
+	}
+}
+
+// TestWaitServed: a topic that exists is served once its leaders answer; one
+// that was never made is waited for until ctx ends, and the error names the
+// reason of the last attempt.
+func TestWaitServed(t *testing.T) {
+	made := testenv.Topic(t, "served")
+	tests := []struct {
+		name    string
+		topic   string
+		wantErr error
+	}{
+		{name: "ACreatedTopicIsServed", topic: made},
+		{name: "AMissingTopicIsNot", topic: testenv.ID("test.never-made"), wantErr: sarama.ErrUnknownTopicOrPartition},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			err := broker.WaitServed(ctx, testenv.Brokers(t), tt.topic)
+			if tt.wantErr == nil && err != nil {
+				t.Fatalf("WaitServed(%s) = %v, want nil", tt.topic, err)
+			}
+			if tt.wantErr != nil && (!errors.Is(err, tt.wantErr) || !errors.Is(err, context.DeadlineExceeded)) {
+				t.Fatalf("WaitServed(%s) = %v, want %v after the deadline", tt.topic, err, tt.wantErr)
+			}
+		})
 	}
 }

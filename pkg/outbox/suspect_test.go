@@ -21,10 +21,8 @@ func TestBatchRejectionParksOnlyTheOffendingRow(t *testing.T) {
 	db := newDB(t)
 	topic := testenv.ID("test.outbox-small")
 	limit := "1000"
-	if err := testenv.Admin(t).CreateTopic(topic, &sarama.TopicDetail{NumPartitions: 1, ReplicationFactor: 1,
-		ConfigEntries: map[string]*string{"max.message.bytes": &limit}}, false); err != nil {
-		t.Fatal(err)
-	}
+	testenv.TopicWith(t, topic, &sarama.TopicDetail{NumPartitions: 1, ReplicationFactor: 1,
+		ConfigEntries: map[string]*string{"max.message.bytes": &limit}})
 
 	orderID := testenv.ID("order")
 	var want []string

@@ -73,7 +73,11 @@ func create(brokers []string, topic string, rf, minISR int) error {
 	if err := broker.EnsureTopicsWith(ctx, brokers, "cluster-smoke", s, topic); err != nil {
 		return err
 	}
-	fmt.Printf("created %s with %+v in %v\n", topic, s, time.Since(start).Round(time.Millisecond))
+	// A new topic's leaders are elected a moment after it is created.
+	if err := broker.WaitServed(ctx, brokers, topic); err != nil {
+		return err
+	}
+	fmt.Printf("created %s with %+v, served in %v\n", topic, s, time.Since(start).Round(time.Millisecond))
 	return describe(brokers, topic)
 }
 

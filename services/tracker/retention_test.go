@@ -52,11 +52,8 @@ func TestKeeps(t *testing.T) {
 func topicKeeping(t *testing.T, retentionMs, segmentMs string) string {
 	t.Helper()
 	name := "test.tracker-retention." + uuid.NewString()[:8]
-	err := testenv.Admin(t).CreateTopic(name, &sarama.TopicDetail{NumPartitions: broker.Partitions, ReplicationFactor: 1,
-		ConfigEntries: map[string]*string{"retention.ms": &retentionMs, "segment.ms": &segmentMs}}, false)
-	if err != nil {
-		t.Fatalf("create topic %s: %v", name, err)
-	}
+	testenv.TopicWith(t, name, &sarama.TopicDetail{NumPartitions: broker.Partitions, ReplicationFactor: 1,
+		ConfigEntries: map[string]*string{"retention.ms": &retentionMs, "segment.ms": &segmentMs}})
 	return name
 }
 

@@ -323,6 +323,10 @@ func produceTwice(ctx context.Context, brokers []string, topic string, orders []
 	if err := broker.EnsureTopics(ctx, brokers, "incident", topic); err != nil {
 		return nil, err
 	}
+	// A topic made a moment ago may not be led yet on a fresh broker.
+	if err := broker.WaitServed(ctx, brokers, topic); err != nil {
+		return nil, err
+	}
 	p, err := broker.NewSyncProducer(brokers, "incident")
 	if err != nil {
 		return nil, err

@@ -179,7 +179,8 @@ async function main() {
   for (const r of results) {
     if (r.status === "rejected") showError(r.reason);
   }
-  document.body.setAttribute("data-ready", "true");
+  // Drawn, or the error shown: what a test of the page waits for.
+  document.body.setAttribute("data-loaded", "true");
 }
 
 window.addEventListener("popstate", () => {
