@@ -147,7 +147,11 @@ func TestBrokerRestart(t *testing.T) {
 	failures := func() float64 {
 		return metric(t, "order", "choreo_outbox_publish_failures_total", map[string]string{"service": "order"})
 	}
-	testenv.Eventually(t, 30*time.Second, "the order relay fails to publish while Kafka is down", func() bool {
+	// One failed publish can take sarama's whole retry budget (10 producer
+	// retries, each refreshing metadata up to 10 times, 500 ms apart), so
+	// two of them may take well over a minute; this waits for evidence,
+	// not for speed.
+	testenv.Eventually(t, 3*time.Minute, "the order relay fails to publish while Kafka is down", func() bool {
 		return failures() >= failedBefore+2
 	})
 	for _, id := range ids {
