@@ -68,54 +68,19 @@ func PartitionLeader(ctx context.Context, brokers []string, topic string, partit
 func Duplicate(ctx context.Context, brokers []string, from Offsets) (map[string]int, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	client, err := sarama.NewClient(brokers, broker.Config("chaos-duplicate"))
-	if err != nil {
-		return nil, fmt.Errorf("kafka: connect: %w", err)
-	}
-	defer client.Close()
-	consumer, err := sarama.NewConsumerFromClient(client)
-	if err != nil {
-		return nil, fmt.Errorf("kafka: consumer: %w", err)
-	}
-	defer consumer.Close()
+	// Another fault may have a broker down: the read is tried again, whole,
+	// until it gets through (nothing is produced before it has).
 	var again []*sarama.ProducerMessage
 	var types []string
-	for _, t := range SagaTopics {
-		parts, err := client.Partitions(t)
-		if err != nil {
-			return nil, fmt.Errorf("kafka: partitions of %s: %w", t, err)
+	for {
+		var err error
+		if again, types, err = readSaga(ctx, brokers, from); err == nil {
+			break
 		}
-		for _, p := range parts {
-			end, err := client.GetOffset(t, p, sarama.OffsetNewest)
-			if err != nil {
-				return nil, fmt.Errorf("kafka: offset of %s/%d: %w", t, p, err)
-			}
-			start := from[t][p]
-			if start >= end {
-				continue
-			}
-			pc, err := consumer.ConsumePartition(t, p, start)
-			if err != nil {
-				return nil, fmt.Errorf("kafka: consume %s/%d: %w", t, p, err)
-			}
-			for done := false; !done; {
-				select {
-				case m := <-pc.Messages():
-					again = append(again, broker.Redelivery(m))
-					types = append(types, eventType(m))
-					done = m.Offset >= end-1
-				case <-time.After(5 * time.Second):
-					done = true // a gap at the end (e.g. a control record): nothing more to read
-				case <-pc.Errors():
-					// A broker killed by another fault: the partition
-					// consumer finds the new leader and goes on.
-					continue
-				case <-ctx.Done():
-					pc.Close()
-					return nil, fmt.Errorf("kafka: consume %s/%d: %w", t, p, ctx.Err())
-				}
-			}
-			pc.Close()
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(time.Second):
 		}
 	}
 	copies := map[string]int{}
@@ -139,6 +104,63 @@ func Duplicate(ctx context.Context, brokers []string, from Offsets) (map[string]
 		}
 	}
 	return copies, nil
+}
+
+// readSaga reads every message of the saga topics from the offsets in
+// from up to where each partition ends now, as Duplicate re-produces them,
+// with each one's event type.
+func readSaga(ctx context.Context, brokers []string, from Offsets) ([]*sarama.ProducerMessage, []string, error) {
+	client, err := sarama.NewClient(brokers, broker.Config("chaos-duplicate"))
+	if err != nil {
+		return nil, nil, fmt.Errorf("kafka: connect: %w", err)
+	}
+	defer client.Close()
+	consumer, err := sarama.NewConsumerFromClient(client)
+	if err != nil {
+		return nil, nil, fmt.Errorf("kafka: consumer: %w", err)
+	}
+	defer consumer.Close()
+	var again []*sarama.ProducerMessage
+	var types []string
+	for _, t := range SagaTopics {
+		parts, err := client.Partitions(t)
+		if err != nil {
+			return nil, nil, fmt.Errorf("kafka: partitions of %s: %w", t, err)
+		}
+		for _, p := range parts {
+			end, err := client.GetOffset(t, p, sarama.OffsetNewest)
+			if err != nil {
+				return nil, nil, fmt.Errorf("kafka: offset of %s/%d: %w", t, p, err)
+			}
+			start := from[t][p]
+			if start >= end {
+				continue
+			}
+			pc, err := consumer.ConsumePartition(t, p, start)
+			if err != nil {
+				return nil, nil, fmt.Errorf("kafka: consume %s/%d: %w", t, p, err)
+			}
+			for done := false; !done; {
+				select {
+				case m := <-pc.Messages():
+					again = append(again, broker.Redelivery(m))
+					types = append(types, eventType(m))
+					done = m.Offset >= end-1
+				case <-time.After(5 * time.Second):
+					done = true // a gap at the end (e.g. a control record): nothing more to read
+				case <-pc.Errors():
+					// A broker killed by another fault: the partition
+					// consumer finds the new leader and goes on.
+					continue
+				case <-ctx.Done():
+					pc.Close()
+					return nil, nil, fmt.Errorf("kafka: consume %s/%d: %w", t, p, ctx.Err())
+				}
+			}
+			pc.Close()
+		}
+	}
+	return again, types, nil
 }
 
 // eventType is m's event type, from its header or else its envelope.
