@@ -156,9 +156,9 @@ type Config struct {
 	// instance needs its own stable id (see InstanceID); two live members
 	// with one id fence each other. Empty: dynamic membership.
 	InstanceID string
-	// Ensure, when set, creates the subscribed topics; it is called when
-	// one of them has gone missing under the running group.
-	Ensure func(ctx context.Context) error
+	// Ensure, when set, creates the given subscribed topics, found missing
+	// under the running group (deleted), with the service's own settings.
+	Ensure func(ctx context.Context, topics []string) error
 	// WatchEvery is how often the lag and missing-topic gauges are read
 	// from the cluster. Default 5s.
 	WatchEvery time.Duration
@@ -199,6 +199,9 @@ type Group struct {
 
 	connMu sync.Mutex
 	conn   *clusterConn // see cluster
+
+	memberID string      // the coordinator's id of this member, from the last session
+	fenced   atomic.Bool // another process joined under InstanceID
 
 	crash          bool          // tests: stop as a killed process would, without leaving
 	sessionTimeout time.Duration // tests: other than sarama's 10s
@@ -257,8 +260,9 @@ func (g *Group) Run(ctx context.Context) error {
 	joined.WithLabelValues(g.cfg.GroupID).Set(0)
 	defer g.dropCluster()
 	watchCtx, stopWatch := context.WithCancel(ctx)
-	defer stopWatch()
-	go g.watch(watchCtx)
+	var watching sync.WaitGroup
+	watching.Go(func() { g.watch(watchCtx) })
+	defer func() { stopWatch(); watching.Wait() }()
 
 	for ctx.Err() == nil {
 		// Consume returns at every rebalance; loop to rejoin.
@@ -270,10 +274,16 @@ func (g *Group) Run(ctx context.Context) error {
 			if errors.Is(err, sarama.ErrClosedConsumerGroup) {
 				break
 			}
+			if errors.Is(err, sarama.ErrFencedInstancedId) && !g.fenced.Swap(true) {
+				g.log.Error("another live process has joined the group under this instance id: this one consumes nothing while it runs; give each instance its own KAFKA_GROUP_INSTANCE_ID", "instance", g.cfg.InstanceID)
+			}
 			g.log.Warn("consume ended; rejoining", "err", err)
 			sleep(ctx, time.Second)
 		}
 	}
+	// The watcher shares the admin connection leave uses: stop it first.
+	stopWatch()
+	watching.Wait()
 	// Consume committed the marked offsets when its session ended. A dynamic
 	// member's Close leaves the group, so its partitions move on at once; a
 	// static member's does not (KIP-345), so leave removes it.
@@ -299,6 +309,10 @@ func (g *Group) Setup(s sarama.ConsumerGroupSession) error {
 	}
 	g.generation.Store(s.GenerationID())
 	g.partitions.Store(int32(n))
+	g.mu.Lock()
+	g.memberID = s.MemberID()
+	g.mu.Unlock()
+	g.fenced.Store(false)
 	g.session(true)
 	g.log.Info("partitions assigned", "claims", s.Claims(), "generation", s.GenerationID(), "instance", g.cfg.InstanceID)
 	return nil

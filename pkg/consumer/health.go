@@ -146,7 +146,7 @@ func (g *Group) measure(ctx context.Context, client sarama.Client, admin sarama.
 		// deleted topic stops the consumption of all of them.
 		g.log.Error("subscribed topics are missing: nothing is consumed until they exist", "missing", missing)
 		if g.cfg.Ensure != nil {
-			if err := g.cfg.Ensure(ctx); err != nil {
+			if err := g.cfg.Ensure(ctx, missing); err != nil {
 				return fmt.Errorf("consumer: re-create topics %v: %w", missing, err)
 			}
 			g.log.Warn("subscribed topics re-created", "topics", missing)

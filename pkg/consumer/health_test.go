@@ -86,9 +86,12 @@ func TestMissingTopicIsReportedAndCreatedAgain(t *testing.T) {
 			return nil
 		}),
 		DeadLetter: func(context.Context, *sarama.ConsumerMessage, error) error { return nil },
-		Ensure: func(ctx context.Context) error {
+		Ensure: func(ctx context.Context, topics []string) error {
+			if len(topics) != 1 || topics[0] != doomed {
+				t.Errorf("Ensure(%v), want only the missing topic %s", topics, doomed)
+			}
 			ensured.Add(1)
-			return broker.EnsureTopics(ctx, testenv.Brokers(t), "test", kept, doomed)
+			return broker.EnsureTopics(ctx, testenv.Brokers(t), "test", topics...)
 		},
 		Logger: testenv.Logger(t), WatchEvery: 50 * time.Millisecond,
 	})

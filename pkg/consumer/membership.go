@@ -46,7 +46,17 @@ const leaveTimeout = 5 * time.Second
 // purpose (SIGTERM, a rolling deploy) would otherwise hold its partitions
 // until its session timed out. A crash never gets here, which is what
 // lets a restarted instance reclaim its partitions without a rebalance.
+//
+// The request names this member's own member id beside the instance id,
+// so the coordinator refuses it (fenced) if another process holds the id
+// now: a stop never removes someone else.
 func (g *Group) leave() error {
+	g.mu.Lock()
+	member := g.memberID
+	g.mu.Unlock()
+	if member == "" || g.fenced.Load() {
+		return nil // never a member, or no longer: nothing of ours to remove
+	}
 	done := make(chan error, 1)
 	go func() {
 		c, err := g.cluster()
@@ -54,7 +64,16 @@ func (g *Group) leave() error {
 			done <- err
 			return
 		}
-		resp, err := c.admin.RemoveMemberFromConsumerGroup(g.cfg.GroupID, []string{g.cfg.InstanceID})
+		coord, err := c.client.Coordinator(g.cfg.GroupID)
+		if err != nil {
+			done <- err
+			return
+		}
+		id := g.cfg.InstanceID
+		resp, err := coord.LeaveGroup(&sarama.LeaveGroupRequest{
+			Version: 3, GroupId: g.cfg.GroupID,
+			Members: []sarama.MemberIdentity{{MemberId: member, GroupInstanceId: &id}},
+		})
 		if err == nil && resp.Err != sarama.ErrNoError {
 			err = resp.Err
 		}

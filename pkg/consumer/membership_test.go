@@ -115,3 +115,30 @@ func TestDeliberateStopHandsPartitionsOverAtOnce(t *testing.T) {
 		})
 	}
 }
+
+// TestStoppingAFencedMemberLeavesTheOtherAlone: two live processes under
+// one instance id (a copy started by mistake, a hard-coded id): the second
+// takes the id and fences the first. When the first then stops on purpose,
+// its removal names its own member id, so the coordinator refuses it and
+// the member that holds the id keeps its partitions, with no rebalance.
+func TestStoppingAFencedMemberLeavesTheOtherAlone(t *testing.T) {
+	topic := testenv.Topic(t, "fence")
+	group, id := testenv.ID("fence"), testenv.ID("same")
+	a, stopA := member(t, group, topic, id)
+	testenv.Eventually(t, 60*time.Second, "the first member holds every partition", holds(a, broker.Partitions))
+	b, stopB := member(t, group, topic, id)
+	defer stopB()
+	testenv.Eventually(t, 60*time.Second, "the second member, under the same id, holds every partition", holds(b, broker.Partitions))
+	gen, _ := b.Assigned()
+	testenv.Eventually(t, 60*time.Second, "the first member says it is not in a session", func() bool { return a.Ready(context.Background()) != nil })
+	stopA()
+	// A removal that hit the second member would start a rebalance it
+	// notices within a heartbeat (1s); give it several.
+	deadline := time.Now().Add(8 * time.Second)
+	for time.Now().Before(deadline) {
+		if g, n := b.Assigned(); g != gen || n != broker.Partitions {
+			t.Fatalf("after the fenced member's stop the other is at generation %d with %d partitions, want %d with %d: the stop removed it", g, n, gen, broker.Partitions)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

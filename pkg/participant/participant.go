@@ -260,10 +260,10 @@ func Run(ctx context.Context, cfg Config, spec Spec) error {
 	if err != nil {
 		return err
 	}
-	ensure := func(ctx context.Context) error {
+	ensure := func(ctx context.Context, topics []string) error {
 		return broker.EnsureTopicsWith(ctx, cfg.KafkaBrokers, spec.Name, cfg.TopicSettings, topics...)
 	}
-	if err := ensure(ctx); err != nil {
+	if err := ensure(ctx, topics); err != nil {
 		return err
 	}
 	group, err := consumer.New(consumer.Config{

@@ -132,10 +132,10 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	// The tracker may start before the services that create the topics.
-	ensure := func(ctx context.Context) error {
+	ensure := func(ctx context.Context, topics []string) error {
 		return broker.EnsureTopicsWith(ctx, cfg.KafkaBrokers, Name, cfg.TopicSettings, topics...)
 	}
-	if err := ensure(ctx); err != nil {
+	if err := ensure(ctx, topics); err != nil {
 		return err
 	}
 	st := store.New(db, cfg.SagaSLA, cfg.Now)

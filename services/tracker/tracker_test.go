@@ -324,7 +324,7 @@ func TestPageSaysWhy(t *testing.T) {
 	// ready opens the page of order and waits until its scripts are done.
 	ready := func(t *testing.T, order string) *testenv.Page {
 		p := testenv.OpenPage(t, r.base+"/?order="+order)
-		p.WaitFor("the page has drawn the saga", `document.body.dataset.ready === "true" && document.getElementById("timeline").dataset.orderId === `+fmt.Sprintf("%q", order))
+		p.WaitFor("the page has drawn the saga", `document.body.dataset.loaded === "true" && document.getElementById("timeline").dataset.orderId === `+fmt.Sprintf("%q", order))
 		return p
 	}
 	// unclipped reports the labels whose text is wider than their box.

@@ -171,6 +171,19 @@ func Check(exp Expectation, snap Snapshot) Verdict {
 	for _, k := range sortedKeys(exp.ReplayRefused) {
 		v.add("inconsistent", "idempotency-replay", "", k, "the same request sent again was refused: %s", exp.ReplayRefused[k])
 	}
+	// Money and stock are checked per customer and SKU of the world: an
+	// accepted order outside it would escape those checks.
+	for _, k := range keys {
+		r := exp.Requests[k]
+		if _, ok := exp.InitialBalance[r.Customer]; !ok {
+			v.add("unproven", "not-in-world", "", k, "customer %s is not in the world: its balance is never checked", r.Customer)
+		}
+		for _, it := range r.Items {
+			if _, ok := exp.InitialStock[it.SKU]; !ok {
+				v.add("unproven", "not-in-world", "", k, "SKU %s is not in the world: its stock is never checked", it.SKU)
+			}
+		}
+	}
 	v.Total = len(ids)
 	// What the client knows each finished order moved: its customer paid
 	// the request's total and its items are held, if it completed.

@@ -172,6 +172,12 @@ func TestCheckNeedsEvidence(t *testing.T) {
 			e.Planned = 3
 		}, "unproven", "refused"},
 		{"PlannedNotSent", func(e *Expectation, _ *Snapshot) { e.Planned = 5 }, "unproven", "not-sent"},
+		{"CustomerOutsideTheWorld", func(e *Expectation, s *Snapshot) {
+			// charged twice, but nobody would look at its balance
+			delete(e.InitialBalance, "c1")
+			s.Balances["c1"] = 600
+		}, "unproven", "not-in-world"},
+		{"SKUOutsideTheWorld", func(e *Expectation, _ *Snapshot) { delete(e.InitialStock, "S1") }, "unproven", "not-in-world"},
 		{"DoubledReservationRecordedConsistently", func(_ *Expectation, s *Snapshot) {
 			// inventory reserved 4 of S1 for an order of 2, and its records
 			// agree with themselves: only the request says otherwise.

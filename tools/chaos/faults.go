@@ -126,7 +126,6 @@ func (j *Injector) fire(ctx context.Context, f Fault, in *Injected) error {
 	switch f.Kind {
 	case KindKill, KindCrashLoop:
 		i, note, _, err := j.hit(ctx, f, func(i *Instance) error {
-			j.Dups.Before(ctx, i) // what it counted dies with it
 			return i.Kill(f.For)
 		})
 		if err != nil {
@@ -229,7 +228,6 @@ func (j *Injector) restartServices(ctx context.Context, spec func(*Instance) str
 			for _, i := range j.leaderLast(ctx, s) {
 				// Restart waits for a paused instance's pause to end.
 				i.WaitThawed(ctx, time.Minute)
-				j.Dups.Before(ctx, i)
 				if err := i.Restart(ctx, spec(i)); err != nil {
 					errs[n] = err
 					return

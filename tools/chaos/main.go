@@ -263,10 +263,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) (err error) {
 	go obs.Watch(obsCtx, cluster, 250*time.Millisecond)
 	// The duplicate counters are followed until the system is at rest,
 	// when every copy a duplicating pass made has been consumed.
-	dupCtx, stopDups := context.WithCancel(ctx)
-	defer stopDups()
 	dups := NewDupCounter(cluster)
-	go dups.Watch(dupCtx, 250*time.Millisecond)
 	inj := &Injector{Cluster: cluster, Infra: infra, From: from, Log: log, Failpoints: FailpointsFor(o.short), Dups: dups}
 	start := time.Now()
 	rep.LoadStart = Duration(start.Sub(t0))
@@ -336,7 +333,6 @@ func run(ctx context.Context, args []string, stdout io.Writer) (err error) {
 	rep.Rest = WaitAtRest(ctx, infra.Brokers, infra.Databases, time.Minute)
 	log.Info("at rest", "reached", rep.Rest.Reached, "waited", rep.Rest.Waited, "outbox", rep.Rest.Outbox, "lag", rep.Rest.Lag, "err", rep.Rest.Err)
 	counted := dups.Totals(ctx)
-	stopDups()
 	for n := range rep.Injected {
 		if in := &rep.Injected[n]; in.Kind == KindDuplicate && in.Fired && rep.Rest.Reached {
 			in.Counted = map[string]int{}

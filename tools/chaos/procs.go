@@ -178,6 +178,11 @@ func (i *Instance) Kill(down time.Duration) error {
 	if i.cmd == nil {
 		return fmt.Errorf("%s is not running", i.Name())
 	}
+	if i.paused || i.expect != "" {
+		// Frozen by another fault (a kill would cut its pause short), or
+		// already being killed or restarted: the caller picks again.
+		return fmt.Errorf("%s is paused or being %s", i.Name(), i.expect)
+	}
 	i.expect, i.delay = "killed", down
 	return i.cmd.Process.Signal(syscall.SIGKILL)
 }

@@ -16,6 +16,7 @@ import (
 type twins struct {
 	mu  sync.Mutex
 	run []*Instance
+	all []*Instance // every twin started, for its log
 }
 
 // Serving returns svc's instances and any twin of it running now.
@@ -56,6 +57,7 @@ func (c *Cluster) StartTwin(i *Instance) (*Instance, error) {
 	}
 	c.twins.mu.Lock()
 	c.twins.run = append(c.twins.run, t)
+	c.twins.all = append(c.twins.all, t)
 	c.twins.mu.Unlock()
 	return t, nil
 }
@@ -131,4 +133,24 @@ func freezeTwin(ctx context.Context, c *Cluster, f Fault, in *Injected) error {
 	}
 	in.Note += fmt.Sprintf("; %s ready %s after SIGCONT", i.Name(), Duration(time.Since(thawed)))
 	return nil
+}
+
+// Logs returns, by service, the log file of every instance and of every
+// twin ever started, each once.
+func (c *Cluster) Logs() map[string][]string {
+	out := map[string][]string{}
+	add := func(i *Instance) {
+		if !slices.Contains(out[i.Service], i.logPath) {
+			out[i.Service] = append(out[i.Service], i.logPath)
+		}
+	}
+	for _, i := range c.Instances {
+		add(i)
+	}
+	c.twins.mu.Lock()
+	defer c.twins.mu.Unlock()
+	for _, i := range c.twins.all {
+		add(i)
+	}
+	return out
 }
