@@ -203,7 +203,9 @@ func Healthz() http.Handler {
 }
 
 // Readyz runs every check with a short deadline and answers 200 if all pass,
-// 503 naming the failures otherwise. Probes come every few seconds, so a
+// 503 naming the checks that failed otherwise. Why they failed goes to the
+// log only: a dependency's error names hosts, ports and users, which are
+// not the caller's to read. Probes come every few seconds, so a
 // failure is logged once, at WARN, when the set of failing checks changes
 // (and the recovery once, at INFO), not on every probe.
 func Readyz(log *slog.Logger, checks map[string]Check) http.Handler {
@@ -237,12 +239,33 @@ func Readyz(log *slog.Logger, checks map[string]Check) http.Handler {
 		slices.Sort(failed)
 		report(r.Context(), strings.Join(failed, ","), status)
 		if len(failed) > 0 {
-			writeProblem(w, r, Errorf(http.StatusServiceUnavailable, "not ready: %v", status))
+			writeProblem(w, r, Errorf(http.StatusServiceUnavailable, "not ready: %s failed (the service log says why)", strings.Join(failed, ", ")))
 			return
 		}
 		Encode(w, http.StatusOK, status)
 	})
 }
+
+// validRequestID reports whether a client's X-Request-Id is one to adopt:
+// up to 128 characters that need no escaping in a log line or a header.
+func validRequestID(id string) bool {
+	if id == "" || len(id) > 128 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("-_.:/+=", c) >= 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// WriteTimeout is the longest a handler may take to answer. It is above
+// the 30 s the operator's replay may hold its transaction (package park),
+// so the answer of a slow replay that committed still reaches choreoctl;
+// a shorter one would drop the connection on a replay that took effect.
+const WriteTimeout = 45 * time.Second
 
 // Serve runs an HTTP server for h on addr until ctx ends, then stops
 // accepting connections and waits up to 10 seconds for requests in flight.
@@ -255,7 +278,7 @@ func Serve(ctx context.Context, addr string, h http.Handler, log *slog.Logger) e
 		Handler:           h,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       15 * time.Second,
-		WriteTimeout:      15 * time.Second,
+		WriteTimeout:      WriteTimeout,
 		IdleTimeout:       60 * time.Second,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
