@@ -21,7 +21,7 @@ import (
 //	GET  /admin/parked[?order=ID][&limit=N]          the rows parked now, in order (default limit 1000)
 //	POST /admin/parked/replay?order=ID[&through=N]   replay an order's rows (or ?event=ID, ?row=N)
 //	POST /admin/parked/release?order=ID[&through=N]  release them unapplied (or ?event=ID, ?row=N)
-//	GET  /admin/outbox/parked                        the outbox rows Kafka refused
+//	GET  /admin/outbox/parked[?limit=N]              the outbox rows Kafka refused (default limit 1000)
 //	POST /admin/outbox/parked/{id}/release           publish one again
 //
 // through=N leaves out rows parked after row N, those the operator has not
@@ -81,14 +81,24 @@ type parkedList struct {
 	Rows    []Row  `json:"rows"`
 }
 
+// listLimit reads a list's limit parameter: 1000 rows unless asked, at most
+// 10000, so one answer stays a size a client and the database can take.
+func listLimit(r *http.Request) (int, error) {
+	n, err := param(r, "limit", 1000)
+	if err != nil || n > 10000 {
+		return 0, web.Errorf(http.StatusBadRequest, "limit: 1 to 10000")
+	}
+	return int(n), nil
+}
+
 func listParked(op *Operator, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		limit, err := param(r, "limit", 1000)
-		if err != nil || limit > 10000 {
-			web.Respond(w, r, log, web.Errorf(http.StatusBadRequest, "limit: 1 to 10000"))
+		limit, err := listLimit(r)
+		if err != nil {
+			web.Respond(w, r, log, err)
 			return
 		}
-		rows, err := op.List(r.Context(), r.URL.Query().Get("order"), int(limit))
+		rows, err := op.List(r.Context(), r.URL.Query().Get("order"), limit)
 		if err != nil {
 			web.Respond(w, r, log, err)
 			return
@@ -145,7 +155,12 @@ func param(r *http.Request, name string, def int64) (int64, error) {
 
 func listOutboxParked(db *sqlx.DB, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rows, err := outbox.ListParked(r.Context(), db)
+		limit, err := listLimit(r)
+		if err != nil {
+			web.Respond(w, r, log, err)
+			return
+		}
+		rows, err := outbox.ListParked(r.Context(), db, limit)
 		if err != nil {
 			web.Respond(w, r, log, err)
 			return

@@ -62,6 +62,8 @@ func TestAdminAPI(t *testing.T) {
 		{"UnknownRoute", "GET", "/nope", "s3cret", http.StatusNotFound, true, ""},
 		{"ThroughWithoutOrder", "POST", "/parked/release?event=" + eventID(t, msgs[1]) + "&through=3", "s3cret", http.StatusUnprocessableEntity, true, "with an order"},
 		{"LimitTooLarge", "GET", "/parked?limit=20000", "s3cret", http.StatusBadRequest, true, "limit"},
+		{"OutboxLimitTooLarge", "GET", "/outbox/parked?limit=20000", "s3cret", http.StatusBadRequest, true, "limit"},
+		{"OutboxLimit", "GET", "/outbox/parked?limit=1", "s3cret", http.StatusOK, false, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
