@@ -26,11 +26,15 @@ import (
 //
 // through=N leaves out rows parked after row N, those the operator has not
 // seen. Every answer is JSON; every failure application/problem+json.
-// With a token, each request must carry "Authorization: Bearer <token>";
-// every POST must carry the header X-Choreo-Admin (any value), which a
-// browser sends cross-site only after a CORS preflight this API never
-// grants: a web page cannot replay or release.
+// Each request must carry "Authorization: Bearer <token>"; without a token
+// the API is off and every path answers 403 (see Off). Every POST must
+// also carry the header X-Choreo-Admin (any value), which a browser sends
+// cross-site only after a CORS preflight this API never grants: a web
+// page cannot replay or release.
 func Admin(op *Operator, db *sqlx.DB, log *slog.Logger, token string) http.Handler {
+	if token == "" {
+		return Off(log)
+	}
 	r := chi.NewRouter() // mounted: the service's router logs, recovers and names requests
 	r.Use(requireToken(log, token), requireAdminHeader(log))
 	r.NotFound(web.NotFound(log))
@@ -43,12 +47,25 @@ func Admin(op *Operator, db *sqlx.DB, log *slog.Logger, token string) http.Handl
 	return r
 }
 
-// requireToken refuses a request without the bearer token, if there is one.
+// Off is the admin API of a service started without a token: every request
+// is refused with 403, whatever it carries, since no credential could open
+// it; the detail says how to turn it on. Replay and release change what a
+// saga did, so an API without a credential fails closed, not open. 403,
+// not 404: choreoctl reads a 404 as "not parked at this service", and
+// would pass over a service whose API is off without a word.
+func Off(log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		web.Respond(w, r, log, web.Errorf(http.StatusForbidden, "the operator API is off on this service: start it with ADMIN_TOKEN set to serve /admin"))
+	})
+}
+
+// requireToken refuses a request without the bearer token, comparing in
+// constant time so the answer's timing does not spell the token out.
 func requireToken(log *slog.Logger, token string) func(http.Handler) http.Handler {
 	want := []byte("Bearer " + token)
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if token != "" && subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+			if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="choreo admin"`)
 				web.Respond(w, r, log, web.Errorf(http.StatusUnauthorized, "the admin API needs the token ADMIN_TOKEN sets: Authorization: Bearer <token>"))
 				return
