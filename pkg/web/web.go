@@ -452,22 +452,86 @@ func Post[Req, T any](log *slog.Logger, param string, act func(ctx context.Conte
 }
 
 // Add serves a POST that adds a positive amount to one resource named by
-// the path parameter param, e.g. a deposit to an account: as Post, with a
-// body whose one field, named field, holds the amount, checked by
-// CheckAmount. An unknown field fails with 400 as Decode fails one.
-func Add[T any](log *slog.Logger, param, field string, add func(ctx context.Context, id string, amount int64) (T, error)) http.Handler {
-	return Post(log, param, func(ctx context.Context, id string, body map[string]*int64) (T, error) {
-		var zero T
+// the path parameter param, e.g. a deposit to an account: a body whose one
+// field, named field, holds the amount, checked by CheckAmount; an unknown
+// field fails with 400 as Decode fails one. The request's Idempotency-Key
+// ("" without one, see IdempotencyKey) goes to add, which applies a key
+// once; an answer it replays carries Idempotent-Replayed: true and the
+// same status as the first.
+func Add[T any](log *slog.Logger, param, field string, add func(ctx context.Context, id string, amount int64, key string) (T, bool, error)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id, err := PathID(r, param)
+		if err != nil {
+			Respond(w, r, log, err)
+			return
+		}
+		key, err := IdempotencyKey(r)
+		if err != nil {
+			Respond(w, r, log, err)
+			return
+		}
+		body, err := Decode[map[string]*int64](w, r)
+		if err != nil {
+			Respond(w, r, log, err)
+			return
+		}
 		for name := range body {
 			if name != field {
-				return zero, Errorf(http.StatusBadRequest, "unknown field %q", name)
+				Respond(w, r, log, Errorf(http.StatusBadRequest, "unknown field %q", name))
+				return
 			}
 		}
 		if err := CheckAmount(field, body[field], true); err != nil {
-			return zero, &Error{Status: http.StatusBadRequest, Detail: err.Error()}
+			Respond(w, r, log, &Error{Status: http.StatusBadRequest, Detail: err.Error()})
+			return
 		}
-		return add(ctx, id, *body[field])
+		v, replayed, err := add(r.Context(), id, *body[field], key)
+		if err != nil {
+			Respond(w, r, log, err)
+			return
+		}
+		if replayed {
+			w.Header().Set(HeaderReplayed, "true")
+		}
+		setETag(w, v)
+		Encode(w, http.StatusOK, v)
 	})
+}
+
+// Headers of an idempotent POST.
+const (
+	// HeaderIdempotencyKey is sent by a client that may retry a POST.
+	HeaderIdempotencyKey = "Idempotency-Key"
+	// HeaderReplayed marks an answer that repeats the first one to the
+	// same key.
+	HeaderReplayed = "Idempotent-Replayed"
+	// MaxIdempotencyKeyLen bounds the Idempotency-Key header.
+	MaxIdempotencyKeyLen = 255
+)
+
+// IdempotencyKey returns the request's Idempotency-Key, "" if it sent
+// none: 1 to 255 printable ASCII characters, sent once. A header that is
+// present must be valid, since ignoring a bad key would drop the
+// protection the client asked for.
+func IdempotencyKey(r *http.Request) (string, error) {
+	vals := r.Header.Values(HeaderIdempotencyKey)
+	switch len(vals) {
+	case 0:
+		return "", nil
+	case 1:
+	default:
+		return "", Errorf(http.StatusBadRequest, "%s must be sent once, got %d", HeaderIdempotencyKey, len(vals))
+	}
+	key := vals[0]
+	if key == "" || len(key) > MaxIdempotencyKeyLen {
+		return "", Errorf(http.StatusBadRequest, "%s must be 1 to %d characters", HeaderIdempotencyKey, MaxIdempotencyKeyLen)
+	}
+	for i := 0; i < len(key); i++ {
+		if c := key[i]; c < 0x20 || c > 0x7e {
+			return "", Errorf(http.StatusBadRequest, "%s must be printable ASCII; byte %d is 0x%02x", HeaderIdempotencyKey, i, c)
+		}
+	}
+	return key, nil
 }
 
 // write is Put, and Post when conditional is false: a POST's conditional
