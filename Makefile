@@ -5,7 +5,10 @@
 
 # The Docker Compose stack (deploy/compose/compose.yaml): Kafka, one
 # PostgreSQL per service and the four services built from deploy/Dockerfile.
-COMPOSE = docker compose -f deploy/compose/compose.yaml
+# compose.yaml requires CHOREO_ADMIN_TOKEN, the bearer token of the services'
+# /admin: unless it is set, the local admin token (scripts/admin-token.sh),
+# which choreoctl reads too.
+COMPOSE = CHOREO_ADMIN_TOKEN="$${CHOREO_ADMIN_TOKEN:-$$(bash scripts/admin-token.sh)}" docker compose -f deploy/compose/compose.yaml
 
 run:
 	bash scripts/run.sh

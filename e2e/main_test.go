@@ -128,6 +128,8 @@ func run(m *testing.M) int {
 				// Short, so that TestTrackerReportsStuckSaga need not wait
 				// long; only the tracker reads it.
 				"TRACKER_SAGA_SLA="+trackerSLA.String(),
+				// The operator API is off without one (choreoctl: ctlErr).
+				"ADMIN_TOKEN="+adminToken,
 			),
 		}
 		s.env = append(s.env, collector.env()...)

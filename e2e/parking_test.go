@@ -2,8 +2,10 @@ package e2e
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -152,7 +154,11 @@ func buildChoreoctl(t *testing.T) string {
 	return bin
 }
 
-// ctlErr runs choreoctl against this run's services.
+// adminToken is this run's ADMIN_TOKEN, random so that no fixed token
+// opens an operator API.
+var adminToken = rand.Text()
+
+// ctlErr runs choreoctl against this run's services, with their token.
 func ctlErr(bin string, args ...string) (string, error) {
 	var addrs []string
 	for _, name := range []string{"order", "payment", "inventory", "shipping"} {
@@ -160,7 +166,9 @@ func ctlErr(bin string, args ...string) (string, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, bin, append([]string{"-services", strings.Join(addrs, ",")}, args...)...).CombinedOutput()
+	cmd := exec.CommandContext(ctx, bin, append([]string{"-services", strings.Join(addrs, ",")}, args...)...)
+	cmd.Env = append(os.Environ(), "ADMIN_TOKEN="+adminToken)
+	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
 

@@ -10,6 +10,15 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 eval "$(bash scripts/infra.sh up)"
 
 mkdir -p bin/logs
+
+# The operator API (/admin, choreoctl) needs a token: a new random one each
+# run unless ADMIN_TOKEN is set, in the file choreoctl reads by default.
+if [[ -z "${ADMIN_TOKEN:-}" ]]; then
+  ADMIN_TOKEN="$(bash scripts/admin-token.sh -new)"
+fi
+export ADMIN_TOKEN
+token_file="${CHOREO_ADMIN_TOKEN_FILE:-${XDG_CACHE_HOME:-$HOME/.cache}/choreo/admin-token}"
+
 pids=()
 stop() {
   echo "stopping services..." >&2
@@ -34,9 +43,10 @@ for port in 8080 8081 8082 8083 8084; do
   done
   curl -fsS "http://127.0.0.1:$port/readyz" >/dev/null || { echo "service on :$port is not ready; see bin/logs/" >&2; exit 1; }
 done
-cat >&2 <<'TXT'
+cat >&2 <<TXT
 Choreo is running: order :8080  payment :8081  inventory :8082  shipping :8083  tracker :8084 (open http://localhost:8084/)
 Logs: bin/logs/<service>.log     Stop: Ctrl-C
+Admin: the token of /admin is in $token_file, which choreoctl reads (go run ./cmd/choreoctl parked)
 Try the walkthrough in README.md, e.g.:
   curl -s -X PUT localhost:8081/accounts/c-1 -H 'Content-Type: application/json' -d '{"balance":10000}'
 TXT

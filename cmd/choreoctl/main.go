@@ -18,8 +18,11 @@
 //
 // The services' addresses default to the local ones (make run, go run
 // ./deploy/local); -services or $CHOREO_SERVICES overrides them, e.g.
-// "payment=http://10.0.0.5:8081,order=http://10.0.0.4:8080". With
-// ADMIN_TOKEN set on the services, pass it by -token or $ADMIN_TOKEN.
+// "payment=http://10.0.0.5:8081,order=http://10.0.0.4:8080". The admin
+// API needs the token ADMIN_TOKEN sets on the services: -token, else
+// $ADMIN_TOKEN, else the file the local modes write it to
+// (internal/admintoken: $CHOREO_ADMIN_TOKEN_FILE, else
+// ~/.cache/choreo/admin-token).
 package main
 
 import (
@@ -39,6 +42,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/choreo-saga/choreo/internal/admintoken"
 	"github.com/choreo-saga/choreo/internal/cli"
 	"github.com/choreo-saga/choreo/pkg/outbox"
 	"github.com/choreo-saga/choreo/pkg/park"
@@ -82,7 +86,7 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 	// Defaults that come from the environment are resolved after
 	// parsing, so the usage names the variable, never its value (a token).
 	servicesFlag := fs.String("services", "", "the services' base `URLs`, name=url,… (default: $CHOREO_SERVICES, else the local ones, order=http://127.0.0.1:8080,…)")
-	token := fs.String("token", "", "the admin API's bearer `token` (default: $ADMIN_TOKEN)")
+	token := fs.String("token", "", "the admin API's bearer `token` (default: $ADMIN_TOKEN, else the file make run and deploy/local write, $CHOREO_ADMIN_TOKEN_FILE or ~/.cache/choreo/admin-token)")
 	asJSON := fs.Bool("json", false, "print the services' JSON answers instead of tables")
 
 	sub := flag.NewFlagSet("choreoctl", flag.ContinueOnError)
@@ -111,7 +115,11 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 		usage()
 		return errors.New("no command")
 	}
-	c := &client{http: &http.Client{Timeout: time.Minute}, token: cmp.Or(*token, getenv("ADMIN_TOKEN")), services: services, out: out, json: *asJSON}
+	tok, err := adminToken(cmp.Or(*token, getenv("ADMIN_TOKEN")), getenv)
+	if err != nil {
+		return err
+	}
+	c := &client{http: &http.Client{Timeout: time.Minute}, token: tok, services: services, out: out, json: *asJSON}
 	cmd, rest := fs.Arg(0), fs.Args()[1:]
 	if err := sub.Parse(rest); err != nil {
 		return err
@@ -176,6 +184,23 @@ func parseServices(s string) ([]service, error) {
 		out = append(out, service{name: name, url: strings.TrimRight(u, "/")})
 	}
 	return out, nil
+}
+
+// adminToken is given if not empty, else the token the local modes wrote
+// (admintoken.Path), else "": the services then answer 401, which says so.
+func adminToken(given string, getenv func(string) string) (string, error) {
+	if given != "" {
+		return given, nil
+	}
+	path, err := admintoken.Path(getenv)
+	if err != nil {
+		return "", nil
+	}
+	tok, err := admintoken.Read(path)
+	if admintoken.ErrNotExist(err) {
+		return "", nil
+	}
+	return tok, err
 }
 
 type client struct {

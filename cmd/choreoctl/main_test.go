@@ -6,8 +6,11 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/choreo-saga/choreo/internal/admintoken"
 )
 
 // fakeAdmin answers like a service's admin API: order o-1 parked on it,
@@ -129,6 +132,44 @@ func TestUsage(t *testing.T) {
 			}
 			if strings.Contains(usage, "s3cret") || strings.Contains(usage, "10.0.0.4") || out.Len() > 0 {
 				t.Errorf("usage shows the environment's values, or went to stdout:\n%s%s", usage, out.String())
+			}
+		})
+	}
+}
+
+// TestTokenSources: the token is -token's, else $ADMIN_TOKEN's, else the
+// one the local modes wrote to the token file; with none, the services'
+// 401 is the answer.
+func TestTokenSources(t *testing.T) {
+	payment := fakeAdmin(t, true) // wants "Bearer tok"
+	services := "-services=payment=" + payment.URL
+	dir := t.TempDir()
+	tokFile, otherFile := filepath.Join(dir, "tok"), filepath.Join(dir, "other")
+	if err := admintoken.Write(tokFile, "tok"); err != nil {
+		t.Fatal(err)
+	}
+	if err := admintoken.Write(otherFile, "other"); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		wantErr string
+	}{
+		{"File", []string{services, "parked"}, map[string]string{admintoken.EnvFile: tokFile}, ""},
+		{"FileUnderHome", []string{services, "parked"}, map[string]string{"HOME": dir, "XDG_CACHE_HOME": filepath.Join(dir, "cache")}, "401"},
+		{"EnvOverFile", []string{services, "parked"}, map[string]string{"ADMIN_TOKEN": "tok", admintoken.EnvFile: otherFile}, ""},
+		{"FlagOverEnv", []string{services, "-token", "tok", "parked"}, map[string]string{"ADMIN_TOKEN": "other"}, ""},
+		{"NoFile", []string{services, "parked"}, map[string]string{admintoken.EnvFile: filepath.Join(dir, "none")}, "401"},
+		{"WrongFile", []string{services, "parked"}, map[string]string{admintoken.EnvFile: otherFile}, "401"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out bytes.Buffer
+			err := run(context.Background(), tt.args, func(k string) string { return tt.env[k] }, &out, io.Discard)
+			if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
+				t.Fatalf("err = %v, want %q\n%s", err, tt.wantErr, out.String())
 			}
 		})
 	}

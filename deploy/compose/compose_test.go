@@ -67,27 +67,52 @@ var (
 	projectErr  error
 )
 
+// adminToken is the CHOREO_ADMIN_TOKEN the tests load compose.yaml with:
+// the file requires one, as make up passes it.
+const adminToken = "test-admin-token"
+
 // loadProject loads compose.yaml once, as `docker compose config` would:
 // schema validation, interpolation, normalisation, consistency checks and
 // paths resolved against the file's directory. The process environment is
-// deliberately not used, so the result does not depend on who runs the test.
+// deliberately not used, so the result does not depend on who runs the
+// test; only CHOREO_ADMIN_TOKEN is set, to adminToken.
 func loadProject(t *testing.T) *types.Project {
 	t.Helper()
 	projectOnce.Do(func() {
-		opts, err := cli.NewProjectOptions([]string{"compose.yaml"},
-			cli.WithWorkingDirectory("."),
-			cli.WithResolvedPaths(true),
-		)
-		if err != nil {
-			projectErr = fmt.Errorf("project options: %w", err)
-			return
-		}
-		project, projectErr = opts.LoadProject(context.Background())
+		project, projectErr = load("CHOREO_ADMIN_TOKEN=" + adminToken)
 	})
 	if projectErr != nil {
 		t.Fatalf("load compose.yaml: %v", projectErr)
 	}
 	return project
+}
+
+// load loads compose.yaml with only env as its environment.
+func load(env ...string) (*types.Project, error) {
+	opts, err := cli.NewProjectOptions([]string{"compose.yaml"},
+		cli.WithWorkingDirectory("."),
+		cli.WithResolvedPaths(true),
+		cli.WithEnv(env),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("project options: %w", err)
+	}
+	return opts.LoadProject(context.Background())
+}
+
+// TestComposeRequiresTheAdminToken: the stack does not start without a
+// token for /admin, so no service serves an operator API anyone can call;
+// with one, every service that has an operator API takes it.
+func TestComposeRequiresTheAdminToken(t *testing.T) {
+	if _, err := load(); err == nil || !strings.Contains(err.Error(), "CHOREO_ADMIN_TOKEN") {
+		t.Fatalf("load without CHOREO_ADMIN_TOKEN = %v, want an error naming it", err)
+	}
+	p := loadProject(t)
+	for _, name := range []string{"order", "payment", "inventory", "shipping"} {
+		if got := env(t, mustService(t, p, name))["ADMIN_TOKEN"]; got != adminToken {
+			t.Errorf("%s: ADMIN_TOKEN = %q, want CHOREO_ADMIN_TOKEN's %q", name, got, adminToken)
+		}
+	}
 }
 
 // mustService returns the named compose service, failing the test when the

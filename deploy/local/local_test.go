@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/choreo-saga/choreo/internal/admintoken"
 	"github.com/choreo-saga/choreo/internal/testenv"
 )
 
@@ -30,6 +32,7 @@ import (
 func TestRun(t *testing.T) {
 	ports := freePorts(t, 8)
 	kafkaPort, pgPort := ports[0], ports[1]
+	tokenFile := filepath.Join(t.TempDir(), "admin-token")
 	svc := map[string]string{
 		"order":     "http://127.0.0.1:" + strconv.Itoa(ports[2]),
 		"payment":   "http://127.0.0.1:" + strconv.Itoa(ports[3]),
@@ -46,6 +49,7 @@ func TestRun(t *testing.T) {
 		"-shipping-addr", strings.TrimPrefix(svc["shipping"], "http://"),
 		"-tracker-addr", strings.TrimPrefix(svc["tracker"], "http://"),
 		"-control-addr", "127.0.0.1:" + strconv.Itoa(ports[7]),
+		"-admin-token-file", tokenFile,
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -73,6 +77,37 @@ func TestRun(t *testing.T) {
 			t.Errorf("the walkthrough does not mention %s at %s:\n%s", name, base, stdout.String())
 		}
 	}
+
+	// The operator API takes the token of this run, which the banner
+	// shows and the token file holds, and nothing else.
+	t.Run("AdminNeedsTheRunsToken", func(t *testing.T) {
+		token, err := admintoken.Read(tokenFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(stdout.String(), "ADMIN_TOKEN="+token) || !strings.Contains(stdout.String(), tokenFile) {
+			t.Errorf("the banner does not show the token file and its token:\n%s", stdout.String())
+		}
+		for _, tt := range []struct {
+			auth string
+			want int
+		}{{"", http.StatusUnauthorized}, {"Bearer guess", http.StatusUnauthorized}, {"Bearer " + token, http.StatusOK}} {
+			for _, name := range []string{"order", "payment", "inventory", "shipping"} {
+				req, _ := http.NewRequest(http.MethodGet, svc[name]+"/admin/parked", nil)
+				if tt.auth != "" {
+					req.Header.Set("Authorization", tt.auth)
+				}
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				if resp.StatusCode != tt.want {
+					t.Errorf("%s /admin/parked with %q = %d, want %d", name, tt.auth, resp.StatusCode, tt.want)
+				}
+			}
+		}
+	})
 
 	t.Run("HappyPath", func(t *testing.T) {
 		putJSON(t, svc["payment"]+"/accounts/c-happy", `{"balance":10000}`)

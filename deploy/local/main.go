@@ -29,6 +29,14 @@
 //	                             back: POST /services/shipping/stop, later
 //	                             POST /services/shipping/start; GET /services
 //	                             lists them; empty: none
+//	-admin-token-file FILE       where the admin token generated at start is
+//	                             written, for choreoctl (default:
+//	                             $CHOREO_ADMIN_TOKEN_FILE, else
+//	                             ~/.cache/choreo/admin-token)
+//
+// The operator API (/admin, choreoctl) needs a token: a random one is
+// generated at each start, printed with the walkthrough and written to the
+// admin token file, where choreoctl finds it.
 //
 // The services log as they do on their own (participant.NewLogger): JSON
 // lines, each tagged service=<name>, here all on stderr, so the walkthrough
@@ -57,6 +65,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/choreo-saga/choreo/internal/admintoken"
 	"github.com/choreo-saga/choreo/internal/cli"
 	"github.com/choreo-saga/choreo/internal/infra"
 	"github.com/choreo-saga/choreo/pkg/participant"
@@ -74,7 +83,8 @@ func main() {
 
 // run starts the infrastructure and the services, prints the walkthrough to
 // stdout once they are ready, and stops everything when ctx ends. Logs go to
-// stderr; getenv supplies LOG_LEVEL when -log-level is not given.
+// stderr; getenv supplies LOG_LEVEL when -log-level is not given, and the
+// admin token file's path when -admin-token-file is not.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) (err error) {
 	flags := flag.NewFlagSet("local", flag.ContinueOnError)
 	flags.SetOutput(stderr)
@@ -94,6 +104,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		countries     = flags.String("shipping-countries", shippingCfg.ServedCountries, "comma-separated `codes` of the countries shipping serves")
 		levelFlag     = flags.String("log-level", "", "log `level`: debug, info, warn or error (default: $LOG_LEVEL, else info)")
 		controlAddr   = flags.String("control-addr", defaultControlAddr, "`address` of the launcher's own API that stops and starts a service; empty: none")
+		tokenFile     = flags.String("admin-token-file", "", "`file` the admin token generated at start is written to, for choreoctl (default: $CHOREO_ADMIN_TOKEN_FILE, else ~/.cache/choreo/admin-token)")
 	)
 	if err := flags.Parse(args); err != nil {
 		return err
@@ -107,6 +118,22 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	log := participant.NewLogger(stderr, level)
 	start := time.Now()
+
+	// A token of this run for the operator API, never a fixed one: the
+	// API replays and releases parked orders, so it is closed to anyone
+	// who cannot read the token file or this terminal.
+	adminToken, err := admintoken.Generate()
+	if err != nil {
+		return err
+	}
+	if *tokenFile == "" {
+		if *tokenFile, err = admintoken.Path(getenv); err != nil {
+			return err
+		}
+	}
+	if err := admintoken.Write(*tokenFile, adminToken); err != nil {
+		return err
+	}
 
 	// The infrastructure.
 	inf, err := infra.Embedded(ctx, infra.EmbeddedOptions{
@@ -140,6 +167,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		{tracker.Name, &trackerCfg.Config, *trackerAddr},
 	} {
 		c.cfg.HTTPAddr, c.cfg.DatabaseURL, c.cfg.KafkaBrokers, c.cfg.Logger = c.addr, inf.DatabaseURLs[c.name], inf.Brokers, log
+		c.cfg.AdminToken = adminToken
 	}
 	shippingCfg.ServedCountries = *countries
 	trackerCfg.SagaSLA = *sagaSLA
@@ -167,6 +195,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		Tracker:   baseURL(*trackerAddr),
 		Kafka:     strings.Join(inf.Brokers, ","),
 		Postgres:  inf.DatabaseURLs["order"],
+		TokenFile: *tokenFile,
+		Token:     adminToken,
 	}
 	if *controlAddr != "" {
 		urls.Control = baseURL(*controlAddr)
@@ -267,6 +297,7 @@ type walkthrough struct {
 	Order, Payment, Inventory, Shipping, Tracker string
 	Control                                      string // "" without a control endpoint
 	Kafka, Postgres                              string
+	TokenFile, Token                             string // the admin API's
 	Took                                         time.Duration
 }
 
@@ -287,6 +318,7 @@ Choreo is running, ready in {{.Took}} (embedded Kafka and PostgreSQL)
 {{- end}}
   kafka      {{.Kafka}}
   postgres   {{.Postgres}}  (and payment_db, inventory_db, shipping_db, tracker_db)
+  admin      token in {{.TokenFile}}, which choreoctl reads (ADMIN_TOKEN={{.Token}})
 
 Happy path: the customer pays, the stock is reserved, the shipment scheduled.
 

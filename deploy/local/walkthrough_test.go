@@ -65,6 +65,7 @@ func TestWalkthrough(t *testing.T) {
 	}
 
 	dir := t.TempDir()
+	args = append(args, "-admin-token-file", filepath.Join(dir, "admin-token"))
 	logPath := filepath.Join(dir, "local.log")
 	logFile, err := os.Create(logPath)
 	if err != nil {

@@ -408,11 +408,11 @@ func (rq Request) HTTP() *http.Request {
 	return req
 }
 
-// CheckWrite sends body as JSON with method to path on h, with an If-Match
-// and an If-None-Match header when they are not empty — a write as a
+// CheckWrite sends body as JSON with method to path on h, with an If-Match,
+// an If-None-Match and an Idempotency-Key header when they are not empty — a write as a
 // client of web.Put and web.Post sends it — and fails t unless the answer
 // has status want and is documented (CheckResponse).
-func CheckWrite(t testing.TB, h http.Handler, specYAML []byte, method, path, ifMatch, ifNoneMatch, body string, want int) {
+func CheckWrite(t testing.TB, h http.Handler, specYAML []byte, method, path, ifMatch, ifNoneMatch, key, body string, want int) {
 	t.Helper()
 	req := httptest.NewRequest(method, path, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
@@ -421,6 +421,9 @@ func CheckWrite(t testing.TB, h http.Handler, specYAML []byte, method, path, ifM
 	}
 	if ifNoneMatch != "" {
 		req.Header.Set("If-None-Match", ifNoneMatch)
+	}
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
 	}
 	CheckResponse(t, h, specYAML, req, want)
 }

@@ -80,6 +80,7 @@ type Write[T comparable] struct {
 	Name                 string
 	Method, Path         string
 	IfMatch, IfNoneMatch string
+	IdempotencyKey       string // sent as Idempotency-Key if not empty
 	Body                 string
 	Before               func(t *testing.T) // a saga's change before the request
 	Want                 int
@@ -104,7 +105,7 @@ func CheckWrites[T interface {
 			if s.Before != nil {
 				s.Before(t)
 			}
-			CheckWrite(t, h, spec, s.Method, s.Path, s.IfMatch, s.IfNoneMatch, s.Body, s.Want)
+			CheckWrite(t, h, spec, s.Method, s.Path, s.IfMatch, s.IfNoneMatch, s.IdempotencyKey, s.Body, s.Want)
 
 			id, _, _ := strings.Cut(strings.TrimPrefix(s.Path, collection), "/")
 			CheckStored(t, h, get, id, collection+id, s.Stored, s.Stored.CurrentVersion())

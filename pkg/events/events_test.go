@@ -99,6 +99,9 @@ func created(total, addressFields string) string {
 		`,"currency":"JPY","shipping_address":{"country":"JP",` + addressFields + `}}`
 }
 
+// maxAmount is events.MaxAmount as JSON.
+const maxAmount = "1000000000000000"
+
 func TestDecodePoison(t *testing.T) {
 	valid := string(mustEncode(t, events.ShipmentScheduled{Country: "JP"}))
 	id := "6f1c1a52-9b4e-4a4e-8f0e-5e2d3c7a9d10"
@@ -151,6 +154,18 @@ func TestDecodePoison(t *testing.T) {
 		{"SKUTooLong", envelope(id, "OrderCreated", "o", strings.Replace(created(`"total_amount":1`, `"line1":"x"`), `"sku":"S"`, `"sku":"`+strings.Repeat("s", 65)+`"`, 1)), events.ErrInvalid},
 		{"SKUControlChar", envelope(id, "OrderCreated", "o", strings.Replace(created(`"total_amount":1`, `"line1":"x"`), `"sku":"S"`, `"sku":"S\t"`, 1)), events.ErrInvalid},
 		{"CustomerIDTooLong", envelope(id, "OrderCreated", "o", strings.Replace(created(`"total_amount":1`, `"line1":"x"`), `"customer_id":"c"`, `"customer_id":"`+strings.Repeat("c", 65)+`"`, 1)), events.ErrInvalid},
+		// The total is what payment charges and the items what inventory
+		// reserves, so the two must agree; the products of lines at the
+		// limits would wrap around int64 if multiplied unchecked.
+		{"TotalNotTheItemsSum", envelope(id, "OrderCreated", "o", created(`"total_amount":2`, `"line1":"x"`)), events.ErrInvalid},
+		{"TotalZeroForPricedItems", envelope(id, "OrderCreated", "o", created(`"total_amount":0`, `"line1":"x"`)), events.ErrInvalid},
+		{"ItemsSumAboveMax", envelope(id, "OrderCreated", "o", strings.NewReplacer(
+			`"quantity":1`, `"quantity":`+maxAmount, `"unit_price":1`, `"unit_price":`+maxAmount,
+		).Replace(created(`"total_amount":`+maxAmount, `"line1":"x"`))), events.ErrInvalid},
+		{"ItemsProductWrapsToTotal", envelope(id, "OrderCreated", "o", strings.NewReplacer(
+			// 4294967296 × 4294967297 wraps to 4294967296 in int64.
+			`"quantity":1`, `"quantity":4294967296`, `"unit_price":1`, `"unit_price":4294967297`,
+		).Replace(created(`"total_amount":4294967296`, `"line1":"x"`))), events.ErrInvalid},
 		{"PaymentAmountAboveMax", envelope(id, "PaymentDeclined", "o", `{"customer_id":"c","amount":1000000000000001,"detail":"x"}`), events.ErrInvalid},
 		{"RefundAmountAboveMax", envelope(id, "PaymentRefunded", "o", `{"amount":9223372036854775807,"reason":"out_of_stock"}`), events.ErrInvalid},
 	}
@@ -180,9 +195,10 @@ func TestDecodeAcceptsTheLimits(t *testing.T) {
 	id := "6f1c1a52-9b4e-4a4e-8f0e-5e2d3c7a9d10"
 	max := "1000000000000000"
 	tests := []struct{ name, value string }{
-		{"AmountsAtMax", envelope(id, "OrderCreated", "o", strings.NewReplacer(
-			`"quantity":1`, `"quantity":`+max, `"unit_price":1`, `"unit_price":`+max,
-		).Replace(created(`"total_amount":`+max, `"line1":"x"`)))},
+		{"QuantityAtMax", envelope(id, "OrderCreated", "o", strings.Replace(
+			created(`"total_amount":`+max, `"line1":"x"`), `"quantity":1`, `"quantity":`+max, 1))},
+		{"UnitPriceAtMax", envelope(id, "OrderCreated", "o", strings.Replace(
+			created(`"total_amount":`+max, `"line1":"x"`), `"unit_price":1`, `"unit_price":`+max, 1))},
 		{"OrderIDOf64Bytes", envelope(id, "ShipmentScheduled", strings.Repeat("o", 64), `{"country":"JP"}`)},
 		{"NonASCIIOrderID", envelope(id, "ShipmentScheduled", "注文-1", `{"country":"JP"}`)},
 		// An escaped backslash followed by u0000 is text, not a NUL.

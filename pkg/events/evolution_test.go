@@ -148,6 +148,12 @@ type evolutionCase struct {
 	gone string
 }
 
+// costing5000 prices the one item of a created payload at 5000, the total
+// the cases below carry.
+func costing5000(payload string) string {
+	return strings.Replace(payload, `"unit_price":1`, `"unit_price":5000`, 1)
+}
+
 func runEvolution(t *testing.T, up events.Upcaster, tests []evolutionCase) {
 	t.Helper()
 	for _, tt := range tests {
@@ -187,14 +193,15 @@ func runEvolution(t *testing.T, up events.Upcaster, tests []evolutionCase) {
 // TestRenameNeedsNewVersionAndUpcaster: say OrderCreated v1 called the
 // total "amount" and v2 renamed it "total_amount". Without a new version
 // the tolerant reader drops the old name and reads a total of 0 — silently
-// wrong. With v2 and an upcaster, v1 events still in the topics read
-// correctly, and a consumer not yet upgraded refuses v2 instead of
-// misreading it.
+// wrong, and refused here only because OrderCreated checks its total
+// against its items. With v2 and an upcaster, v1 events still in the
+// topics read correctly, and a consumer not yet upgraded refuses v2
+// instead of misreading it.
 func TestRenameNeedsNewVersionAndUpcaster(t *testing.T) {
-	v1 := created(`"amount":5000`, `"line1":"x"`)
-	v2 := created(`"total_amount":5000`, `"line1":"x"`)
+	v1 := costing5000(created(`"amount":5000`, `"line1":"x"`))
+	v2 := costing5000(created(`"total_amount":5000`, `"line1":"x"`))
 	runEvolution(t, renameField("amount", "total_amount"), []evolutionCase{
-		{name: "RenameWithoutNewVersionIsMisread", value: versioned(1, "OrderCreated", v1), wantTotal: 0},
+		{name: "RenameWithoutNewVersionIsMisread", value: versioned(1, "OrderCreated", v1), wantErr: events.ErrInvalid},
 		{name: "V1IsUpcast", upgraded: true, value: versioned(1, "OrderCreated", v1), wantTotal: 5000, gone: "amount"},
 		{name: "V1WithoutVersionIsUpcast", upgraded: true, value: envelope(evolutionID, "OrderCreated", "o", v1), wantTotal: 5000, gone: "amount"},
 		{name: "V2IsReadAsIs", upgraded: true, value: versioned(2, "OrderCreated", v2), wantTotal: 5000},
@@ -211,8 +218,8 @@ func TestRenameNeedsNewVersionAndUpcaster(t *testing.T) {
 // from v1 events, so reactions never see it, and consumers not yet
 // upgraded refuse v2 instead of misreading it.
 func TestRemoveNeedsNewVersionAndUpcaster(t *testing.T) {
-	v1 := created(`"total_amount":5000,"customer_email":"c@example.com"`, `"line1":"x"`)
-	v2 := created(`"total_amount":5000`, `"line1":"x"`)
+	v1 := costing5000(created(`"total_amount":5000,"customer_email":"c@example.com"`, `"line1":"x"`))
+	v2 := costing5000(created(`"total_amount":5000`, `"line1":"x"`))
 	noCurrency := strings.Replace(v2, `"currency":"JPY",`, ``, 1)
 	runEvolution(t, removeField("customer_email"), []evolutionCase{
 		{name: "RemovalOfANeededFieldWithoutNewVersionIsRefused", value: versioned(1, "OrderCreated", noCurrency), wantErr: events.ErrInvalid},

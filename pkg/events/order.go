@@ -20,14 +20,38 @@ type OrderCreated struct {
 // EventType implements Payload.
 func (OrderCreated) EventType() string { return TypeOrderCreated }
 
-// Validate implements Payload.
+// Validate implements Payload. The total must be the sum of the items:
+// payment charges total_amount and inventory reserves the items, so an
+// order whose two disagree would take one price and ship another.
 func (p OrderCreated) Validate() error {
 	total := validateAmount(p.TotalAmount)
 	if total != nil {
 		total = fmt.Errorf("total_amount: %w", total)
 	}
+	items := validateItems(p.Items)
+	var sum error
+	if items == nil && total == nil {
+		sum = validateSum(p.TotalAmount, p.Items)
+	}
 	return firstError(validateID("customer_id", p.CustomerID), validateSet("currency", p.Currency),
-		validateItems(p.Items), total, validateAddress(p.ShippingAddress))
+		items, total, sum, validateAddress(p.ShippingAddress))
+}
+
+// validateSum checks that total is Σ quantity × unit_price of items, whose
+// fields validateItems has checked. Each step is bounded by MaxAmount
+// before it is taken, so no product or sum can wrap around int64.
+func validateSum(total int64, items []Item) error {
+	var sum int64
+	for _, it := range items {
+		if it.UnitPrice != 0 && it.Quantity > (MaxAmount-sum)/it.UnitPrice {
+			return fmt.Errorf("total_amount %d is not the sum of the items' quantity × unit_price, which exceeds %d", total, int64(MaxAmount))
+		}
+		sum += it.Quantity * it.UnitPrice
+	}
+	if sum != total {
+		return fmt.Errorf("total_amount %d is not the sum of the items' quantity × unit_price, %d", total, sum)
+	}
+	return nil
 }
 
 // Event types that end a saga, published by the order service on

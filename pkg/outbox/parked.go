@@ -57,14 +57,15 @@ type ParkedRow struct {
 	LastError string    `db:"last_error" json:"last_error"`
 }
 
-// ListParked lists the parked rows, oldest first.
-func ListParked(ctx context.Context, q sqlx.QueryerContext) ([]ParkedRow, error) {
+// ListParked lists up to limit parked rows, oldest first.
+func ListParked(ctx context.Context, q sqlx.QueryerContext, limit int) ([]ParkedRow, error) {
 	var rows []ParkedRow
 	if err := sqlx.SelectContext(ctx, q, &rows, `
 		SELECT id, topic, coalesce(encode(key, 'escape'), '') AS key, octet_length(value) AS bytes,
 		       created_at, parked_at, coalesce(last_error, '') AS last_error
 		FROM outbox WHERE parked_at IS NOT NULL AND sent_at IS NULL
-		ORDER BY id`); err != nil {
+		ORDER BY id
+		LIMIT $1`, limit); err != nil {
 		return nil, fmt.Errorf("outbox: parked rows: %w", err)
 	}
 	return rows, nil

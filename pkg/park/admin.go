@@ -21,16 +21,20 @@ import (
 //	GET  /admin/parked[?order=ID][&limit=N]          the rows parked now, in order (default limit 1000)
 //	POST /admin/parked/replay?order=ID[&through=N]   replay an order's rows (or ?event=ID, ?row=N)
 //	POST /admin/parked/release?order=ID[&through=N]  release them unapplied (or ?event=ID, ?row=N)
-//	GET  /admin/outbox/parked                        the outbox rows Kafka refused
+//	GET  /admin/outbox/parked[?limit=N]              the outbox rows Kafka refused (default limit 1000)
 //	POST /admin/outbox/parked/{id}/release           publish one again
 //
 // through=N leaves out rows parked after row N, those the operator has not
 // seen. Every answer is JSON; every failure application/problem+json.
-// With a token, each request must carry "Authorization: Bearer <token>";
-// every POST must carry the header X-Choreo-Admin (any value), which a
-// browser sends cross-site only after a CORS preflight this API never
-// grants: a web page cannot replay or release.
+// Each request must carry "Authorization: Bearer <token>"; without a token
+// the API is off and every path answers 403 (see Off). Every POST must
+// also carry the header X-Choreo-Admin (any value), which a browser sends
+// cross-site only after a CORS preflight this API never grants: a web
+// page cannot replay or release.
 func Admin(op *Operator, db *sqlx.DB, log *slog.Logger, token string) http.Handler {
+	if token == "" {
+		return Off(log)
+	}
 	r := chi.NewRouter() // mounted: the service's router logs, recovers and names requests
 	r.Use(requireToken(log, token), requireAdminHeader(log))
 	r.NotFound(web.NotFound(log))
@@ -43,12 +47,25 @@ func Admin(op *Operator, db *sqlx.DB, log *slog.Logger, token string) http.Handl
 	return r
 }
 
-// requireToken refuses a request without the bearer token, if there is one.
+// Off is the admin API of a service started without a token: every request
+// is refused with 403, whatever it carries, since no credential could open
+// it; the detail says how to turn it on. Replay and release change what a
+// saga did, so an API without a credential fails closed, not open. 403,
+// not 404: choreoctl reads a 404 as "not parked at this service", and
+// would pass over a service whose API is off without a word.
+func Off(log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		web.Respond(w, r, log, web.Errorf(http.StatusForbidden, "the operator API is off on this service: start it with ADMIN_TOKEN set to serve /admin"))
+	})
+}
+
+// requireToken refuses a request without the bearer token, comparing in
+// constant time so the answer's timing does not spell the token out.
 func requireToken(log *slog.Logger, token string) func(http.Handler) http.Handler {
 	want := []byte("Bearer " + token)
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if token != "" && subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+			if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="choreo admin"`)
 				web.Respond(w, r, log, web.Errorf(http.StatusUnauthorized, "the admin API needs the token ADMIN_TOKEN sets: Authorization: Bearer <token>"))
 				return
@@ -81,14 +98,24 @@ type parkedList struct {
 	Rows    []Row  `json:"rows"`
 }
 
+// listLimit reads a list's limit parameter: 1000 rows unless asked, at most
+// 10000, so one answer stays a size a client and the database can take.
+func listLimit(r *http.Request) (int, error) {
+	n, err := param(r, "limit", 1000)
+	if err != nil || n > 10000 {
+		return 0, web.Errorf(http.StatusBadRequest, "limit: 1 to 10000")
+	}
+	return int(n), nil
+}
+
 func listParked(op *Operator, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		limit, err := param(r, "limit", 1000)
-		if err != nil || limit > 10000 {
-			web.Respond(w, r, log, web.Errorf(http.StatusBadRequest, "limit: 1 to 10000"))
+		limit, err := listLimit(r)
+		if err != nil {
+			web.Respond(w, r, log, err)
 			return
 		}
-		rows, err := op.List(r.Context(), r.URL.Query().Get("order"), int(limit))
+		rows, err := op.List(r.Context(), r.URL.Query().Get("order"), limit)
 		if err != nil {
 			web.Respond(w, r, log, err)
 			return
@@ -145,7 +172,12 @@ func param(r *http.Request, name string, def int64) (int64, error) {
 
 func listOutboxParked(db *sqlx.DB, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rows, err := outbox.ListParked(r.Context(), db)
+		limit, err := listLimit(r)
+		if err != nil {
+			web.Respond(w, r, log, err)
+			return
+		}
+		rows, err := outbox.ListParked(r.Context(), db, limit)
 		if err != nil {
 			web.Respond(w, r, log, err)
 			return

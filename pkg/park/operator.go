@@ -41,10 +41,11 @@ func NewOperator(service string, db *sqlx.DB, log *slog.Logger, replay ReplayFun
 	return &Operator{service: service, db: db, log: log.With("component", "operator"), replay: replay}
 }
 
-// resolveTimeout bounds a replay's or release's transaction, like a
+// ResolveTimeout bounds a replay's or release's transaction, like a
 // consumer's: while it holds the order's lock, a batch that meets the
-// order waits for it.
-const resolveTimeout = 30 * time.Second
+// order waits for it. The server's web.WriteTimeout is longer, so the
+// answer of a replay that took this long still arrives.
+const ResolveTimeout = 30 * time.Second
 
 // Selector picks parked rows: all of one order's (Key), or one row, by
 // its event's id (EventID) or its number (Seq). Set one.
@@ -157,7 +158,7 @@ func (o *Operator) resolve(ctx context.Context, sel Selector, how string) (Resul
 	if key == nil {
 		return res, nil // all resolved before: nothing to do
 	}
-	ctx, cancel := context.WithTimeout(ctx, resolveTimeout)
+	ctx, cancel := context.WithTimeout(ctx, ResolveTimeout)
 	defer cancel()
 	var failing *StillFailing
 	// A deadlock with the consumer's batches is retried a few times.

@@ -62,6 +62,8 @@ func TestAdminAPI(t *testing.T) {
 		{"UnknownRoute", "GET", "/nope", "s3cret", http.StatusNotFound, true, ""},
 		{"ThroughWithoutOrder", "POST", "/parked/release?event=" + eventID(t, msgs[1]) + "&through=3", "s3cret", http.StatusUnprocessableEntity, true, "with an order"},
 		{"LimitTooLarge", "GET", "/parked?limit=20000", "s3cret", http.StatusBadRequest, true, "limit"},
+		{"OutboxLimitTooLarge", "GET", "/outbox/parked?limit=20000", "s3cret", http.StatusBadRequest, true, "limit"},
+		{"OutboxLimit", "GET", "/outbox/parked?limit=1", "s3cret", http.StatusOK, false, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -99,5 +101,53 @@ func TestAdminAPI(t *testing.T) {
 	status, _, res = call("POST", "/parked/replay?order="+order, "s3cret")
 	if already, _ := res["already"].([]any); status != http.StatusOK || len(already) != 3 {
 		t.Fatalf("replay again = %d %v, want 200 and three already resolved", status, res)
+	}
+}
+
+// TestAdminIsOffWithoutAToken: a service started without ADMIN_TOKEN
+// serves no operator API: every path, with any credential or none, is a
+// 403 problem that says how to turn it on, and nothing parked changes.
+func TestAdminIsOffWithoutAToken(t *testing.T) {
+	spec, db, order, _ := poisoned(t)
+	srv := httptest.NewServer(spec.Admin(db, testenv.Logger(t), ""))
+	defer srv.Close()
+	tests := []struct{ name, method, path, auth string }{
+		{"ListWithoutCredential", "GET", "/parked", ""},
+		{"ListWithEmptyBearer", "GET", "/parked", "Bearer "},
+		{"ReleaseWithEmptyBearer", "POST", "/parked/release?order=" + order, "Bearer "},
+		{"ReplayWithAGuess", "POST", "/parked/replay?order=" + order, "Bearer s3cret"},
+		{"OutboxRelease", "POST", "/outbox/parked/1/release", ""},
+		{"UnknownPath", "GET", "/nope", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req, err := http.NewRequest(tt.method, srv.URL+tt.path, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set(park.AdminHeader, "test")
+			if tt.auth != "" {
+				req.Header.Set("Authorization", tt.auth)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var body map[string]any
+			if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+				t.Fatal(err)
+			}
+			if resp.StatusCode != http.StatusForbidden || resp.Header.Get("Content-Type") != "application/problem+json" {
+				t.Fatalf("%s %s = %d %s, want a 403 problem", tt.method, tt.path, resp.StatusCode, resp.Header.Get("Content-Type"))
+			}
+			if d, _ := body["detail"].(string); !strings.Contains(d, "ADMIN_TOKEN") {
+				t.Errorf("detail %q does not say how to turn the API on", d)
+			}
+		})
+	}
+	var open int
+	if err := db.Get(&open, `SELECT count(*) FROM parked_events WHERE park_key = $1 AND resolved_at IS NULL`, order); err != nil || open != 3 {
+		t.Fatalf("%d of the order's rows still parked (err %v), want 3", open, err)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/choreo-saga/choreo/pkg/fault"
 	"github.com/choreo-saga/choreo/pkg/park"
 	"github.com/choreo-saga/choreo/pkg/participant"
+	"github.com/choreo-saga/choreo/pkg/web"
 )
 
 // poisoned consumes, through the batch handler, an order whose first event
@@ -177,5 +178,48 @@ func TestOneAtATimeHoldsAParkedOrder(t *testing.T) {
 	offsets, failed := parkedRows(t, db, order)
 	if !slices.Equal(offsets, []int64{poison.Offset, next.Offset}) || !slices.Equal(failed, []bool{true, false}) {
 		t.Fatalf("parked %v (failed %v), want the poison then the held event", offsets, failed)
+	}
+}
+
+// TestReplayOfADeadLetterThatParkedNothing: a message dead-lettered before
+// it was routed (here: given up on) parks no order, so its row has no park
+// key; the replay applies it with its own message key, which the Guard
+// checks against the order id, and marks it processed.
+func TestReplayOfADeadLetterThatParkedNothing(t *testing.T) {
+	spec, db := recorder(t)
+	ctx := context.Background()
+	order := uuid.NewString()
+	m := reserved(t, order, "JP")
+	if err := spec.DeadLetterTo(db)(ctx, m, context.DeadlineExceeded); err != nil {
+		t.Fatal(err)
+	}
+	id := eventID(t, m)
+	var parks int
+	if err := db.Get(&parks, `SELECT count(*) FROM parked_events WHERE event_id = $1 AND park_key IS NULL`, id); err != nil || parks != 1 {
+		t.Fatalf("%d rows without a park key for the dead letter (err %v), want 1", parks, err)
+	}
+
+	res, err := spec.Operator(db, testenv.Logger(t)).Replay(ctx, park.Selector{EventID: id})
+	if err != nil || len(res.Resolved) != 1 || res.Resolved[0].Outcome != "applied" {
+		t.Fatalf("replay = %+v, %v; want the dead letter applied", res, err)
+	}
+	if got := appliedIDs(t, db); !slices.Equal(got, []string{id}) {
+		t.Fatalf("applied %v, want the dead letter's event", got)
+	}
+	if got := markedIDs(t, db); !slices.Equal(got, []string{id}) {
+		t.Fatalf("marked %v, want the dead letter's event", got)
+	}
+	var open int
+	if err := db.Get(&open, `SELECT count(*) FROM parked_events WHERE resolved_at IS NULL`); err != nil || open != 0 {
+		t.Fatalf("%d rows unresolved after the replay (err %v), want 0", open, err)
+	}
+}
+
+// TestReplayFitsInTheWriteTimeout: the server answers for longer than a
+// replay may hold its transaction, so a slow replay that committed is not
+// cut off before choreoctl hears that it did.
+func TestReplayFitsInTheWriteTimeout(t *testing.T) {
+	if park.ResolveTimeout >= web.WriteTimeout {
+		t.Fatalf("a replay may take %s, the server's write timeout is %s: its answer would be dropped", park.ResolveTimeout, web.WriteTimeout)
 	}
 }

@@ -72,10 +72,10 @@ type Config struct {
 	// profiles (net/http/pprof) there, apart from the API so they are
 	// never exposed with it. Empty: off.
 	PprofAddr string `envconfig:"PPROF_ADDR"`
-	// AdminToken, when set, is the bearer token the operator API under
-	// /admin/ (Spec.Admin: replay and release parked orders) requires.
-	// Empty: the admin API is open to whoever reaches HTTP_ADDR, as in the
-	// local modes; set it wherever that is more than you.
+	// AdminToken is the bearer token the operator API under /admin/
+	// (Spec.Admin: replay and release parked orders) requires. Empty: the
+	// API is off, every /admin path answers 403 and the service warns at
+	// start; the local modes generate one at start (choreoctl reads it).
 	AdminToken string `envconfig:"ADMIN_TOKEN"`
 	// TopicSettings are the partitions, replication factor and
 	// min.insync.replicas of the topics the service creates
@@ -290,6 +290,10 @@ func Run(ctx context.Context, cfg Config, spec Spec) error {
 		return fmt.Errorf("participant: %s's API is a %T, not the chi router of web.NewRouter that /admin mounts on", spec.Name, routes)
 	}
 	router.Mount("/admin", spec.Admin(db, log, cfg.AdminToken))
+	if cfg.AdminToken == "" {
+		log.Warn("OPERATOR API OFF: /admin answers 403, so parked orders cannot be replayed or released; " +
+			"set ADMIN_TOKEN (e.g. ADMIN_TOKEN=$(openssl rand -hex 32)) and restart to serve it, and give choreoctl the same token")
+	}
 	api := web.Instrument(spec.Name, router)
 	setBuildInfo(spec.Name)
 

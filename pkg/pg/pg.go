@@ -55,7 +55,7 @@ var SessionDefaults = map[string]string{
 // it does not set already; lib/pq sends them as run-time parameters when it
 // connects.
 func WithSessionDefaults(rawURL string) (string, error) {
-	u, err := url.Parse(rawURL)
+	u, err := parseURL(rawURL)
 	if err != nil {
 		return "", fmt.Errorf("pg: database URL: %w", err)
 	}
@@ -246,9 +246,9 @@ func inTx(ctx context.Context, db *sqlx.DB, fn func(tx *sqlx.Tx) error) error {
 // ValidateURL checks a connection URL such as DATABASE_URL before any
 // connection is tried, so a typo fails at start with a clear message.
 func ValidateURL(raw string) error {
-	u, err := url.Parse(raw)
+	u, err := parseURL(raw)
 	if err != nil {
-		return fmt.Errorf("not a URL: %w", err)
+		return err
 	}
 	if u.Scheme != "postgres" && u.Scheme != "postgresql" {
 		return fmt.Errorf("scheme must be postgres:// or postgresql://, got %q", u.Scheme)
@@ -260,6 +260,18 @@ func ValidateURL(raw string) error {
 		return errors.New("no database name in the path")
 	}
 	return nil
+}
+
+// parseURL is url.Parse with an error that holds nothing of raw. Parse's
+// own quotes the whole URL, password included, and a password holding a
+// '/' or '#' ends the host early, so even its detail ("invalid port")
+// would show part of the password in a log.
+func parseURL(raw string) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, errors.New("not a URL (the user and password must percent-encode characters such as / # ? @ :)")
+	}
+	return u, nil
 }
 
 // LockConflict reports whether err is PostgreSQL's deadlock (40P01) or

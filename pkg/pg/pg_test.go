@@ -111,10 +111,21 @@ func TestValidateURL(t *testing.T) {
 		{"postgres://localhost", "no database"},
 		{"postgres://localhost/", "no database"},
 		{"::not a url", "not a URL"},
+		// A malformed URL's error is logged at start: it must not hold
+		// the password, even where the password is what broke the URL.
+		{"postgres://u:s3cret@localhost:5432x/db", "not a URL"},
+		{"postgres://u:s3/cret@localhost/db", "not a URL"},
+		{"postgres://u:s3cret\x7f@localhost/db", "not a URL"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.url, func(t *testing.T) {
 			err := pg.ValidateURL(tt.url)
+			if err != nil && strings.Contains(err.Error(), "s3") {
+				t.Fatalf("ValidateURL = %v: the error shows the password", err)
+			}
+			if _, err := pg.WithSessionDefaults(tt.url); err != nil && strings.Contains(err.Error(), "s3") {
+				t.Fatalf("WithSessionDefaults = %v: the error shows the password", err)
+			}
 			if tt.wantErr == "" {
 				if err != nil {
 					t.Fatalf("ValidateURL: %v", err)

@@ -125,3 +125,69 @@ func TestReadyzLogsChangesOnly(t *testing.T) {
 		t.Errorf("readiness failures logged as request errors %d times, want none", n)
 	}
 }
+
+// TestReadyzNamesTheCheckNotTheError: a caller learns which check failed;
+// the dependency's error, with its hosts and users, is only logged.
+func TestReadyzNamesTheCheckNotTheError(t *testing.T) {
+	var rec records
+	secret := errors.New(`pq: password authentication failed for user "payment" at 10.0.0.7:5432`)
+	h := web.Readyz(rec.logger(), map[string]web.Check{
+		"database": func(context.Context) error { return secret },
+		"kafka":    func(context.Context) error { return nil },
+	})
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+	if w.Code != http.StatusServiceUnavailable {
+		t.Fatalf("status = %d, want 503", w.Code)
+	}
+	body := w.Body.String()
+	if strings.Contains(body, "10.0.0.7") || strings.Contains(body, "payment") {
+		t.Errorf("answer shows the dependency's error: %s", body)
+	}
+	if !strings.Contains(body, "not ready: database failed") {
+		t.Errorf("answer does not name the failed check: %s", body)
+	}
+	if !strings.Contains(rec.buf.String(), "10.0.0.7") {
+		t.Errorf("log does not keep the error: %s", rec.buf.String())
+	}
+}
+
+// TestRequestIDIsBounded: a client's X-Request-Id is adopted only if it is
+// short and plain; any other is replaced by one the server makes, in the
+// answer and in the log alike.
+func TestRequestIDIsBounded(t *testing.T) {
+	tests := []struct {
+		name, sent string
+		adopted    bool
+	}{
+		{"Plain", "req-42_a.b:c/d+e=", true},
+		{"OfMaxLength", strings.Repeat("r", 128), true},
+		{"TooLong", strings.Repeat("r", 129), false},
+		{"Megabyte", strings.Repeat("r", 1<<20), false},
+		{"Spaces", "a b", false},
+		{"ForgedLogLine", "x\" level=ERROR msg=forged", false},
+		{"NonASCII", "ключ", false},
+		{"Quote", `a"b`, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var rec records
+			r := web.NewRouter(rec.logger(), map[string]web.Check{})
+			req := httptest.NewRequest(http.MethodGet, "/nope", nil)
+			req.Header.Set("X-Request-Id", tt.sent)
+			w := httptest.NewRecorder()
+			r.ServeHTTP(w, req)
+			got := w.Header().Get("X-Request-Id")
+			if got == "" || len(got) > 128 {
+				t.Fatalf("X-Request-Id = %q, want one of 1 to 128 characters", got)
+			}
+			if (got == tt.sent) != tt.adopted {
+				t.Fatalf("X-Request-Id = %.40q for %.40q, want adopted %v", got, tt.sent, tt.adopted)
+			}
+			lines := rec.lines(t, "http request")
+			if len(lines) != 1 || lines[0]["request_id"] != got {
+				t.Fatalf("access log %v, want request_id %q", lines, got)
+			}
+		})
+	}
+}

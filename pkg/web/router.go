@@ -19,7 +19,7 @@ import (
 // routes.go.
 func NewRouter(log *slog.Logger, checks map[string]Check) *chi.Mux {
 	r := chi.NewRouter()
-	r.Use(middleware.RequestID)
+	r.Use(requestID)
 	r.Use(echoRequestID) // so a client can quote it, and find the log line
 	r.Use(AccessLog(log))
 	r.Use(middleware.GetHead) // HEAD is answered by the GET route
@@ -48,6 +48,19 @@ func allowed(r *chi.Mux, path string) []string {
 		}
 	}
 	return methods
+}
+
+// requestID adopts the client's X-Request-Id if validRequestID allows it and
+// otherwise makes one (middleware.RequestID), so a client cannot put a
+// megabyte or a forged log line into every line its request logs.
+func requestID(next http.Handler) http.Handler {
+	generate := middleware.RequestID(next)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if id := r.Header.Get(middleware.RequestIDHeader); id != "" && !validRequestID(id) {
+			r.Header.Del(middleware.RequestIDHeader)
+		}
+		generate.ServeHTTP(w, r)
+	})
 }
 
 // echoRequestID returns the request's id in the X-Request-Id header; the

@@ -203,7 +203,9 @@ func Healthz() http.Handler {
 }
 
 // Readyz runs every check with a short deadline and answers 200 if all pass,
-// 503 naming the failures otherwise. Probes come every few seconds, so a
+// 503 naming the checks that failed otherwise. Why they failed goes to the
+// log only: a dependency's error names hosts, ports and users, which are
+// not the caller's to read. Probes come every few seconds, so a
 // failure is logged once, at WARN, when the set of failing checks changes
 // (and the recovery once, at INFO), not on every probe.
 func Readyz(log *slog.Logger, checks map[string]Check) http.Handler {
@@ -237,12 +239,33 @@ func Readyz(log *slog.Logger, checks map[string]Check) http.Handler {
 		slices.Sort(failed)
 		report(r.Context(), strings.Join(failed, ","), status)
 		if len(failed) > 0 {
-			writeProblem(w, r, Errorf(http.StatusServiceUnavailable, "not ready: %v", status))
+			writeProblem(w, r, Errorf(http.StatusServiceUnavailable, "not ready: %s failed (the service log says why)", strings.Join(failed, ", ")))
 			return
 		}
 		Encode(w, http.StatusOK, status)
 	})
 }
+
+// validRequestID reports whether a client's X-Request-Id is one to adopt:
+// up to 128 characters that need no escaping in a log line or a header.
+func validRequestID(id string) bool {
+	if id == "" || len(id) > 128 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("-_.:/+=", c) >= 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// WriteTimeout is the longest a handler may take to answer. It is above
+// the 30 s the operator's replay may hold its transaction (package park),
+// so the answer of a slow replay that committed still reaches choreoctl;
+// a shorter one would drop the connection on a replay that took effect.
+const WriteTimeout = 45 * time.Second
 
 // Serve runs an HTTP server for h on addr until ctx ends, then stops
 // accepting connections and waits up to 10 seconds for requests in flight.
@@ -255,7 +278,7 @@ func Serve(ctx context.Context, addr string, h http.Handler, log *slog.Logger) e
 		Handler:           h,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       15 * time.Second,
-		WriteTimeout:      15 * time.Second,
+		WriteTimeout:      WriteTimeout,
 		IdleTimeout:       60 * time.Second,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
@@ -429,22 +452,86 @@ func Post[Req, T any](log *slog.Logger, param string, act func(ctx context.Conte
 }
 
 // Add serves a POST that adds a positive amount to one resource named by
-// the path parameter param, e.g. a deposit to an account: as Post, with a
-// body whose one field, named field, holds the amount, checked by
-// CheckAmount. An unknown field fails with 400 as Decode fails one.
-func Add[T any](log *slog.Logger, param, field string, add func(ctx context.Context, id string, amount int64) (T, error)) http.Handler {
-	return Post(log, param, func(ctx context.Context, id string, body map[string]*int64) (T, error) {
-		var zero T
+// the path parameter param, e.g. a deposit to an account: a body whose one
+// field, named field, holds the amount, checked by CheckAmount; an unknown
+// field fails with 400 as Decode fails one. The request's Idempotency-Key
+// ("" without one, see IdempotencyKey) goes to add, which applies a key
+// once; an answer it replays carries Idempotent-Replayed: true and the
+// same status as the first.
+func Add[T any](log *slog.Logger, param, field string, add func(ctx context.Context, id string, amount int64, key string) (T, bool, error)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id, err := PathID(r, param)
+		if err != nil {
+			Respond(w, r, log, err)
+			return
+		}
+		key, err := IdempotencyKey(r)
+		if err != nil {
+			Respond(w, r, log, err)
+			return
+		}
+		body, err := Decode[map[string]*int64](w, r)
+		if err != nil {
+			Respond(w, r, log, err)
+			return
+		}
 		for name := range body {
 			if name != field {
-				return zero, Errorf(http.StatusBadRequest, "unknown field %q", name)
+				Respond(w, r, log, Errorf(http.StatusBadRequest, "unknown field %q", name))
+				return
 			}
 		}
 		if err := CheckAmount(field, body[field], true); err != nil {
-			return zero, &Error{Status: http.StatusBadRequest, Detail: err.Error()}
+			Respond(w, r, log, &Error{Status: http.StatusBadRequest, Detail: err.Error()})
+			return
 		}
-		return add(ctx, id, *body[field])
+		v, replayed, err := add(r.Context(), id, *body[field], key)
+		if err != nil {
+			Respond(w, r, log, err)
+			return
+		}
+		if replayed {
+			w.Header().Set(HeaderReplayed, "true")
+		}
+		setETag(w, v)
+		Encode(w, http.StatusOK, v)
 	})
+}
+
+// Headers of an idempotent POST.
+const (
+	// HeaderIdempotencyKey is sent by a client that may retry a POST.
+	HeaderIdempotencyKey = "Idempotency-Key"
+	// HeaderReplayed marks an answer that repeats the first one to the
+	// same key.
+	HeaderReplayed = "Idempotent-Replayed"
+	// MaxIdempotencyKeyLen bounds the Idempotency-Key header.
+	MaxIdempotencyKeyLen = 255
+)
+
+// IdempotencyKey returns the request's Idempotency-Key, "" if it sent
+// none: 1 to 255 printable ASCII characters, sent once. A header that is
+// present must be valid, since ignoring a bad key would drop the
+// protection the client asked for.
+func IdempotencyKey(r *http.Request) (string, error) {
+	vals := r.Header.Values(HeaderIdempotencyKey)
+	switch len(vals) {
+	case 0:
+		return "", nil
+	case 1:
+	default:
+		return "", Errorf(http.StatusBadRequest, "%s must be sent once, got %d", HeaderIdempotencyKey, len(vals))
+	}
+	key := vals[0]
+	if key == "" || len(key) > MaxIdempotencyKeyLen {
+		return "", Errorf(http.StatusBadRequest, "%s must be 1 to %d characters", HeaderIdempotencyKey, MaxIdempotencyKeyLen)
+	}
+	for i := 0; i < len(key); i++ {
+		if c := key[i]; c < 0x20 || c > 0x7e {
+			return "", Errorf(http.StatusBadRequest, "%s must be printable ASCII; byte %d is 0x%02x", HeaderIdempotencyKey, i, c)
+		}
+	}
+	return key, nil
 }
 
 // write is Put, and Post when conditional is false: a POST's conditional

@@ -350,27 +350,42 @@ func TestGetPutPost(t *testing.T) {
 func TestAdd(t *testing.T) {
 	r := chi.NewRouter()
 	r.Method(http.MethodPost, "/counters/{id}/additions", web.Add(slog.New(slog.DiscardHandler), "id", "n",
-		func(_ context.Context, id string, n int64) (map[string]int64, error) {
-			return map[string]int64{id: n}, nil
+		func(_ context.Context, id string, n int64, key string) (map[string]int64, bool, error) {
+			return map[string]int64{id: n}, key == "seen", nil
 		}))
 	tests := []struct {
 		name, body string
+		key        []string // Idempotency-Key values
 		want       int
 		wantBody   string // a substring of the response body
+		replayed   bool
 	}{
-		{"Adds", `{"n":3}`, 200, `{"c-1":3}`},
-		{"Missing", `{}`, 400, "n is required"},
-		{"Null", `null`, 400, "n is required"},
-		{"Zero", `{"n":0}`, 400, `n must be > 0`}, // not \u003e
-		{"UnknownField", `{"n":1,"m":2}`, 400, "unknown field"},
-		{"NotANumber", `{"n":"1"}`, 400, "n: must be a whole number, not a string"},
+		{"Adds", `{"n":3}`, nil, 200, `{"c-1":3}`, false},
+		{"ReplayIsMarked", `{"n":3}`, []string{"seen"}, 200, `{"c-1":3}`, true},
+		{"NewKey", `{"n":3}`, []string{"k-1"}, 200, `{"c-1":3}`, false},
+		{"EmptyKey", `{"n":3}`, []string{""}, 400, "Idempotency-Key must be 1 to 255", false},
+		{"LongKey", `{"n":3}`, []string{strings.Repeat("k", 256)}, 400, "Idempotency-Key must be 1 to 255", false},
+		{"NonASCIIKey", `{"n":3}`, []string{"ключ"}, 400, "printable ASCII", false},
+		{"TwoKeys", `{"n":3}`, []string{"a", "b"}, 400, "sent once", false},
+		{"Missing", `{}`, nil, 400, "n is required", false},
+		{"Null", `null`, nil, 400, "n is required", false},
+		{"Zero", `{"n":0}`, nil, 400, `n must be > 0`, false}, // not \u003e
+		{"UnknownField", `{"n":1,"m":2}`, nil, 400, "unknown field", false},
+		{"NotANumber", `{"n":"1"}`, nil, 400, "n: must be a whole number, not a string", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			rec := httptest.NewRecorder()
-			r.ServeHTTP(rec, apitest.Request{Method: "POST", Path: "/counters/c-1/additions", Body: tt.body}.HTTP())
+			req := apitest.Request{Method: "POST", Path: "/counters/c-1/additions", Body: tt.body}.HTTP()
+			for _, k := range tt.key {
+				req.Header.Add("Idempotency-Key", k)
+			}
+			r.ServeHTTP(rec, req)
 			if rec.Code != tt.want || !strings.Contains(rec.Body.String(), tt.wantBody) {
 				t.Errorf("POST %s = %d %s, want %d with %q", tt.body, rec.Code, rec.Body, tt.want, tt.wantBody)
+			}
+			if got := rec.Header().Get("Idempotent-Replayed") == "true"; got != tt.replayed {
+				t.Errorf("Idempotent-Replayed %v, want %v", got, tt.replayed)
 			}
 		})
 	}

@@ -184,6 +184,9 @@ func TestBadRequests(t *testing.T) {
 	}{
 		{"MalformedJSON", "POST", "/orders", "application/json", `{"customer_id":`, nil, 400, "malformed JSON"},
 		{"UnknownField", "POST", "/orders", "application/json", `{"customer_id":"c-1","bogus":1}`, nil, 400, "bogus"},
+		// The order service prices the order itself (domain.Total): a total
+		// the client sends is refused, never trusted or ignored.
+		{"ClientSetsTheTotal", "POST", "/orders", "application/json", strings.Replace(valid, `"customer_id"`, `"total_amount":1,"customer_id"`, 1), nil, 400, `unknown field "total_amount"`},
 		{"UnknownNestedField", "POST", "/orders", "application/json", strings.Replace(valid, `"sku"`, `"colour":"red","sku"`, 1), nil, 400, "colour"},
 		{"TrailingData", "POST", "/orders", "application/json", valid + `{}`, nil, 400, "after the JSON value"},
 		{"FractionalQuantity", "POST", "/orders", "application/json", strings.Replace(valid, `"quantity":1`, `"quantity":1.5`, 1), nil, 400, "quantity"},

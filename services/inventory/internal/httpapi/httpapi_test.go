@@ -130,6 +130,13 @@ func TestWrites(t *testing.T) {
 			Stored: domain.Stock{SKU: sku, Available: 16, Version: 5}},
 		{Name: "RestockPastCap", Method: "POST", Path: "/stock/" + sku + "/restock", Body: fmt.Sprintf(`{"quantity":%d}`, maxAmount), Want: 409,
 			Stored: domain.Stock{SKU: sku, Available: 16, Version: 5}},
+		// A client retrying after a timeout restocks once.
+		{Name: "RestockWithKey", Method: "POST", Path: "/stock/" + sku + "/restock", IdempotencyKey: "r-1", Body: `{"quantity":2}`, Want: 200,
+			Stored: domain.Stock{SKU: sku, Available: 18, Version: 6}},
+		{Name: "RestockRetried", Method: "POST", Path: "/stock/" + sku + "/restock", IdempotencyKey: "r-1", Body: `{"quantity":2}`, Want: 200,
+			Stored: domain.Stock{SKU: sku, Available: 18, Version: 6}},
+		{Name: "RestockKeyReusedForAnotherQuantity", Method: "POST", Path: "/stock/" + sku + "/restock", IdempotencyKey: "r-1", Body: `{"quantity":3}`, Want: 422,
+			Stored: domain.Stock{SKU: sku, Available: 18, Version: 6}},
 	})
 }
 

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
@@ -91,15 +92,30 @@ func (s *Store) PutStock(ctx context.Context, sku string, available int64, ifVer
 // it commutes with every reserve and release: none is lost, whatever runs
 // at the same time. An unknown SKU is a fault.NotFound; a sum above
 // events.MaxAmount, a fault.Conflict.
-func (s *Store) Restock(ctx context.Context, sku string, quantity int64) (domain.Stock, error) {
-	st, err := pg.Get[domain.Stock](ctx, s.db, "stock "+sku, `
+//
+// key is the client's Idempotency-Key, "" for none: with one, the restock
+// is applied once (pg.Once over restock_requests) and a retry with the
+// same quantity answers the first restock's stock, replayed; the same key
+// with another quantity is a fault.Invalid.
+func (s *Store) Restock(ctx context.Context, sku string, quantity int64, key string) (domain.Stock, bool, error) {
+	if key == "" {
+		st, err := restock(ctx, s.db, sku, quantity)
+		return st, false, err
+	}
+	return pg.Once(ctx, s.db, "restock_requests", sku, key, strconv.FormatInt(quantity, 10), func(tx *sqlx.Tx) (domain.Stock, error) {
+		return restock(ctx, tx, sku, quantity)
+	})
+}
+
+func restock(ctx context.Context, q sqlx.QueryerContext, sku string, quantity int64) (domain.Stock, error) {
+	st, err := pg.Get[domain.Stock](ctx, q, "stock "+sku, `
 		UPDATE stock SET available = available + $2, updated_at = now()
 		WHERE sku = $1 AND available + $2 <= $3
 		RETURNING `+stockColumns, sku, quantity, int64(events.MaxAmount))
 	if !errors.Is(err, fault.NotFound) {
 		return st, err
 	}
-	cur, err := s.Stock(ctx, sku)
+	cur, err := pg.Get[domain.Stock](ctx, q, "stock "+sku, `SELECT `+stockColumns+` FROM stock WHERE sku = $1`, sku)
 	if err != nil {
 		return cur, err
 	}

@@ -110,7 +110,8 @@ func TestStockAmounts(t *testing.T) {
 		},
 		Read: func(ctx context.Context, sku string) (testenv.AmountRow, error) { return row(st.Stock(ctx, sku)) },
 		Add: func(ctx context.Context, sku string, n int64) (testenv.AmountRow, error) {
-			return row(st.Restock(ctx, sku, n))
+			s, _, err := st.Restock(ctx, sku, n, "")
+			return row(s, err)
 		},
 		Put: func(ctx context.Context, sku string, n, v int64) error {
 			_, err := st.PutStock(ctx, sku, n, &v, false)
@@ -122,6 +123,26 @@ func TestStockAmounts(t *testing.T) {
 		ByHand: func(ctx context.Context, sku string, n int64) error {
 			_, err := db.ExecContext(ctx, `UPDATE stock SET available = $2 WHERE sku = $1`, sku, n)
 			return err
+		},
+	})
+}
+
+// TestRestockIdempotencyKey: a restock sent with a key applies once; its
+// retry answers as the first did (testenv.WantIdempotentAdd).
+func TestRestockIdempotencyKey(t *testing.T) {
+	_, st := testenv.Store(t, inventory.Schema, store.New)
+	testenv.WantIdempotentAdd(t, testenv.IdempotentAdd{
+		Create: func(ctx context.Context, sku string, n int64) error {
+			_, err := st.PutStock(ctx, sku, n, nil, true)
+			return err
+		},
+		Read: func(ctx context.Context, sku string) (testenv.AmountRow, error) {
+			s, err := st.Stock(ctx, sku)
+			return testenv.AmountRow{Amount: s.Available, Held: s.Reserved, Version: s.Version}, err
+		},
+		Add: func(ctx context.Context, sku string, n int64, key string) (testenv.AmountRow, bool, error) {
+			s, replayed, err := st.Restock(ctx, sku, n, key)
+			return testenv.AmountRow{Amount: s.Available, Held: s.Reserved, Version: s.Version}, replayed, err
 		},
 	})
 }

@@ -48,7 +48,8 @@ type Sweeper struct {
 	Batch int
 	// Source names the service in the events the sweep queues.
 	Source string
-	// Now is the clock the deadline is measured on; nil means time.Now.
+	// Now stamps the cancel requests; nil means time.Now. The deadline is
+	// measured on the database's clock, which stamped created_at.
 	Now func() time.Time
 	Log *slog.Logger
 }
@@ -67,9 +68,9 @@ func (s Sweeper) Run(ctx context.Context) error {
 	})
 }
 
-// Sweep cancels, with reason timeout, every order PENDING since before
-// Now() - Deadline, a batch per transaction, and returns how many it
-// cancelled.
+// Sweep cancels, with reason timeout, every order PENDING for longer than
+// Deadline by the database's clock, a batch per transaction, and returns
+// how many it cancelled.
 func (s Sweeper) Sweep(ctx context.Context) (int, error) {
 	batch := s.Batch
 	if batch <= 0 {
@@ -77,8 +78,7 @@ func (s Sweeper) Sweep(ctx context.Context) (int, error) {
 	}
 	total := 0
 	for {
-		now := s.now()
-		ids, err := s.Store.TimeOut(ctx, now.Add(-s.Deadline), batch, s.Source, now)
+		ids, err := s.Store.TimeOut(ctx, s.Deadline, batch, s.Source, s.now())
 		if err != nil {
 			return total, fmt.Errorf("deadline sweep: %w", err)
 		}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jmoiron/sqlx"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/choreo-saga/choreo/internal/testenv"
@@ -18,9 +19,9 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 
-// TestSweepCancelsOrdersPastTheDeadline moves an injected clock: orders are
-// left alone until the deadline has passed, then every PENDING one is
-// cancelled with reason timeout — over several batches — and counted.
+// TestSweepCancelsOrdersPastTheDeadline ages the orders in the database:
+// they are left alone until the deadline has passed, then every PENDING one
+// is cancelled with reason timeout — over several batches — and counted.
 func TestSweepCancelsOrdersPastTheDeadline(t *testing.T) {
 	ctx := context.Background()
 	db := testenv.DB(t, order.Schema)
@@ -29,18 +30,16 @@ func TestSweepCancelsOrdersPastTheDeadline(t *testing.T) {
 	for range 5 {
 		ids = append(ids, ordertest.Pending(t, db))
 	}
-	now := time.Now()
 	s := deadline.Sweeper{
 		Store: st, Deadline: time.Minute, Every: time.Second, Batch: 2,
-		Source: order.Name, Now: func() time.Time { return now },
-		Log: testenv.Logger(t),
+		Source: order.Name, Log: testenv.Logger(t),
 	}
 
 	if n, err := s.Sweep(ctx); err != nil || n != 0 {
 		t.Fatalf("Sweep before the deadline = %d, %v; want 0", n, err)
 	}
 	before := timedOut(t)
-	now = now.Add(time.Minute + time.Second)
+	age(t, db, time.Minute+time.Second)
 	if n, err := s.Sweep(ctx); err != nil || n != len(ids) {
 		t.Fatalf("Sweep after the deadline = %d, %v; want %d", n, err, len(ids))
 	}
@@ -51,6 +50,56 @@ func TestSweepCancelsOrdersPastTheDeadline(t *testing.T) {
 	// The next sweep finds nothing: each order is cancelled once.
 	if n, err := s.Sweep(ctx); err != nil || n != 0 {
 		t.Fatalf("second Sweep = %d, %v; want 0", n, err)
+	}
+}
+
+// TestSweepMeasuresOnTheDatabasesClock: created_at is the database's
+// clock, so the deadline is too; an instance whose clock is off, ahead or
+// behind, cancels an order neither early nor late.
+func TestSweepMeasuresOnTheDatabasesClock(t *testing.T) {
+	tests := []struct {
+		name   string
+		skew   time.Duration // of the application's clock
+		age    time.Duration // of the order, by the database's clock
+		cancel bool
+	}{
+		{"AheadYoungOrderKept", 2 * time.Hour, 0, false},
+		{"AheadOldOrderCancelled", 2 * time.Hour, 2 * time.Minute, true},
+		{"BehindOldOrderCancelled", -2 * time.Hour, 2 * time.Minute, true},
+		{"BehindYoungOrderKept", -2 * time.Hour, 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			db := testenv.DB(t, order.Schema)
+			st := store.New(db)
+			id := ordertest.Pending(t, db)
+			age(t, db, tt.age)
+			s := deadline.Sweeper{
+				Store: st, Deadline: time.Minute, Every: time.Second,
+				Source: order.Name, Now: func() time.Time { return time.Now().Add(tt.skew) },
+				Log: testenv.Logger(t),
+			}
+			n, err := s.Sweep(ctx)
+			if err != nil || (n == 1) != tt.cancel {
+				t.Fatalf("Sweep = %d, %v; want the order cancelled: %v", n, err, tt.cancel)
+			}
+			o, err := st.Order(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := map[bool]domain.Status{true: domain.StatusCancelling, false: domain.StatusPending}[tt.cancel]; o.Status != want {
+				t.Fatalf("order is %s, want %s", o.Status, want)
+			}
+		})
+	}
+}
+
+// age makes every order older by d, as the database's clock reads it.
+func age(t *testing.T, db *sqlx.DB, d time.Duration) {
+	t.Helper()
+	if _, err := db.Exec(`UPDATE orders SET created_at = created_at - $1 * interval '1 microsecond'`, d.Microseconds()); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -97,6 +97,9 @@ func Validate(r Request) (Draft, error) {
 			return Draft{}, fmt.Errorf("items[%d].unit_price must be 0 to %d, got %d", i, int64(events.MaxAmount), it.UnitPrice)
 		}
 	}
+	// The client's unit_price is taken as sent, which only a demo may do:
+	// a real shop replaces each with its catalog's price here, before the
+	// total, so OrderCreated carries prices the order service vouches for.
 	// The total is capped like every amount the saga carries, so the
 	// balances and stock the other services add it to stay in bigint.
 	total, err := Total(r.Items)

@@ -278,23 +278,25 @@ func (s *Store) Cancel(ctx context.Context, id, reason, source string, now time.
 }
 
 // TimeOut cancels, for reason events.ReasonTimeout, up to limit PENDING
-// orders created before cutoff, oldest first, exactly as Cancel would, in
-// one transaction, and returns their ids. Rows another transaction holds —
+// orders created more than age ago, oldest first, exactly as Cancel would,
+// in one transaction, and returns their ids. The age is measured on the
+// database's clock, which stamped created_at: an instance whose clock runs
+// ahead would otherwise cancel orders early; now stamps the events. Rows another transaction holds —
 // another instance's sweep, a reaction, a customer's cancel — are skipped
 // (FOR UPDATE SKIP LOCKED), so instances sweeping at once share the work
 // instead of queueing; a skipped order is PENDING still at the next sweep,
 // or ended meanwhile.
-func (s *Store) TimeOut(ctx context.Context, cutoff time.Time, limit int, source string, now time.Time) ([]string, error) {
+func (s *Store) TimeOut(ctx context.Context, age time.Duration, limit int, source string, now time.Time) ([]string, error) {
 	var ids []string
 	err := pg.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
 		ids = nil
 		var rows []row
 		if err := tx.SelectContext(ctx, &rows, `
 			SELECT `+columns+` FROM orders
-			WHERE status = $1 AND created_at < $2
+			WHERE status = $1 AND created_at < now() - $2 * interval '1 microsecond'
 			ORDER BY created_at
 			LIMIT $3
-			FOR UPDATE SKIP LOCKED`, domain.StatusPending, cutoff, limit); err != nil {
+			FOR UPDATE SKIP LOCKED`, domain.StatusPending, age.Microseconds(), limit); err != nil {
 			return fmt.Errorf("select orders past the deadline: %w", err)
 		}
 		for _, r := range rows {

@@ -428,7 +428,7 @@ func TestCancel(t *testing.T) {
 	})
 }
 
-// TestTimeOut: only PENDING orders created before the cutoff are cancelled,
+// TestTimeOut: only PENDING orders older than the age are cancelled,
 // with reason timeout; concurrent sweeps (several order instances) request
 // each cancel once between them.
 func TestTimeOut(t *testing.T) {
@@ -449,16 +449,16 @@ func TestTimeOut(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// Two hours old by the database's clock, which measures the age.
+	if _, err := db.Exec(`UPDATE orders SET created_at = created_at - interval '2 hours'`); err != nil {
+		t.Fatal(err)
+	}
 	// Before the deadline, nothing times out.
-	if ids, err := st.TimeOut(ctx, time.Now().Add(-time.Hour), 100, order.Name, time.Now()); err != nil || len(ids) != 0 {
+	if ids, err := st.TimeOut(ctx, 3*time.Hour, 100, order.Name, time.Now()); err != nil || len(ids) != 0 {
 		t.Fatalf("TimeOut before the deadline = %v, %v; want none", ids, err)
 	}
 
-	young := created(t, st) // created after the cutoff below
-	cutoff, err := pg.Get[time.Time](ctx, db, "cutoff", `SELECT created_at FROM orders WHERE id = $1`, young.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	young := created(t, st) // younger than the age below
 	var (
 		wg  sync.WaitGroup
 		mu  sync.Mutex
@@ -467,7 +467,7 @@ func TestTimeOut(t *testing.T) {
 	for range 4 {
 		wg.Go(func() {
 			for {
-				ids, err := st.TimeOut(ctx, cutoff, 3, order.Name, time.Now())
+				ids, err := st.TimeOut(ctx, time.Hour, 3, order.Name, time.Now())
 				if err != nil {
 					t.Error(err)
 					return

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -410,12 +411,17 @@ func TestInvalidPayloadsAreRefused(t *testing.T) {
 		name    string
 		typ     string
 		payload string
+		reason  string // in the error the dead letter records, if not ""
 	}{
-		{"OrderCreatedWithoutItems", events.TypeOrderCreated, `{"customer_id":"` + cust + `","items":[],"total_amount":1,"currency":"JPY","shipping_address":{"country":"JP"}}`},
-		{"OrderCreatedWithNegativeTotal", events.TypeOrderCreated, `{"customer_id":"` + cust + `","items":[{"sku":"a","quantity":1,"unit_price":1}],"total_amount":-1,"currency":"JPY","shipping_address":{"country":"JP"}}`},
-		{"OrderCreatedWithWronglyTypedTotal", events.TypeOrderCreated, `{"customer_id":"` + cust + `","items":[{"sku":"a","quantity":1,"unit_price":1}],"total_amount":"1","currency":"JPY","shipping_address":{"country":"JP"}}`},
-		{"InventoryRejectedWithOtherReason", events.TypeInventoryRejected, `{"reason":"bored","shortages":[]}`},
-		{"InventoryReleasedWithoutReason", events.TypeInventoryReleased, `{"items":[]}`},
+		// The client sets the prices, so payment checks the total it is
+		// about to charge against the items inventory will reserve.
+		{"OrderCreatedWhoseTotalIsNotItsItems", events.TypeOrderCreated, `{"customer_id":"` + cust + `","items":[{"sku":"a","quantity":2,"unit_price":500}],"total_amount":1,"currency":"JPY","shipping_address":{"country":"JP"}}`,
+			"total_amount 1 is not the sum of the items' quantity × unit_price, 1000"},
+		{"OrderCreatedWithoutItems", events.TypeOrderCreated, `{"customer_id":"` + cust + `","items":[],"total_amount":1,"currency":"JPY","shipping_address":{"country":"JP"}}`, ""},
+		{"OrderCreatedWithNegativeTotal", events.TypeOrderCreated, `{"customer_id":"` + cust + `","items":[{"sku":"a","quantity":1,"unit_price":1}],"total_amount":-1,"currency":"JPY","shipping_address":{"country":"JP"}}`, ""},
+		{"OrderCreatedWithWronglyTypedTotal", events.TypeOrderCreated, `{"customer_id":"` + cust + `","items":[{"sku":"a","quantity":1,"unit_price":1}],"total_amount":"1","currency":"JPY","shipping_address":{"country":"JP"}}`, ""},
+		{"InventoryRejectedWithOtherReason", events.TypeInventoryRejected, `{"reason":"bored","shortages":[]}`, ""},
+		{"InventoryReleasedWithoutReason", events.TypeInventoryReleased, `{"items":[]}`, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -424,8 +430,12 @@ func TestInvalidPayloadsAreRefused(t *testing.T) {
 				ID: uuid.NewString(), Type: tt.typ, OrderID: id, Source: "test",
 				OccurredAt: time.Now(), Payload: json.RawMessage(tt.payload),
 			}
-			if err := f.Deliver(e); !consumer.IsPermanent(err) {
+			err := f.Deliver(e)
+			if !consumer.IsPermanent(err) {
 				t.Fatalf("deliver = %v, want a permanent error", err)
+			}
+			if !strings.Contains(err.Error(), tt.reason) {
+				t.Fatalf("deliver = %v, want the reason %q", err, tt.reason)
 			}
 			f.noPayment(id)
 			if n := len(f.Emitted(id)); n != 0 {

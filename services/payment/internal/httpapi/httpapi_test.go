@@ -49,6 +49,11 @@ func TestWrites(t *testing.T) {
 		{Name: "DepositAfterDebit", Method: "POST", Path: "/accounts/" + c + "/deposits", Body: `{"amount":500}`,
 			Before: func(t *testing.T) { addBalance(t, db, c, -1000) }, Want: 200, Stored: acct(8500, 5)},
 		{Name: "DepositPastCap", Method: "POST", Path: "/accounts/" + c + "/deposits", Body: fmt.Sprintf(`{"amount":%d}`, int64(events.MaxAmount)), Want: 409, Stored: acct(8500, 5)},
+		// A client retrying after a timeout deposits once.
+		{Name: "DepositWithKey", Method: "POST", Path: "/accounts/" + c + "/deposits", IdempotencyKey: "d-1", Body: `{"amount":100}`, Want: 200, Stored: acct(8600, 6)},
+		{Name: "DepositRetried", Method: "POST", Path: "/accounts/" + c + "/deposits", IdempotencyKey: "d-1", Body: `{"amount":100}`, Want: 200, Stored: acct(8600, 6)},
+		{Name: "DepositKeyReusedForAnotherAmount", Method: "POST", Path: "/accounts/" + c + "/deposits", IdempotencyKey: "d-1", Body: `{"amount":200}`, Want: 422, Stored: acct(8600, 6)},
+		{Name: "DepositBadKey", Method: "POST", Path: "/accounts/" + c + "/deposits", IdempotencyKey: "ключ", Body: `{"amount":100}`, Want: 400, Stored: acct(8600, 6)},
 	})
 }
 

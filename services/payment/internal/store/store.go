@@ -13,6 +13,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/jmoiron/sqlx"
 
@@ -106,15 +107,30 @@ func currencyFixed(a domain.Account, currency string) error {
 // commutes with every debit and refund: none is lost, whatever runs at the
 // same time. An unknown account is a fault.NotFound; a balance above
 // events.MaxAmount, a fault.Conflict.
-func (s *Store) Deposit(ctx context.Context, customerID string, amount int64) (domain.Account, error) {
-	a, err := pg.Get[domain.Account](ctx, s.db, "account "+customerID, `
+//
+// key is the client's Idempotency-Key, "" for none: with one, the deposit
+// is applied once (pg.Once over deposit_requests) and a retry with the
+// same amount answers the first deposit's account, replayed; the same key
+// with another amount is a fault.Invalid.
+func (s *Store) Deposit(ctx context.Context, customerID string, amount int64, key string) (domain.Account, bool, error) {
+	if key == "" {
+		a, err := deposit(ctx, s.db, customerID, amount)
+		return a, false, err
+	}
+	return pg.Once(ctx, s.db, "deposit_requests", customerID, key, strconv.FormatInt(amount, 10), func(tx *sqlx.Tx) (domain.Account, error) {
+		return deposit(ctx, tx, customerID, amount)
+	})
+}
+
+func deposit(ctx context.Context, q sqlx.QueryerContext, customerID string, amount int64) (domain.Account, error) {
+	a, err := pg.Get[domain.Account](ctx, q, "account "+customerID, `
 		UPDATE accounts SET balance = balance + $2, updated_at = now()
 		WHERE customer_id = $1 AND balance + $2 <= $3
 		RETURNING `+accountColumns, customerID, amount, int64(events.MaxAmount))
 	if !errors.Is(err, fault.NotFound) {
 		return a, err
 	}
-	cur, err := s.Account(ctx, customerID)
+	cur, err := pg.Get[domain.Account](ctx, q, "account "+customerID, `SELECT `+accountColumns+` FROM accounts WHERE customer_id = $1`, customerID)
 	if err != nil {
 		return cur, err
 	}

@@ -125,7 +125,8 @@ func TestAccountAmounts(t *testing.T) {
 		},
 		Read: func(ctx context.Context, c string) (testenv.AmountRow, error) { return row(st.Account(ctx, c)) },
 		Add: func(ctx context.Context, c string, n int64) (testenv.AmountRow, error) {
-			return row(st.Deposit(ctx, c, n))
+			a, _, err := st.Deposit(ctx, c, n, "")
+			return row(a, err)
 		},
 		Put: func(ctx context.Context, c string, n, v int64) error {
 			_, err := st.PutAccount(ctx, c, n, "", &v, false)
@@ -136,6 +137,26 @@ func TestAccountAmounts(t *testing.T) {
 		ByHand: func(ctx context.Context, c string, n int64) error {
 			_, err := db.ExecContext(ctx, `UPDATE accounts SET balance = $2 WHERE customer_id = $1`, c, n)
 			return err
+		},
+	})
+}
+
+// TestDepositIdempotencyKey: a deposit sent with a key applies once; its
+// retry answers as the first did (testenv.WantIdempotentAdd).
+func TestDepositIdempotencyKey(t *testing.T) {
+	_, st := testenv.Store(t, payment.Schema, store.New)
+	testenv.WantIdempotentAdd(t, testenv.IdempotentAdd{
+		Create: func(ctx context.Context, c string, n int64) error {
+			_, err := st.PutAccount(ctx, c, n, "JPY", nil, true)
+			return err
+		},
+		Read: func(ctx context.Context, c string) (testenv.AmountRow, error) {
+			a, err := st.Account(ctx, c)
+			return testenv.AmountRow{Amount: a.Balance, Version: a.Version}, err
+		},
+		Add: func(ctx context.Context, c string, n int64, key string) (testenv.AmountRow, bool, error) {
+			a, replayed, err := st.Deposit(ctx, c, n, key)
+			return testenv.AmountRow{Amount: a.Balance, Version: a.Version}, replayed, err
 		},
 	})
 }

@@ -54,7 +54,22 @@ CREATE TABLE reservations (
     cancelled_at timestamptz
 );
 
+-- The restocks sent with an Idempotency-Key (pg.Once): a restock commutes with
+-- the saga's writes, so neither the amount nor the version can tell a retry
+-- from a second restock; the key can. scope is the SKU; the
+-- request_hash is the quantity sent, so the same key with another one is
+-- refused; response is the first answer (gob), which a retry gets back.
+CREATE TABLE restock_requests (
+    scope           text        NOT NULL,
+    idempotency_key text        NOT NULL,
+    request_hash    text        NOT NULL,
+    response        bytea       NOT NULL,
+    created_at      timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (scope, idempotency_key)
+);
+
 -- +goose Down
+DROP TABLE restock_requests;
 DROP TABLE reservations;
 DROP TABLE stock;
 DROP FUNCTION stock_next_version();

@@ -53,7 +53,22 @@ CREATE TABLE payments (
     cancelled_at timestamptz
 );
 
+-- The deposits sent with an Idempotency-Key (pg.Once): a deposit commutes with
+-- the saga's writes, so neither the amount nor the version can tell a retry
+-- from a second deposit; the key can. scope is the customer_id; the
+-- request_hash is the amount sent, so the same key with another one is
+-- refused; response is the first answer (gob), which a retry gets back.
+CREATE TABLE deposit_requests (
+    scope           text        NOT NULL,
+    idempotency_key text        NOT NULL,
+    request_hash    text        NOT NULL,
+    response        bytea       NOT NULL,
+    created_at      timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (scope, idempotency_key)
+);
+
 -- +goose Down
+DROP TABLE deposit_requests;
 DROP TABLE payments;
 DROP TABLE accounts;
 DROP FUNCTION accounts_next_version();
