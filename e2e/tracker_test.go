@@ -150,8 +150,15 @@ func TestTrackerSaysWhy(t *testing.T) {
 			tt.change(&req)
 			o := createOrder(t, req)
 			wantOrder(t, o.ID, "CANCELLED", tt.reason)
-			s := waitTracked(t, o.ID, "cancelled with OrderCancelled", func(s trackedSaga) bool {
-				return s.State == "cancelled" && len(s.Events) > 0 && s.Events[len(s.Events)-1].Type == events.TypeOrderCancelled
+			// The tracker reads payment's and order's topics apart, so the
+			// decline may be recorded after the cancel: wait for both.
+			s := waitTracked(t, o.ID, "cancelled, with its PaymentDeclined and OrderCancelled", func(s trackedSaga) bool {
+				var declined, cancelled bool
+				for _, e := range s.Events {
+					declined = declined || e.Type == events.TypePaymentDeclined
+					cancelled = cancelled || e.Type == events.TypeOrderCancelled
+				}
+				return s.State == "cancelled" && declined && cancelled
 			})
 			if s.Reason != tt.reason {
 				t.Fatalf("tracker reason = %q, want %q", s.Reason, tt.reason)
