@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"sort"
 	"sync"
@@ -51,7 +53,15 @@ func (s *service) loop(ctx context.Context) error {
 			case err := <-exited:
 				cancel()
 				s.setRunning(false)
-				return serviceErr(s.name, err)
+				if err := serviceErr(s.name, err); err != nil {
+					return err
+				}
+				if ctx.Err() == nil {
+					// Ended cleanly but unasked: the launcher must not go on
+					// without it, with nobody left to answer a start.
+					return fmt.Errorf("%s: stopped by itself", s.name)
+				}
+				return nil
 			case req := <-s.requests:
 				if req.start {
 					req.done <- nil // already running
@@ -164,7 +174,28 @@ func controlRoutes(ctx context.Context, services []*service, log *slog.Logger) h
 		log.Info(msg, "service", s.name)
 		writeJSON(w, http.StatusOK, serviceState{s.name, s.state()})
 	})
-	return mux
+	return sameMachineOnly(mux)
+}
+
+// sameMachineOnly refuses what a web page in the user's browser could send:
+// a request with an Origin, or a Sec-Fetch-Site other than none (a POST with
+// no body is a CORS simple request, sent without asking), or one whose Host
+// is not loopback (DNS rebinding). curl sends none of these, so the README's
+// commands pass.
+func sameMachineOnly(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host, _, err := net.SplitHostPort(r.Host)
+		if err != nil {
+			host = r.Host
+		}
+		ip := net.ParseIP(host)
+		loopback := host == "localhost" || (ip != nil && ip.IsLoopback())
+		if r.Header.Get("Origin") != "" || (r.Header.Get("Sec-Fetch-Site") != "" && r.Header.Get("Sec-Fetch-Site") != "none") || !loopback {
+			writeJSON(w, http.StatusForbidden, map[string]string{"error": "the control endpoint answers only commands from this machine (curl), not web pages"})
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -79,6 +79,36 @@ func TestControl(t *testing.T) {
 		post("/services/billing/stop", 404, "")
 		post("/services/shipping/pause", 404, "")
 	})
+	t.Run("RefusesWebPages", func(t *testing.T) {
+		// What a page the user opens can send without asking: a simple
+		// POST with its Origin, or under a rebound host name.
+		for _, h := range []map[string]string{
+			{"Origin": "https://evil.example", "Sec-Fetch-Site": "cross-site"},
+			{"Sec-Fetch-Site": "same-site"},
+			{"Host": "evil.example:8089"},
+		} {
+			req, _ := http.NewRequest(http.MethodPost, api.URL+"/services/shipping/stop", strings.NewReader(""))
+			req.Header.Set("Content-Type", "text/plain")
+			for k, v := range h {
+				if k == "Host" {
+					req.Host = v
+				} else {
+					req.Header.Set(k, v)
+				}
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusForbidden {
+				t.Errorf("POST stop with %v = %d, want 403", h, resp.StatusCode)
+			}
+			if running.Load() != 1 {
+				t.Fatalf("POST stop with %v stopped the service", h)
+			}
+		}
+	})
 	t.Run("RunEndsUnasked", func(t *testing.T) {
 		fail <- errors.New("disk full")
 		select {
@@ -90,4 +120,21 @@ func TestControl(t *testing.T) {
 			t.Fatal("a service that failed did not end its loop")
 		}
 	})
+}
+
+// TestServiceEndingCleanlyUnaskedEndsTheLauncher: a Run that returns nil
+// before anyone asked it to stop must not leave a launcher running without
+// it, with nobody left to answer a start.
+func TestServiceEndingCleanlyUnaskedEndsTheLauncher(t *testing.T) {
+	svc := newService("payment", "http://unused", func(context.Context) error { return nil })
+	done := make(chan error, 1)
+	go func() { done <- svc.loop(context.Background()) }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "payment: stopped by itself") {
+			t.Fatalf("loop = %v, want payment: stopped by itself", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the loop went on without its service")
+	}
 }
