@@ -11,13 +11,12 @@ eval "$(bash scripts/infra.sh up)"
 
 mkdir -p bin/logs
 
-# The operator API (/admin, choreoctl) needs a token: a new random one each
-# run unless ADMIN_TOKEN is set, in the file choreoctl reads by default.
-if [[ -z "${ADMIN_TOKEN:-}" ]]; then
-  ADMIN_TOKEN="$(bash scripts/admin-token.sh -new)"
-fi
-export ADMIN_TOKEN
-token_file="${CHOREO_ADMIN_TOKEN_FILE:-${XDG_CACHE_HOME:-$HOME/.cache}/choreo/admin-token}"
+# Every API needs a bearer token: the services verify them with the
+# development key (made once, outside the repository, by choreoctl), and
+# `choreoctl token` signs them.
+go build -o bin/choreoctl ./cmd/choreoctl
+auth_env="$(bin/choreoctl dev-key)"
+while IFS= read -r kv; do export "$kv"; done <<<"$auth_env"
 
 pids=()
 stop() {
@@ -46,8 +45,10 @@ done
 cat >&2 <<TXT
 Choreo is running: order :8080  payment :8081  inventory :8082  shipping :8083  tracker :8084 (open http://localhost:8084/)
 Logs: bin/logs/<service>.log     Stop: Ctrl-C
-Admin: the token of /admin is in $token_file, which choreoctl reads (go run ./cmd/choreoctl parked)
+Tokens: OPERATOR=\$(bin/choreoctl token -sub ops -operator); TOKEN=\$(bin/choreoctl token -sub c-1)
+  (signed with the development key in $(dirname "$AUTH_PUBLIC_KEY_FILE"))
+Admin: bin/choreoctl parked (it signs an operator's token of its own)
 Try the walkthrough in README.md, e.g.:
-  curl -s -X PUT localhost:8081/accounts/c-1 -H 'Content-Type: application/json' -d '{"balance":10000}'
+  curl -s -X PUT localhost:8081/accounts/c-1 -H "Authorization: Bearer \$OPERATOR" -H 'Content-Type: application/json' -d '{"balance":10000}'
 TXT
 wait

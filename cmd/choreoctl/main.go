@@ -19,10 +19,17 @@
 // The services' addresses default to the local ones (make run, go run
 // ./deploy/local); -services or $CHOREO_SERVICES overrides them, e.g.
 // "payment=http://10.0.0.5:8081,order=http://10.0.0.4:8080". The admin
-// API needs the token ADMIN_TOKEN sets on the services: -token, else
-// $ADMIN_TOKEN, else the file the local modes write it to
-// (internal/admintoken: $CHOREO_ADMIN_TOKEN_FILE, else
-// ~/.cache/choreo/admin-token).
+// API needs an operator's token (package bearer): -token, else
+// $CHOREO_TOKEN, else one signed for a minute with the development key
+// of the local modes, if there is one.
+//
+// For development it also makes tokens, as an identity provider would:
+//
+//	choreoctl dev-key                             make the key pair (once) and print the services' AUTH_* settings
+//	choreoctl token -sub c-1 [-operator] [-ttl 1h]  a token of customer c-1 (or of operator c-1)
+//
+// signed with the key pair in $CHOREO_DEV_KEY_DIR, else
+// ~/.cache/choreo/dev-key (internal/devkey), made on first use.
 package main
 
 import (
@@ -37,13 +44,16 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
-	"github.com/choreo-saga/choreo/internal/admintoken"
 	"github.com/choreo-saga/choreo/internal/cli"
+	"github.com/choreo-saga/choreo/internal/devkey"
+	"github.com/choreo-saga/choreo/pkg/bearer"
+	"github.com/choreo-saga/choreo/pkg/events"
 	"github.com/choreo-saga/choreo/pkg/outbox"
 	"github.com/choreo-saga/choreo/pkg/park"
 )
@@ -69,6 +79,8 @@ commands:
   release -order ID [-service S]    let them go unapplied (marked processed)
   outbox                            outbox rows Kafka refused
   release-outbox -service S -id N   publish one again
+  dev-key                           make the development key pair once; print the services' AUTH_* settings
+  token -sub ID [-operator] [-ttl D]  a development token of customer (or operator) ID
 `
 
 // run is the command; -h prints the usage to errOut and is not an error.
@@ -86,7 +98,7 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 	// Defaults that come from the environment are resolved after
 	// parsing, so the usage names the variable, never its value (a token).
 	servicesFlag := fs.String("services", "", "the services' base `URLs`, name=url,… (default: $CHOREO_SERVICES, else the local ones, order=http://127.0.0.1:8080,…)")
-	token := fs.String("token", "", "the admin API's bearer `token` (default: $ADMIN_TOKEN, else the file make run and deploy/local write, $CHOREO_ADMIN_TOKEN_FILE or ~/.cache/choreo/admin-token)")
+	token := fs.String("token", "", "an operator's bearer `token` for the admin API (default: $CHOREO_TOKEN, else one signed with the development key, if there is one)")
 	asJSON := fs.Bool("json", false, "print the services' JSON answers instead of tables")
 
 	sub := flag.NewFlagSet("choreoctl", flag.ContinueOnError)
@@ -96,6 +108,9 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 	event := sub.String("event", "", "the event by its `id`")
 	row := sub.Int64("row", 0, "the parked row's `number` (with -service)")
 	id := sub.Int64("id", 0, "the outbox row's `id` (release-outbox, with -service)")
+	subject := sub.String("sub", "", "the token's subject: a customer's `id` (token)")
+	operator := sub.Bool("operator", false, "give the token the operator role (token)")
+	ttl := sub.Duration("ttl", time.Hour, "how long the token is good for (token)")
 
 	usage := func() {
 		fmt.Fprint(errOut, commands, "\nflags before the command:\n")
@@ -115,15 +130,19 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 		usage()
 		return errors.New("no command")
 	}
-	tok, err := adminToken(cmp.Or(*token, getenv("ADMIN_TOKEN")), getenv)
-	if err != nil {
-		return err
-	}
-	c := &client{http: &http.Client{Timeout: time.Minute}, token: tok, services: services, out: out, json: *asJSON}
 	cmd, rest := fs.Arg(0), fs.Args()[1:]
 	if err := sub.Parse(rest); err != nil {
 		return err
 	}
+	switch cmd {
+	case "dev-key", "token":
+		return devToken(getenv, out, cmd, *subject, *operator, *ttl)
+	}
+	tok, err := operatorToken(cmp.Or(*token, getenv("CHOREO_TOKEN")), getenv)
+	if err != nil {
+		return err
+	}
+	c := &client{http: &http.Client{Timeout: time.Minute}, token: tok, services: services, out: out, json: *asJSON}
 	targets, err := c.pick(*service)
 	if err != nil {
 		return err
@@ -186,21 +205,53 @@ func parseServices(s string) ([]service, error) {
 	return out, nil
 }
 
-// adminToken is given if not empty, else the token the local modes wrote
-// (admintoken.Path), else "": the services then answer 401, which says so.
-func adminToken(given string, getenv func(string) string) (string, error) {
+// operatorToken is given if not empty, else an operator's token signed
+// for a minute with the development key if there is one (devkey.Dir),
+// else "": the services then answer 401, which says so.
+func operatorToken(given string, getenv func(string) string) (string, error) {
 	if given != "" {
 		return given, nil
 	}
-	path, err := admintoken.Path(getenv)
+	dir, err := devkey.Dir(getenv)
 	if err != nil {
 		return "", nil
 	}
-	tok, err := admintoken.Read(path)
-	if admintoken.ErrNotExist(err) {
-		return "", nil
+	if _, err := os.Stat(filepath.Join(dir, bearer.PrivateKeyFile)); err != nil {
+		return "", nil // no development key: not a local mode
 	}
-	return tok, err
+	k, err := devkey.Open(dir)
+	if err != nil {
+		return "", err
+	}
+	return k.Token("choreoctl", true, time.Minute)
+}
+
+// devToken serves dev-key, which prints the services' settings that
+// accept the development key's tokens, and token, which prints one.
+func devToken(getenv func(string) string, out io.Writer, cmd, subject string, operator bool, ttl time.Duration) error {
+	dir, err := devkey.Dir(getenv)
+	if err != nil {
+		return err
+	}
+	k, err := devkey.Open(dir)
+	if err != nil {
+		return err
+	}
+	if cmd == "dev-key" {
+		for _, kv := range k.Env() {
+			fmt.Fprintln(out, kv)
+		}
+		return nil
+	}
+	if !events.ValidID(subject) || ttl <= 0 {
+		return fmt.Errorf("token: needs -sub, %s, and a positive -ttl", events.IDRule)
+	}
+	tok, err := k.Token(subject, operator, ttl)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(out, tok)
+	return nil
 }
 
 type client struct {

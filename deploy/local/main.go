@@ -29,14 +29,14 @@
 //	                             back: POST /services/shipping/stop, later
 //	                             POST /services/shipping/start; GET /services
 //	                             lists them; empty: none
-//	-admin-token-file FILE       where the admin token generated at start is
-//	                             written, for choreoctl (default:
-//	                             $CHOREO_ADMIN_TOKEN_FILE, else
-//	                             ~/.cache/choreo/admin-token)
+//	-dev-key-dir DIR             the development token key pair, made there
+//	                             on first use (default: $CHOREO_DEV_KEY_DIR,
+//	                             else ~/.cache/choreo/dev-key)
 //
-// The operator API (/admin, choreoctl) needs a token: a random one is
-// generated at each start, printed with the walkthrough and written to the
-// admin token file, where choreoctl finds it.
+// Every API needs a bearer token (package bearer): the services verify
+// with the development key's public half, and `choreoctl token` signs with
+// its private half, which never leaves DIR; choreoctl's operator commands
+// sign their own.
 //
 // The services log as they do on their own (participant.NewLogger): JSON
 // lines, each tagged service=<name>, here all on stderr, so the walkthrough
@@ -65,8 +65,8 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/choreo-saga/choreo/internal/admintoken"
 	"github.com/choreo-saga/choreo/internal/cli"
+	"github.com/choreo-saga/choreo/internal/devkey"
 	"github.com/choreo-saga/choreo/internal/infra"
 	"github.com/choreo-saga/choreo/pkg/participant"
 	"github.com/choreo-saga/choreo/pkg/web"
@@ -104,7 +104,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		countries     = flags.String("shipping-countries", shippingCfg.ServedCountries, "comma-separated `codes` of the countries shipping serves")
 		levelFlag     = flags.String("log-level", "", "log `level`: debug, info, warn or error (default: $LOG_LEVEL, else info)")
 		controlAddr   = flags.String("control-addr", defaultControlAddr, "`address` of the launcher's own API that stops and starts a service; empty: none")
-		tokenFile     = flags.String("admin-token-file", "", "`file` the admin token generated at start is written to, for choreoctl (default: $CHOREO_ADMIN_TOKEN_FILE, else ~/.cache/choreo/admin-token)")
+		keyDir        = flags.String("dev-key-dir", "", "`dir` of the development token key pair, made on first use, which choreoctl token signs with (default: $CHOREO_DEV_KEY_DIR, else ~/.cache/choreo/dev-key)")
 	)
 	if err := flags.Parse(args); err != nil {
 		return err
@@ -119,19 +119,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	log := participant.NewLogger(stderr, level)
 	start := time.Now()
 
-	// A token of this run for the operator API, never a fixed one: the
-	// API replays and releases parked orders, so it is closed to anyone
-	// who cannot read the token file or this terminal.
-	adminToken, err := admintoken.Generate()
-	if err != nil {
-		return err
-	}
-	if *tokenFile == "" {
-		if *tokenFile, err = admintoken.Path(getenv); err != nil {
+	// The key the services verify tokens with, the development one: who
+	// can read its private half (its owner) can sign any caller's token.
+	if *keyDir == "" {
+		if *keyDir, err = devkey.Dir(getenv); err != nil {
 			return err
 		}
 	}
-	if err := admintoken.Write(*tokenFile, adminToken); err != nil {
+	key, err := devkey.Open(*keyDir)
+	if err != nil {
 		return err
 	}
 
@@ -167,7 +163,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		{tracker.Name, &trackerCfg.Config, *trackerAddr},
 	} {
 		c.cfg.HTTPAddr, c.cfg.DatabaseURL, c.cfg.KafkaBrokers, c.cfg.Logger = c.addr, inf.DatabaseURLs[c.name], inf.Brokers, log
-		c.cfg.AdminToken = adminToken
+		c.cfg.Auth = key.Auth()
 	}
 	shippingCfg.ServedCountries = *countries
 	trackerCfg.SagaSLA = *sagaSLA
@@ -195,8 +191,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		Tracker:   baseURL(*trackerAddr),
 		Kafka:     strings.Join(inf.Brokers, ","),
 		Postgres:  inf.DatabaseURLs["order"],
-		TokenFile: *tokenFile,
-		Token:     adminToken,
+		KeyDir:    *keyDir,
 	}
 	if *controlAddr != "" {
 		urls.Control = baseURL(*controlAddr)
@@ -297,7 +292,7 @@ type walkthrough struct {
 	Order, Payment, Inventory, Shipping, Tracker string
 	Control                                      string // "" without a control endpoint
 	Kafka, Postgres                              string
-	TokenFile, Token                             string // the admin API's
+	KeyDir                                       string // the development key pair's
 	Took                                         time.Duration
 }
 
@@ -318,32 +313,34 @@ Choreo is running, ready in {{.Took}} (embedded Kafka and PostgreSQL)
 {{- end}}
   kafka      {{.Kafka}}
   postgres   {{.Postgres}}  (and payment_db, inventory_db, shipping_db, tracker_db)
-  admin      token in {{.TokenFile}}, which choreoctl reads (ADMIN_TOKEN={{.Token}})
+  tokens     signed with the development key in {{.KeyDir}}:
+             export CHOREO_DEV_KEY_DIR={{.KeyDir}}
+             OPERATOR=$(go run ./cmd/choreoctl token -sub ops -operator); TOKEN=$(go run ./cmd/choreoctl token -sub c-1)
 
 Happy path: the customer pays, the stock is reserved, the shipment scheduled.
 
-  curl -s -X PUT {{.Payment}}/accounts/c-1 -H 'Content-Type: application/json' -d '{"balance":10000}'
-  curl -s -X PUT {{.Inventory}}/stock/SKU-1 -H 'Content-Type: application/json' -d '{"available":10}'
-  ID=$(curl -s -X POST {{.Order}}/orders -H 'Content-Type: application/json' \
-    -d '{"customer_id":"c-1","items":[{"sku":"SKU-1","quantity":2,"unit_price":2500}],"currency":"JPY","shipping_address":{"country":"JP","postal_code":"100-0001","line1":"1-1 Chiyoda"}}' \
+  curl -s -X PUT {{.Payment}}/accounts/c-1 -H "Authorization: Bearer $OPERATOR" -H 'Content-Type: application/json' -d '{"balance":10000}'
+  curl -s -X PUT {{.Inventory}}/stock/SKU-1 -H "Authorization: Bearer $OPERATOR" -H 'Content-Type: application/json' -d '{"available":10}'
+  ID=$(curl -s -X POST {{.Order}}/orders -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \
+    -d '{"items":[{"sku":"SKU-1","quantity":2,"unit_price":2500}],"currency":"JPY","shipping_address":{"country":"JP","postal_code":"100-0001","line1":"1-1 Chiyoda"}}' \
     | sed -n 's/.*"id":"\([^"]*\)".*/\1/p'); echo "$ID"
-  curl -s {{.Order}}/orders/$ID	# "status":"COMPLETED"
-  curl -s {{.Payment}}/accounts/c-1	# "balance":5000
-  curl -s {{.Inventory}}/stock/SKU-1	# "available":8, "reserved":2
-  curl -s {{.Tracker}}/sagas/$ID	# "state":"completed", the saga's events in time order
+  curl -s {{.Order}}/orders/$ID -H "Authorization: Bearer $TOKEN"	# "status":"COMPLETED"
+  curl -s {{.Payment}}/accounts/c-1 -H "Authorization: Bearer $TOKEN"	# "balance":5000
+  curl -s {{.Inventory}}/stock/SKU-1 -H "Authorization: Bearer $OPERATOR"	# "available":8, "reserved":2
+  curl -s {{.Tracker}}/sagas/$ID -H "Authorization: Bearer $OPERATOR"	# "state":"completed", the saga's events in time order
 
 Compensated: shipping does not serve Brazil, so inventory releases the items
 and payment refunds the charge.
 
-  ID=$(curl -s -X POST {{.Order}}/orders -H 'Content-Type: application/json' \
-    -d '{"customer_id":"c-1","items":[{"sku":"SKU-1","quantity":2,"unit_price":2500}],"currency":"JPY","shipping_address":{"country":"BR","postal_code":"01000-000","line1":"Av. Paulista 1"}}' \
+  ID=$(curl -s -X POST {{.Order}}/orders -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \
+    -d '{"items":[{"sku":"SKU-1","quantity":2,"unit_price":2500}],"currency":"JPY","shipping_address":{"country":"BR","postal_code":"01000-000","line1":"Av. Paulista 1"}}' \
     | sed -n 's/.*"id":"\([^"]*\)".*/\1/p'); echo "$ID"
-  curl -s {{.Order}}/orders/$ID	# "status":"CANCELLED", "cancel_reason":"shipping_unavailable"
-  curl -s {{.Shipping}}/shipments/$ID	# "status":"FAILED"
-  curl -s {{.Inventory}}/reservations/$ID	# "status":"RELEASED"
-  curl -s {{.Payment}}/payments/$ID	# "status":"REFUNDED"
-  curl -s {{.Payment}}/accounts/c-1	# "balance":5000 again
-  curl -s {{.Tracker}}/sagas/$ID	# "state":"cancelled"; the page at {{.Tracker}}/?order=$ID draws it
+  curl -s {{.Order}}/orders/$ID -H "Authorization: Bearer $TOKEN"	# "status":"CANCELLED", "cancel_reason":"shipping_unavailable"
+  curl -s {{.Shipping}}/shipments/$ID -H "Authorization: Bearer $OPERATOR"	# "status":"FAILED"
+  curl -s {{.Inventory}}/reservations/$ID -H "Authorization: Bearer $OPERATOR"	# "status":"RELEASED"
+  curl -s {{.Payment}}/payments/$ID -H "Authorization: Bearer $OPERATOR"	# "status":"REFUNDED"
+  curl -s {{.Payment}}/accounts/c-1 -H "Authorization: Bearer $TOKEN"	# "balance":5000 again
+  curl -s {{.Tracker}}/sagas/$ID -H "Authorization: Bearer $OPERATOR"	# "state":"cancelled"; the page at {{.Tracker}}/?order=$ID#token=$OPERATOR draws it
 
 Ctrl-C stops everything.
 `))

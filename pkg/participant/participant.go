@@ -12,8 +12,10 @@
 //     Decode → Guard → Route → DecodePayload, and the routed messages of
 //     a batch go into one transaction (transact: hold → mark → react →
 //     outbox → commit) that runs each service's typed Reaction (see On);
-//  5. serve its HTTP API with health and readiness endpoints, metrics per
-//     request, and the operator's API under /admin/ (package park);
+//  5. serve its HTTP API, every route behind a bearer token (package
+//     bearer) but health, readiness, metrics and the OpenAPI document,
+//     with metrics per request, and the operator's API under /admin/
+//     (package park) for the operator role;
 //
 // and stop them together when the context ends, finishing the message in
 // hand and committing its offset. Operations (dead letters, parking,
@@ -36,6 +38,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/choreo-saga/choreo/pkg/bearer"
 	"github.com/choreo-saga/choreo/pkg/broker"
 	"github.com/choreo-saga/choreo/pkg/consumer"
 	"github.com/choreo-saga/choreo/pkg/events"
@@ -72,11 +75,11 @@ type Config struct {
 	// profiles (net/http/pprof) there, apart from the API so they are
 	// never exposed with it. Empty: off.
 	PprofAddr string `envconfig:"PPROF_ADDR"`
-	// AdminToken is the bearer token the operator API under /admin/
-	// (Spec.Admin: replay and release parked orders) requires. Empty: the
-	// API is off, every /admin path answers 403 and the service warns at
-	// start; the local modes generate one at start (choreoctl reads it).
-	AdminToken string `envconfig:"ADMIN_TOKEN"`
+	// Auth is where the API finds the keys of its callers' tokens
+	// (AUTH_JWKS_URL or AUTH_PUBLIC_KEY_FILE, AUTH_ISSUER, AUTH_AUDIENCE;
+	// see package bearer). Without a key the service refuses to start,
+	// unless AUTH_DISABLED=true.
+	Auth bearer.Config `envconfig:"AUTH"`
 	// TopicSettings are the partitions, replication factor and
 	// min.insync.replicas of the topics the service creates
 	// (KAFKA_PARTITIONS, KAFKA_REPLICATION_FACTOR, KAFKA_MIN_INSYNC_REPLICAS).
@@ -118,6 +121,9 @@ func (c Config) Validate() error {
 	}
 	if c.ConsumerBatch < 1 || c.ConsumerBatch > MaxBatch {
 		return fmt.Errorf("CONSUMER_BATCH: %d is not 1 to %d", c.ConsumerBatch, MaxBatch)
+	}
+	if err := c.Auth.Validate(); err != nil {
+		return err
 	}
 
 	return c.TopicSettings.Validate()
@@ -237,6 +243,10 @@ func Run(ctx context.Context, cfg Config, spec Spec) error {
 	}
 	log := cfg.Logger.With("service", spec.Name)
 
+	verifier, err := bearer.New(ctx, cfg.Auth, log)
+	if err != nil {
+		return err
+	}
 	db, err := pg.Open(ctx, cfg.DatabaseURL, 30*time.Second)
 	if err != nil {
 		return err
@@ -289,12 +299,8 @@ func Run(ctx context.Context, cfg Config, spec Spec) error {
 	if !ok {
 		return fmt.Errorf("participant: %s's API is a %T, not the chi router of web.NewRouter that /admin mounts on", spec.Name, routes)
 	}
-	router.Mount("/admin", spec.Admin(db, log, cfg.AdminToken))
-	if cfg.AdminToken == "" {
-		log.Warn("OPERATOR API OFF: /admin answers 403, so parked orders cannot be replayed or released; " +
-			"set ADMIN_TOKEN (e.g. ADMIN_TOKEN=$(openssl rand -hex 32)) and restart to serve it, and give choreoctl the same token")
-	}
-	api := web.Instrument(spec.Name, router)
+	router.Mount("/admin", spec.Admin(db, log, verifier))
+	api := web.Instrument(spec.Name, router, verifier.Authenticate(log, bearer.OpenPaths...))
 	setBuildInfo(spec.Name)
 
 	g, ctx := errgroup.WithContext(ctx)

@@ -23,10 +23,11 @@ import (
 var quiet = slog.New(slog.DiscardHandler)
 
 // newAPI returns the order service's HTTP API on a database of the test's
-// own, dropped when the test ends.
+// own, dropped when the test ends, serving every request as an
+// operator's: who may call it is auth_test.go's to check.
 func newAPI(t *testing.T) (http.Handler, *sqlx.DB) {
 	db := testenv.DB(t, order.Schema)
-	return httpapi.API{Service: order.Name, Now: time.Now}.Routes(quiet, db, nil), db
+	return testenv.As(testenv.Operator, httpapi.API{Service: order.Name, Now: time.Now}.Routes(quiet, db, nil)), db
 }
 
 type response struct {
@@ -368,6 +369,7 @@ func TestConfigValidate(t *testing.T) {
 	base := order.DefaultConfig()
 	base.DatabaseURL = "postgres://postgres@127.0.0.1:5432/order_db?sslmode=disable"
 	base.KafkaBrokers = []string{"127.0.0.1:9092"}
+	base.Auth = testenv.Keys(t).Auth()
 	if err := base.Validate(); err != nil {
 		t.Fatalf("defaults: %v", err)
 	}

@@ -9,7 +9,9 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/google/uuid"
 
+	"github.com/choreo-saga/choreo/pkg/bearer"
 	"github.com/choreo-saga/choreo/pkg/events"
+	"github.com/choreo-saga/choreo/pkg/fault"
 	"github.com/choreo-saga/choreo/pkg/web"
 	"github.com/choreo-saga/choreo/services/order/internal/domain"
 	"github.com/choreo-saga/choreo/services/order/internal/store"
@@ -36,6 +38,22 @@ func createOrder(log *slog.Logger, st *store.Store, service string, now func() t
 		req, err := web.Decode[domain.Request](w, r)
 		if err != nil {
 			web.Respond(w, r, log, err)
+			return
+		}
+		// A customer orders for themselves: customer_id may be left out,
+		// and is then the token's subject; another customer's is refused,
+		// not replaced, so a client's mistake is not billed to the caller.
+		// An operator orders for the customer the body names.
+		c, ok := bearer.From(r.Context())
+		switch {
+		case !ok:
+			bearer.Refuse(w, r, log, "")
+			return
+		case c.Operator:
+		case req.CustomerID == "":
+			req.CustomerID = c.Subject
+		case req.CustomerID != c.Subject:
+			bearer.Refuse(w, r, log, "customer_id must be the token's subject (or be left out): a customer orders for themselves")
 			return
 		}
 		draft, err := domain.Validate(req)
@@ -83,7 +101,7 @@ func getOrder(log *slog.Logger, st *store.Store) http.Handler {
 			web.Respond(w, r, log, web.Errorf(http.StatusBadRequest, "order id must be a UUID"))
 			return
 		}
-		o, err := st.Order(r.Context(), id.String())
+		o, err := ownOrder(r, st, id.String())
 		if err != nil {
 			web.Respond(w, r, log, err)
 			return
@@ -107,6 +125,21 @@ func listOrders(log *slog.Logger, st *store.Store) http.Handler {
 			web.Respond(w, r, log, &web.Error{Status: http.StatusBadRequest, Detail: err.Error()})
 			return
 		}
+		// A customer's list holds their orders only: filtering by
+		// another customer's id finds none, as it would for a customer
+		// with no orders, so it tells nothing about theirs.
+		c, ok := bearer.From(r.Context())
+		if !ok {
+			bearer.Refuse(w, r, log, "")
+			return
+		}
+		if !c.Operator {
+			if q.CustomerID != "" && q.CustomerID != c.Subject {
+				web.Encode(w, http.StatusOK, domain.Page{Orders: []domain.Order{}})
+				return
+			}
+			q.CustomerID = c.Subject
+		}
 		page, err := st.List(r.Context(), q)
 		if err != nil {
 			web.Respond(w, r, log, err)
@@ -129,6 +162,12 @@ func cancelOrder(log *slog.Logger, st *store.Store, service string, now func() t
 			web.Respond(w, r, log, web.Errorf(http.StatusBadRequest, "order id must be a UUID"))
 			return
 		}
+		// The owner is checked first; an order's customer never changes,
+		// so the cancel that follows acts on an order the caller owns.
+		if _, err := ownOrder(r, st, id.String()); err != nil {
+			web.Respond(w, r, log, err)
+			return
+		}
 		o, err := st.Cancel(r.Context(), id.String(), events.ReasonCustomerCancelled, service, now())
 		if err != nil {
 			web.Respond(w, r, log, err)
@@ -137,6 +176,20 @@ func cancelOrder(log *slog.Logger, st *store.Store, service string, now func() t
 		log.InfoContext(r.Context(), "order cancel accepted", "order_id", o.ID, "status", o.Status)
 		web.Encode(w, http.StatusAccepted, o)
 	})
+}
+
+// ownOrder returns the order with id if the caller may see it: an
+// operator sees every order, a customer their own. Another customer's is
+// the fault.NotFound of no order at all, so its id is not confirmed.
+func ownOrder(r *http.Request, st *store.Store, id string) (domain.Order, error) {
+	o, err := st.Order(r.Context(), id)
+	if err != nil {
+		return domain.Order{}, err
+	}
+	if c, _ := bearer.From(r.Context()); !c.Operator && o.CustomerID != c.Subject {
+		return domain.Order{}, fault.Errorf(fault.NotFound, "order %s", id)
+	}
+	return o, nil
 }
 
 // idempotencyKey returns the request's Idempotency-Key, "" if it sent none.
