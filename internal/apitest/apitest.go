@@ -375,11 +375,15 @@ func Start(t *testing.T, routes func(log *slog.Logger, db *sqlx.DB, checks map[s
 	t.Run("Healthz", func(t *testing.T) {
 		CheckResponse(t, api.Guarded, spec, httptest.NewRequest("GET", "/healthz", nil), 200)
 	})
-	t.Run("Ready", func(t *testing.T) { CheckResponse(t, api.Guarded, spec, httptest.NewRequest("GET", "/readyz", nil), 200) })
+	t.Run("Ready", func(t *testing.T) {
+		CheckResponse(t, api.Guarded, spec, httptest.NewRequest("GET", "/readyz", nil), 200)
+	})
 	t.Run("NotReady", func(t *testing.T) {
 		CheckResponse(t, api.NotReady, spec, httptest.NewRequest("GET", "/readyz", nil), 503)
 	})
-	t.Run("OpenAPI", func(t *testing.T) { CheckResponse(t, api.Guarded, spec, httptest.NewRequest("GET", SpecPath, nil), 200) })
+	t.Run("OpenAPI", func(t *testing.T) {
+		CheckResponse(t, api.Guarded, spec, httptest.NewRequest("GET", SpecPath, nil), 200)
+	})
 	t.Run("Problem", func(t *testing.T) {
 		CheckSchema(t, spec, "Problem", web.Problem{
 			Type: "about:blank", Title: "Not Found", Status: 404, Detail: "o-1 not found", Instance: "/things/o-1",

@@ -32,9 +32,9 @@ type Token struct {
 func Issue(key ed25519.PrivateKey, t Token) (string, error) {
 	now := time.Now()
 	c := claims{RegisteredClaims: jwt.RegisteredClaims{
-		Issuer:    t.Issuer,
-		Subject:   t.Subject,
-		Audience:  jwt.ClaimStrings{t.Audience},
+		Issuer:   t.Issuer,
+		Subject:  t.Subject,
+		Audience: jwt.ClaimStrings{t.Audience},
 		IssuedAt: jwt.NewNumericDate(now),
 	}}
 	if t.TTL != 0 {

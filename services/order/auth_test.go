@@ -217,7 +217,7 @@ func TestCustomersOwnTheirOrders(t *testing.T) {
 	t.Run("ListHoldsTheCustomersOwn", func(t *testing.T) {
 		for _, tt := range []struct {
 			name, token, query, want string
-			n                    int
+			n                        int
 		}{
 			{"Alice", aliceTok, "", alice, 2},
 			{"AliceFilteringByHerself", aliceTok, "?customer_id=" + alice, alice, 2},
