@@ -32,6 +32,9 @@ func NewTokens(dir string) (Tokens, error) {
 	return Tokens{key: k}, err
 }
 
+// Key is the key pair the tokens are signed with.
+func (k Tokens) Key() devkey.Key { return k.key }
+
 // Auth is the services' configuration that accepts these tokens.
 func (k Tokens) Auth() bearer.Config { return k.key.Auth() }
 
