@@ -50,6 +50,9 @@ func TestConfigureTrimsTheBrokerList(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Setenv("DATABASE_URL", "postgres://u@db:5432/svc")
 			t.Setenv("KAFKA_BROKERS", tt.value)
+			t.Setenv("AUTH_PUBLIC_KEY_FILE", "/run/keys/token.pem")
+			t.Setenv("AUTH_ISSUER", "https://idp.example")
+			t.Setenv("AUTH_AUDIENCE", "choreo")
 			var got Config
 			err := configure(context.Background(), "test", DefaultConfig(":8089"), func(_ context.Context, c Config) error {
 				got = c
