@@ -84,7 +84,7 @@ func main() {
 // run starts the infrastructure and the services, prints the walkthrough to
 // stdout once they are ready, and stops everything when ctx ends. Logs go to
 // stderr; getenv supplies LOG_LEVEL when -log-level is not given, and the
-// admin token file's path when -admin-token-file is not.
+// development key's directory when -dev-key-dir is not.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) (err error) {
 	flags := flag.NewFlagSet("local", flag.ContinueOnError)
 	flags.SetOutput(stderr)
