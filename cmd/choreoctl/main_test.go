@@ -255,7 +255,7 @@ func TestDevTokens(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := v.Verify(tok)
+			got, err := v.Verify(t.Context(), tok)
 			if err != nil || got != tt.want {
 				t.Fatalf("Verify = %+v, %v; want %+v", got, err, tt.want)
 			}

@@ -38,7 +38,7 @@ func TestTokensAreEachCallersOwn(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := v.Verify(tt.token)
+			got, err := v.Verify(t.Context(), tt.token)
 			if err != nil || got != tt.want {
 				t.Errorf("Verify = %+v, %v; want %+v", got, err, tt.want)
 			}

@@ -32,6 +32,7 @@ import (
 	"github.com/MicahParks/keyfunc/v3"
 	"github.com/go-chi/chi/v5"
 	"github.com/golang-jwt/jwt/v5"
+	"golang.org/x/time/rate"
 
 	"github.com/choreo-saga/choreo/pkg/events"
 	"github.com/choreo-saga/choreo/pkg/web"
@@ -112,8 +113,17 @@ type claims struct {
 type Verifier struct {
 	disabled bool
 	parser   *jwt.Parser
-	key      jwt.Keyfunc
+	// key returns the key of a token, for the request of ctx: a JWKS
+	// refresh it waits for ends with the request.
+	key func(ctx context.Context) jwt.Keyfunc
 }
+
+// RefreshUnknownKey is how often at most a token naming a key id the
+// JWKS does not hold makes the Verifier fetch the JWKS again: a rotated
+// key is picked up at once, and forged key ids cannot flood the identity
+// provider. A token arriving before the next fetch is due is refused at
+// once, not held.
+const RefreshUnknownKey = time.Minute
 
 // New returns the Verifier cfg describes, having read its key file or
 // started fetching its JWKS (refreshed until ctx ends). With cfg.Disabled
@@ -128,17 +138,20 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Verifier, error) {
 		return &Verifier{disabled: true}, nil
 	}
 	methods := Algorithms
-	var key jwt.Keyfunc
+	var key func(context.Context) jwt.Keyfunc
 	if cfg.PublicKeyFile != "" {
 		pub, alg, err := ReadPublicKey(cfg.PublicKeyFile)
 		if err != nil {
 			return nil, fmt.Errorf("AUTH_PUBLIC_KEY_FILE: %w", err)
 		}
 		methods = []string{alg}
-		key = func(*jwt.Token) (any, error) { return pub, nil }
+		key = func(context.Context) jwt.Keyfunc { return func(*jwt.Token) (any, error) { return pub, nil } }
 	} else {
 		kf, err := keyfunc.NewDefaultOverrideCtx(ctx, []string{cfg.JWKSURL}, keyfunc.Override{
-			HTTPTimeout: 10 * time.Second,
+			HTTPTimeout:       10 * time.Second,
+			RefreshUnknownKID: rate.NewLimiter(rate.Every(RefreshUnknownKey), 1),
+			// Past the wait, the limiter refuses without waiting.
+			RateLimitWaitMax: time.Second,
 			RefreshErrorHandlerFunc: func(u string) func(context.Context, error) {
 				return func(ctx context.Context, err error) {
 					log.WarnContext(ctx, "token keys not refreshed", "jwks_url", u, "err", err)
@@ -148,7 +161,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Verifier, error) {
 		if err != nil {
 			return nil, fmt.Errorf("AUTH_JWKS_URL: %w", err)
 		}
-		key = kf.Keyfunc
+		key = kf.KeyfuncCtx
 	}
 	return &Verifier{
 		parser: jwt.NewParser(jwt.WithValidMethods(methods), jwt.WithIssuer(cfg.Issuer), jwt.WithAudience(cfg.Audience),
@@ -163,9 +176,9 @@ func (v *Verifier) Disabled() bool { return v.disabled }
 // Verify returns the caller token names, or why it is refused: a bad
 // signature, an algorithm not accepted, a wrong issuer or audience, an
 // expiry passed or missing, or a subject that is not an id.
-func (v *Verifier) Verify(token string) (Caller, error) {
+func (v *Verifier) Verify(ctx context.Context, token string) (Caller, error) {
 	var c claims
-	if _, err := v.parser.ParseWithClaims(token, &c, v.key); err != nil {
+	if _, err := v.parser.ParseWithClaims(token, &c, v.key(ctx)); err != nil {
 		return Caller{}, err
 	}
 	if !events.ValidID(c.Subject) {
@@ -209,7 +222,7 @@ func (v *Verifier) Authenticate(log *slog.Logger, open ...string) func(http.Hand
 				unauthorized(w, r, log, "", "this API needs a token: Authorization: Bearer <token>")
 				return
 			}
-			c, err := v.Verify(token)
+			c, err := v.Verify(r.Context(), token)
 			if err != nil {
 				// The reason goes to the caller, whose token it is: an
 				// expired token reads differently from a forged one.
