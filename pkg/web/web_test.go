@@ -46,6 +46,9 @@ func TestDecode(t *testing.T) {
 		{"Malformed", "application/json", `{"name":`, 400},
 		{"UnknownField", "application/json", `{"name":"x","extra":1}`, 400},
 		{"TrailingData", "application/json", `{"name":"x"} {}`, 400},
+		{"TrailingBracket", "application/json", `{"name":"x"}]`, 400},
+		{"TrailingBrace", "application/json", `{"name":"x"}}`, 400},
+		{"TrailingWhitespace", "application/json", "{\"name\":\"x\"} \n", 0},
 		{"FailsValidation", "application/json", `{"name":""}`, 400},
 		{"TooLarge", "application/json", `{"name":"` + strings.Repeat("x", web.MaxBodyBytes) + `"}`, 413},
 	}
