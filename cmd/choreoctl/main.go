@@ -9,8 +9,8 @@
 //	choreoctl replay  -event ID [-service S]      … or the one row at the head of its order
 //	choreoctl replay  -row N -service S           … by row number
 //	choreoctl release -order ID [-service S]      let them go unapplied (marked processed)
-//	choreoctl outbox                              outbox rows Kafka refused
-//	choreoctl release-outbox -service S -id N     publish one again
+//	choreoctl outbox-refused                      outbox rows Kafka refused
+//	choreoctl outbox-retry -service S -id N       put one back in line for the relay
 //
 // Replay and release are idempotent: run again, they report what was
 // already resolved and change nothing. Without -service, -order and -event
@@ -67,8 +67,8 @@ commands:
   replay -event ID [-service S]     … or the one row at the head of its order
   replay -row N -service S          … by row number
   release -order ID [-service S]    let them go unapplied (marked processed)
-  outbox                            outbox rows Kafka refused
-  release-outbox -service S -id N   publish one again
+  outbox-refused                    outbox rows Kafka refused
+  outbox-retry -service S -id N     put one back in line for the relay
 `
 
 // run is the command; -h prints the usage to errOut and is not an error.
@@ -95,7 +95,7 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 	order := sub.String("order", "", "the order (the parked key) by its `id`")
 	event := sub.String("event", "", "the event by its `id`")
 	row := sub.Int64("row", 0, "the parked row's `number` (with -service)")
-	id := sub.Int64("id", 0, "the outbox row's `id` (release-outbox, with -service)")
+	id := sub.Int64("id", 0, "the outbox row's `id` (outbox-retry, with -service)")
 
 	usage := func() {
 		fmt.Fprint(errOut, commands, "\nflags before the command:\n")
@@ -144,23 +144,23 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 			return fmt.Errorf("%s: select by one of -order, -event and -row (-row needs -service)", cmd)
 		}
 		return c.resolve(ctx, targets, cmd, q, *service != "", *order)
-	case "outbox":
-		return c.outbox(ctx, targets)
-	case "release-outbox":
+	case "outbox-refused":
+		return c.refused(ctx, targets)
+	case "outbox-retry":
 		if *service == "" || *id <= 0 {
-			return errors.New("release-outbox: needs -service and -id")
+			return errors.New("outbox-retry: needs -service and -id")
 		}
 		var res map[string]any
-		if err := c.do(ctx, targets[0], http.MethodPost, fmt.Sprintf("/admin/outbox/parked/%d/release", *id), &res); err != nil {
+		if err := c.do(ctx, targets[0], http.MethodPost, fmt.Sprintf("/admin/outbox/refused/%d/retry", *id), &res); err != nil {
 			return err
 		}
 		if *asJSON {
 			return json.NewEncoder(out).Encode(res)
 		}
-		if res["released"] == true {
-			fmt.Fprintf(out, "%s: outbox row %d released; the relay publishes it now\n", targets[0].name, *id)
+		if res["retried"] == true {
+			fmt.Fprintf(out, "%s: outbox row %d back in line; the relay publishes it now\n", targets[0].name, *id)
 		} else {
-			fmt.Fprintf(out, "%s: outbox row %d was not parked; nothing to do\n", targets[0].name, *id)
+			fmt.Fprintf(out, "%s: outbox row %d was not refused; nothing to do\n", targets[0].name, *id)
 		}
 		return nil
 	default:
@@ -399,10 +399,10 @@ func (c *client) resolve(ctx context.Context, targets []service, cmd string, q u
 	return errors.Join(errs...)
 }
 
-func (c *client) outbox(ctx context.Context, targets []service) error {
-	return listAll(ctx, c, targets, "/admin/outbox/parked", "SERVICE\tID\tTOPIC\tKEY\tBYTES\tPARKED AT\tLAST ERROR", "no outbox rows refused",
-		func(s service, r outbox.ParkedRow) (string, bool) {
-			return fmt.Sprintf("%s\t%d\t%s\t%s\t%d\t%s\t%s", s.name, r.ID, r.Topic, r.Key, r.Bytes, r.ParkedAt.Format(time.RFC3339), oneLine(r.LastError)), true
+func (c *client) refused(ctx context.Context, targets []service) error {
+	return listAll(ctx, c, targets, "/admin/outbox/refused", "SERVICE\tID\tTOPIC\tKEY\tBYTES\tREFUSED AT\tLAST ERROR", "no outbox rows refused",
+		func(s service, r outbox.RefusedRow) (string, bool) {
+			return fmt.Sprintf("%s\t%d\t%s\t%s\t%d\t%s\t%s", s.name, r.ID, r.Topic, r.Key, r.Bytes, r.RefusedAt.Format(time.RFC3339), oneLine(r.LastError)), true
 		})
 }
 

@@ -133,7 +133,7 @@ func settle(t testing.TB, db *testDB) {
 		var clear bool
 		if err := db.Get(&clear, `SELECT NOT EXISTS (
 			SELECT 1 FROM outbox
-			WHERE sent_at IS NULL AND parked_at IS NULL
+			WHERE sent_at IS NULL AND refused_at IS NULL
 			  AND txid >= pg_snapshot_xmin(pg_current_snapshot()))`); err != nil {
 			t.Fatal(err)
 		}
@@ -142,11 +142,11 @@ func settle(t testing.TB, db *testDB) {
 }
 
 // unsent counts the topic's rows waiting to be published: neither sent nor
-// parked.
+// refused.
 func unsent(t testing.TB, db *testDB, topic string) int {
 	t.Helper()
 	var n int
-	if err := db.Get(&n, `SELECT count(*) FROM outbox WHERE topic = $1 AND sent_at IS NULL AND parked_at IS NULL`, topic); err != nil {
+	if err := db.Get(&n, `SELECT count(*) FROM outbox WHERE topic = $1 AND sent_at IS NULL AND refused_at IS NULL`, topic); err != nil {
 		t.Fatal(err)
 	}
 	return n
@@ -224,21 +224,21 @@ func addRaw(t *testing.T, db *testDB, m outbox.Message) int64 {
 	return id
 }
 
-// parkedRows returns the ids of parked rows, in id order, checking that
+// refusedRows returns the ids of refused rows, in id order, checking that
 // each says why.
-func parkedRows(t *testing.T, db *testDB) []int64 {
+func refusedRows(t *testing.T, db *testDB) []int64 {
 	t.Helper()
 	var rows []struct {
 		ID        int64   `db:"id"`
 		LastError *string `db:"last_error"`
 	}
-	if err := db.Select(&rows, `SELECT id, last_error FROM outbox WHERE parked_at IS NOT NULL ORDER BY id`); err != nil {
+	if err := db.Select(&rows, `SELECT id, last_error FROM outbox WHERE refused_at IS NOT NULL ORDER BY id`); err != nil {
 		t.Fatal(err)
 	}
 	ids := make([]int64, len(rows))
 	for i, r := range rows {
 		if r.LastError == nil || *r.LastError == "" {
-			t.Errorf("parked row %d has no last_error", r.ID)
+			t.Errorf("refused row %d has no last_error", r.ID)
 		}
 		ids[i] = r.ID
 	}

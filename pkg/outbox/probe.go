@@ -60,7 +60,7 @@ func (r *Relay) maxBlocked() int { return 16 * r.cfg.BatchSize }
 var selectUnblocked = byteCapped(`
 		SELECT id, txid, topic, key, value, headers
 		FROM outbox
-		WHERE sent_at IS NULL AND parked_at IS NULL
+		WHERE sent_at IS NULL AND refused_at IS NULL
 		  AND txid < pg_snapshot_xmin(pg_current_snapshot())
 		  AND NOT (key IS NOT NULL AND (topic, key) IN (SELECT * FROM unnest($2::text[], $3::bytea[])))
 		  AND id <> ALL($4::bigint[])
@@ -73,7 +73,7 @@ const selectHeads = `
 			SELECT DISTINCT ON (topic, key, CASE WHEN key IS NULL THEN id END)
 			       id, txid, topic, key, value, headers
 			FROM outbox
-			WHERE sent_at IS NULL AND parked_at IS NULL
+			WHERE sent_at IS NULL AND refused_at IS NULL
 			  AND txid < pg_snapshot_xmin(pg_current_snapshot())
 			  AND ((key IS NOT NULL AND (topic, key) IN (SELECT * FROM unnest($2::text[], $3::bytea[])))
 			       OR id = ANY($4::bigint[]))
@@ -119,7 +119,7 @@ func (r *Relay) probeHeads(ctx context.Context, conn *sqlx.Conn) ([]row, error) 
 	}
 	if len(heads) < n {
 		// Every blocked key answered: those that did not have no
-		// publishable row left (another leader sent it, or it was parked)
+		// publishable row left (another leader sent it, or it was refused)
 		// and block nothing.
 		has := make(map[blockKey]bool, len(heads))
 		for _, h := range heads {
@@ -136,7 +136,7 @@ func (r *Relay) probeHeads(ctx context.Context, conn *sqlx.Conn) ([]row, error) 
 
 // hold updates the blocked keys after a batch: a key whose row failed for
 // a reason that may pass is blocked, so that its later rows do not overtake
-// that row; a blocked key whose probed row got through (or was parked) is
+// that row; a blocked key whose probed row got through (or was refused) is
 // free again.
 func (r *Relay) hold(out publishOutcome, heads []row) {
 	b := &r.blocked

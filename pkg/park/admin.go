@@ -21,8 +21,8 @@ import (
 //	GET  /admin/parked[?order=ID][&limit=N]          the rows parked now, in order (default limit 1000)
 //	POST /admin/parked/replay?order=ID[&through=N]   replay an order's rows (or ?event=ID, ?row=N)
 //	POST /admin/parked/release?order=ID[&through=N]  release them unapplied (or ?event=ID, ?row=N)
-//	GET  /admin/outbox/parked[?limit=N]              the outbox rows Kafka refused (default limit 1000)
-//	POST /admin/outbox/parked/{id}/release           publish one again
+//	GET  /admin/outbox/refused[?limit=N]             the outbox rows Kafka refused (default limit 1000)
+//	POST /admin/outbox/refused/{id}/retry            put one back in line for the relay
 //
 // through=N leaves out rows parked after row N, those the operator has not
 // seen. Every answer is JSON; every failure application/problem+json.
@@ -42,8 +42,8 @@ func Admin(op *Operator, db *sqlx.DB, log *slog.Logger, token string) http.Handl
 	r.Method(http.MethodGet, "/parked", listParked(op, log))
 	r.Method(http.MethodPost, "/parked/replay", resolveParked(op.Replay, log))
 	r.Method(http.MethodPost, "/parked/release", resolveParked(op.Release, log))
-	r.Method(http.MethodGet, "/outbox/parked", listOutboxParked(db, log))
-	r.Method(http.MethodPost, "/outbox/parked/{id}/release", releaseOutboxRow(db, log))
+	r.Method(http.MethodGet, "/outbox/refused", listRefused(db, log))
+	r.Method(http.MethodPost, "/outbox/refused/{id}/retry", retryRefused(db, log))
 	return r
 }
 
@@ -170,34 +170,34 @@ func param(r *http.Request, name string, def int64) (int64, error) {
 	return n, nil
 }
 
-func listOutboxParked(db *sqlx.DB, log *slog.Logger) http.Handler {
+func listRefused(db *sqlx.DB, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		limit, err := listLimit(r)
 		if err != nil {
 			web.Respond(w, r, log, err)
 			return
 		}
-		rows, err := outbox.ListParked(r.Context(), db, limit)
+		rows, err := outbox.ListRefused(r.Context(), db, limit)
 		if err != nil {
 			web.Respond(w, r, log, err)
 			return
 		}
-		web.Encode(w, http.StatusOK, map[string]any{"rows": append([]outbox.ParkedRow{}, rows...)})
+		web.Encode(w, http.StatusOK, map[string]any{"rows": append([]outbox.RefusedRow{}, rows...)})
 	})
 }
 
-func releaseOutboxRow(db *sqlx.DB, log *slog.Logger) http.Handler {
+func retryRefused(db *sqlx.DB, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id, err := strconv.ParseInt(chi.URLParam(r, "id"), 10, 64)
 		if err != nil || id <= 0 {
 			web.Respond(w, r, log, web.Errorf(http.StatusBadRequest, "%q is not an outbox row id", chi.URLParam(r, "id")))
 			return
 		}
-		released, err := outbox.Release(r.Context(), db, id)
+		retried, err := outbox.Retry(r.Context(), db, id)
 		if err != nil {
 			web.Respond(w, r, log, err)
 			return
 		}
-		web.Encode(w, http.StatusOK, map[string]any{"id": id, "released": released})
+		web.Encode(w, http.StatusOK, map[string]any{"id": id, "retried": retried})
 	})
 }
