@@ -1,6 +1,6 @@
 // Command choreoctl is the operator's tool for what the services set
 // aside: the orders a permanent failure parked (the failed message, with
-// its reason, and the events held behind it) and the outbox rows Kafka
+// its reason, and the events parked behind it) and the outbox rows Kafka
 // refused. It talks to each service's admin API (participant.Admin):
 //
 //	choreoctl parked                              every parked order and row, per service
@@ -282,7 +282,7 @@ func (c *client) list(ctx context.Context, targets []service, order string, fail
 			if failuresOnly && r.Reason == nil {
 				return "", false
 			}
-			reason := "held behind the failure above"
+			reason := "parked behind the failure above"
 			if r.Reason != nil {
 				reason = *r.Reason
 			}
@@ -346,7 +346,7 @@ func listAll[R any](ctx context.Context, c *client, targets []service, path, hea
 // them; with one service named, its answer is the answer.
 //
 // Releasing an order releases the rows listed when the command starts, and
-// no row held since: those stay parked for the operator to look at.
+// no row parked since: those stay parked for the operator to look at.
 func (c *client) resolve(ctx context.Context, targets []service, cmd string, q url.Values, named bool, order string) error {
 	found := false
 	var errs []error

@@ -63,7 +63,7 @@ func TestChoreoctl(t *testing.T) {
 		wantErr string
 	}{
 		{"ListsRowsOnOneLineEach", []string{services, "-token", "tok", "parked"},
-			[]string{"payment  o-1    7", "refund refused: settle it by hand", "held behind the failure above"}, ""},
+			[]string{"payment  o-1    7", "refund refused: settle it by hand", "parked behind the failure above"}, ""},
 		{"DeadLettersAreTheFailuresOnly", []string{services, "-token", "tok", "dead-letters"},
 			[]string{"e-1"}, ""},
 		{"ReplayActsWhereTheOrderIsParked", []string{services, "-token", "tok", "replay", "-order", "o-1"},
@@ -100,7 +100,7 @@ func TestChoreoctl(t *testing.T) {
 				}
 			}
 			if tt.name == "DeadLettersAreTheFailuresOnly" && strings.Contains(out.String(), "e-2") {
-				t.Errorf("dead-letters lists the held row:\n%s", out.String())
+				t.Errorf("dead-letters lists the row parked behind:\n%s", out.String())
 			}
 		})
 	}

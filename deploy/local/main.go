@@ -25,8 +25,8 @@
 //	-shipping-countries JP,...   the countries shipping serves
 //	-log-level info              debug, info, warn or error (default:
 //	                             $LOG_LEVEL, else info)
-//	-control-addr 127.0.0.1:8089 the launcher's own API, to hold a service
-//	                             back: POST /services/shipping/stop, later
+//	-control-addr 127.0.0.1:8089 the launcher's own API, to stop a service
+//	                             for a while: POST /services/shipping/stop, later
 //	                             POST /services/shipping/start; GET /services
 //	                             lists them; empty: none
 //	-admin-token-file FILE       where the admin token generated at start is
@@ -314,7 +314,7 @@ Choreo is running, ready in {{.Took}} (embedded Kafka and PostgreSQL)
   shipping   {{.Shipping}}
   tracker    {{.Tracker}}  (open it in a browser: every saga's timeline)
 {{- if .Control}}
-  control    {{.Control}}  (POST /services/shipping/stop, later .../start: hold a service back)
+  control    {{.Control}}  (POST /services/shipping/stop, later .../start: stop a service for a while)
 {{- end}}
   kafka      {{.Kafka}}
   postgres   {{.Postgres}}  (and payment_db, inventory_db, shipping_db, tracker_db)

@@ -157,7 +157,7 @@ func deadEntry(m *sarama.ConsumerMessage, reason string, cause error) Entry {
 }
 
 // EntryOf is m as parked_events keeps it: the envelope's id and type when
-// it decodes, why it failed (empty for a message held behind a failure),
+// it decodes, why it failed (empty for a message parked behind a failure),
 // and the order it parks. A key PostgreSQL text cannot hold parks nothing:
 // no valid event carries one, and the path that unblocks a partition must
 // never fail.

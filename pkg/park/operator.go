@@ -54,7 +54,7 @@ type Selector struct {
 	EventID string
 	Seq     int64
 	// Through, with Key, leaves out the rows parked after row Through:
-	// those the operator has not seen. Held since, they stay parked.
+	// those the operator has not seen. Parked since, they stay parked.
 	Through int64
 }
 
@@ -289,7 +289,7 @@ var (
 	}, []string{"service"})
 	parkedEvents = promauto.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "choreo_parked_events",
-		Help: "Messages kept in parked_events, failed or held behind a failure, unresolved, by service.",
+		Help: "Messages kept in parked_events, failed or parked behind a failure, unresolved, by service.",
 	}, []string{"service"})
 	parkedOldest = promauto.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "choreo_parked_oldest_seconds",

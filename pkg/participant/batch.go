@@ -175,7 +175,7 @@ type delivery struct {
 	ctx    context.Context
 	span   trace.Span
 	failed error // permanent: left out of the batch, to be dead-lettered
-	replay bool  // an operator's replay of a parked row: not held
+	replay bool  // an operator's replay of a parked row: not parked behind
 }
 
 // applyOrSplit applies ds in one transaction. If a reaction fails

@@ -10,7 +10,7 @@
 //  3. start the outbox relay, which alone publishes to Kafka;
 //  4. start the consumer group: each message goes through the chain
 //     Decode → Guard → Route → DecodePayload, and the routed messages of
-//     a batch go into one transaction (transact: hold → mark → react →
+//     a batch go into one transaction (transact: parkBehind → mark → react →
 //     outbox → commit) that runs each service's typed Reaction (see On);
 //  5. serve its HTTP API with health and readiness endpoints, metrics per
 //     request, and the operator's API under /admin/ (package park);

@@ -17,7 +17,7 @@ import (
 
 // transact is the consumer's transaction. For the routed deliveries of one
 // partition, in offset order, it begins one database transaction, applies
-// them (hold → mark → react → outbox, see apply) and commits: all of it,
+// them (parkBehind → mark → react → outbox, see apply) and commits: all of it,
 // or none of it.
 //
 // The consumer marks the offset only after transact returned nil, so a
@@ -53,16 +53,16 @@ func (s Spec) apply(ctx context.Context, tx *sqlx.Tx, ds []*delivery, at time.Ti
 		d.Outcome, d.Tx = "", nil // from an earlier attempt, rolled back
 	}
 
-	// 1. hold
-	// The events of a parked order are kept aside, not applied. A replay
-	// is how an operator resolves the order: it is not held.
-	var held []*Delivery
+	// 1. parkBehind
+	// The events of a parked order are parked behind it, not applied. A
+	// replay is how an operator resolves the order: it is not parked.
+	var consumed []*Delivery
 	for _, d := range ds {
 		if !d.replay {
-			held = append(held, d.Delivery)
+			consumed = append(consumed, d.Delivery)
 		}
 	}
-	if _, err := hold(ctx, tx, s.Name, held); err != nil {
+	if _, err := parkBehind(ctx, tx, s.Name, consumed); err != nil {
 		return err
 	}
 	ds = slices.DeleteFunc(slices.Clone(ds), func(d *delivery) bool { return d.Outcome != "" })

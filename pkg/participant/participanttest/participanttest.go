@@ -16,9 +16,9 @@
 //     permanent error, changes nothing, and is dead-lettered once to the
 //     service's dead-letter topic;
 //   - PoisonParksItsOrderUntilReplayed: after an undecodable event of the
-//     order is dead-lettered, the order's event is held, not applied; a
+//     order is dead-lettered, the order's event is parked behind it, not applied; a
 //     replay fails while the poison is there, and once it is released,
-//     applies the held event once, as one delivery does; a second replay
+//     applies the event parked behind it once, as one delivery does; a second replay
 //     and a redelivery change nothing;
 //   - OtherServicesEventsAreAcknowledged: every event type the service has
 //     no reaction to is acknowledged without a mark, an outbox row or a
@@ -320,7 +320,7 @@ func parks(t *testing.T, s Suite, c Case) {
 	}
 	since := lastOutboxID(t, db)
 
-	deliver(t, s, db, e) // held behind the poison
+	deliver(t, s, db, e) // parked behind the poison
 	if got := c.State(t, db, e); !reflect.DeepEqual(got, before) {
 		t.Errorf("state changed by an event of a parked order: %+v, was %+v", got, before)
 	}
@@ -338,7 +338,7 @@ func parks(t *testing.T, s Suite, c Case) {
 	}
 	res, err := op.Replay(ctx, park.Selector{Key: e.OrderID})
 	if err != nil || len(res.Resolved) != 1 || res.Resolved[0].Outcome != "applied" {
-		t.Fatalf("replay: %+v, err %v; want the held event applied", res, err)
+		t.Fatalf("replay: %+v, err %v; want the event parked behind it applied", res, err)
 	}
 	after := c.State(t, db, e)
 	if reflect.DeepEqual(after, before) {
