@@ -94,7 +94,7 @@ func init() {
 // PostgreSQL can tell: its leader session stays open, and idle.
 func SetHook(r *Relay, hook func(point string)) { watch(r).hook.Store(&hook) }
 
-// Blocked returns how many keys r holds back after a failure.
+// Blocked returns how many keys r has blocked after a failure.
 func Blocked(r *Relay) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()

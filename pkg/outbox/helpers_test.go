@@ -125,7 +125,7 @@ func insert(t *testing.T, db *testDB, topic string, e events.Envelope) {
 // spans the server — every database on it, so a database of the test's
 // own does not help — and transactions of test packages running in
 // parallel hold fresh rows back for a moment; a test that then expects one
-// Flush, or one wake-up of a relay whose clock stands still, to publish
+// PublishOnce, or one wake-up of a relay whose clock stands still, to publish
 // them would be flaky. Once settled, a row stays publishable.
 func settle(t testing.TB, db *testDB) {
 	t.Helper()
@@ -152,29 +152,29 @@ func unsent(t testing.TB, db *testDB, topic string) int {
 	return n
 }
 
-// flushAll runs Flush until the topic's rows are all sent, failing the test
+// publishAll runs PublishOnce until the topic's rows are all sent, failing the test
 // on any error. Rows can be held back for a moment by transactions still
 // running elsewhere on the server (see Relay), hence the bounded wait.
-func flushAll(t *testing.T, db *testDB, r *outbox.Relay, topic string) {
+func publishAll(t *testing.T, db *testDB, r *outbox.Relay, topic string) {
 	t.Helper()
 	testenv.Eventually(t, 30*time.Second, "all rows of "+topic+" sent", func() bool {
 		if unsent(t, db, topic) == 0 {
 			return true
 		}
-		if _, err := r.Flush(context.Background()); err != nil {
+		if _, err := r.PublishOnce(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		return unsent(t, db, topic) == 0
 	})
 }
 
-// flushSome runs Flush until it publishes something or fails. A relay that
+// publishSome runs PublishOnce until it publishes something or fails. A relay that
 // has just resigned ends its session, and the server releases its lock a
-// moment later: until then another relay's Flush rightly publishes nothing.
-func flushSome(t *testing.T, r *outbox.Relay) (n int, err error) {
+// moment later: until then another relay's PublishOnce rightly publishes nothing.
+func publishSome(t *testing.T, r *outbox.Relay) (n int, err error) {
 	t.Helper()
-	testenv.Eventually(t, 10*time.Second, "Flush publishes something", func() bool {
-		n, err = r.Flush(context.Background())
+	testenv.Eventually(t, 10*time.Second, "PublishOnce publishes something", func() bool {
+		n, err = r.PublishOnce(context.Background())
 		return err != nil || n > 0
 	})
 	return n, err

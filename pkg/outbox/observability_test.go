@@ -29,7 +29,7 @@ func TestRelayLogsCarryItsName(t *testing.T) {
 		c.Logger = slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	})
 	add(t, db, "t", anyEvent(t))
-	if _, err := r.Flush(context.Background()); err != nil {
+	if _, err := r.PublishOnce(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
@@ -64,7 +64,7 @@ func TestRefusedRowsGaugeCountsTheTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	settle(t, db)
-	if _, err := r.Flush(context.Background()); err != nil {
+	if _, err := r.PublishOnce(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	run(t, r)
@@ -90,8 +90,8 @@ func TestPublishLatencyIsObservedPerBatch(t *testing.T) {
 	}
 	settle(t, db)
 	before := outbox.PublishBatches(t.Name())
-	if n, err := r.Flush(context.Background()); err != nil || n != 3 {
-		t.Fatalf("Flush = %d, %v; want 3, nil", n, err)
+	if n, err := r.PublishOnce(context.Background()); err != nil || n != 3 {
+		t.Fatalf("PublishOnce = %d, %v; want 3, nil", n, err)
 	}
 	if d := outbox.PublishBatches(t.Name()) - before; d != 1 {
 		t.Errorf("choreo_outbox_publish_duration_seconds observed %d batches, want 1", d)
@@ -129,7 +129,7 @@ func TestTraceContextCrossesTheOutbox(t *testing.T) {
 		}
 	})
 
-	if _, err := r.Flush(context.Background()); err != nil {
+	if _, err := r.PublishOnce(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	t.Run("the publish span is the row span's child", func(t *testing.T) {

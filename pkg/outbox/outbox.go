@@ -76,13 +76,13 @@ type Execer interface {
 // consumer continue the writer's trace. m.Headers is not modified.
 func Add(ctx context.Context, tx Execer, m Message) error {
 	var p Pending
-	if err := p.Add(ctx, m); err != nil {
+	if err := p.Queue(ctx, m); err != nil {
 		return err
 	}
-	return p.Flush(ctx, tx)
+	return p.Insert(ctx, tx)
 }
 
-// Pending collects the messages of one transaction for Flush to store with
+// Pending collects the messages of one transaction for Insert to store with
 // one statement, just before the transaction commits: a reaction waits on
 // every statement it sends, and a batch of events emits many. The zero
 // value is ready to use.
@@ -91,9 +91,9 @@ type Pending struct {
 	keys, values    []sql.NullString // base64; NULL for a nil slice
 }
 
-// Add queues m, with the trace context of ctx's span (see the package
-// function Add), for Flush.
-func (p *Pending) Add(ctx context.Context, m Message) error {
+// Queue queues m, with the trace context of ctx's span (see Add), for
+// Insert.
+func (p *Pending) Queue(ctx context.Context, m Message) error {
 	if m.Topic == "" {
 		return fmt.Errorf("outbox: message has no topic")
 	}
@@ -120,15 +120,15 @@ func base64Of(b []byte) sql.NullString {
 	return sql.NullString{String: base64.StdEncoding.EncodeToString(b), Valid: true}
 }
 
-// Len is how many messages wait for Flush.
+// Len is how many messages wait for Insert.
 func (p *Pending) Len() int { return len(p.topics) }
 
-// Flush stores the queued messages in the outbox within tx, in the order
+// Insert stores the queued messages in the outbox within tx, in the order
 // they were queued, wakes the relay (notify.go), and empties p. With
 // nothing queued it sends nothing. The statement's text is the same for any
 // number of messages (arrays, not n VALUES rows), so a connection prepares
 // it once (see pg.StatementCacheSize).
-func (p *Pending) Flush(ctx context.Context, tx Execer) error {
+func (p *Pending) Insert(ctx context.Context, tx Execer) error {
 	n := p.Len()
 	if n == 0 {
 		return nil

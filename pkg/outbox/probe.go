@@ -15,9 +15,9 @@ import (
 	"github.com/lib/pq"
 )
 
-// blockKey is what a row that failed holds back: the later rows of its
-// topic and key, which must not overtake it. An unkeyed row has no order to
-// keep, and holds back only itself.
+// blockKey is what a row that failed blocks: the later rows of its topic
+// and key, which must not overtake it. An unkeyed row has no order to keep,
+// and blocks only itself.
 type blockKey struct {
 	topic string
 	key   string
@@ -31,7 +31,7 @@ func (rw row) blockKey() blockKey {
 	return blockKey{topic: rw.Topic, key: string(rw.Key)}
 }
 
-// blocked is the keys a relay holds back, and when it probes them.
+// blocked is the keys a relay has blocked, and when it probes them.
 type blocked struct {
 	keys  map[blockKey]struct{}
 	at    time.Time     // when the blocked keys' oldest rows are retried
@@ -134,11 +134,11 @@ func (r *Relay) probeHeads(ctx context.Context, conn *sqlx.Conn) ([]row, error) 
 	return heads, nil
 }
 
-// hold updates the blocked keys after a batch: a key whose row failed for
+// updateBlocked updates the blocked keys after a batch: a key whose row failed for
 // a reason that may pass is blocked, so that its later rows do not overtake
 // that row; a blocked key whose probed row got through (or was refused) is
 // free again.
-func (r *Relay) hold(out publishOutcome, heads []row) {
+func (r *Relay) updateBlocked(out publishOutcome, heads []row) {
 	b := &r.blocked
 	now := r.cfg.Clock.Now()
 	failed := make(map[blockKey]bool, len(out.failed))

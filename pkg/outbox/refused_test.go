@@ -31,7 +31,7 @@ func TestPermanentFailuresAreRefusedAndTheRestFlows(t *testing.T) {
 
 	r := newRelay(t, db, producer(t))
 	before := outbox.Refused(t.Name())
-	flushAll(t, db, r, topic) // fails the test on any error
+	publishAll(t, db, r, topic) // fails the test on any error
 
 	if ids := refusedRows(t, db); !equalIDs(ids, []int64{huge, badTopic, badHeaders}) {
 		t.Fatalf("refused rows = %v, want [%d %d %d]", ids, huge, badTopic, badHeaders)
@@ -44,8 +44,8 @@ func TestPermanentFailuresAreRefusedAndTheRestFlows(t *testing.T) {
 		t.Fatalf("published %v, want %v", got, want)
 	}
 	// Refused rows stay refused: later rounds neither publish nor error.
-	if n, err := r.Flush(context.Background()); err != nil || n != 0 {
-		t.Fatalf("Flush with only refused rows left = %d, %v; want 0, nil", n, err)
+	if n, err := r.PublishOnce(context.Background()); err != nil || n != 0 {
+		t.Fatalf("PublishOnce with only refused rows left = %d, %v; want 0, nil", n, err)
 	}
 }
 

@@ -35,7 +35,7 @@ type Relay struct {
 	mu           sync.Mutex           // serialises rounds; guards the fields below
 	conn         *sqlx.Conn           // the leader's session, holding the lock, while non-nil
 	awake        bool                 // conn holds relayAwakeID: Add does not notify (notify.go)
-	blocked      blocked              // keys held back after a failure (probe.go)
+	blocked      blocked              // keys blocked after a failure (probe.go)
 	unknownSince map[string]time.Time // when each topic became unknown (unknowntopic.go)
 }
 
@@ -148,7 +148,7 @@ func (r *Relay) round(ctx context.Context) (res roundResult, err error) {
 	if len(rows) > 0 {
 		out, err := r.publish(ctx, conn, rows)
 		res.published, res.refused = out.sent, out.refused
-		r.hold(out, heads)
+		r.updateBlocked(out, heads)
 		if err != nil {
 			res.probeIn = r.probeIn()
 			return res, err
@@ -228,13 +228,13 @@ func (r *Relay) markSent(ctx context.Context, conn *sqlx.Conn, ids []int64) erro
 	return nil
 }
 
-// Flush runs one round and returns how many rows it published; 0, without
-// error, when another relay leads. It leads from its first call until Close,
-// the end of Run, the loss of its connection, or a pause longer than the
-// Lease. Rows Kafka will never accept are refused, not reported; an error
+// PublishOnce runs one round, as Run does on its own, and returns how many
+// rows it published; 0, without error, when another relay leads. It leads
+// from its first call until Close, the end of Run, the loss of its
+// connection, or a pause longer than the Lease. Rows Kafka will never accept are refused, not reported; an error
 // means some rows failed and will be retried. If ctx ends before Kafka
 // answers, it returns at once, and the batch goes out again later.
-func (r *Relay) Flush(ctx context.Context) (int, error) {
+func (r *Relay) PublishOnce(ctx context.Context) (int, error) {
 	res, err := r.round(ctx)
 	return res.published, err
 }

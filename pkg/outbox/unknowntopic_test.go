@@ -24,23 +24,23 @@ func TestUnknownTopicIsRefusedOnlyAfterGrace(t *testing.T) {
 	r := newRelay(t, db, failTopic("gone", sarama.ErrUnknownTopicOrPartition), func(c *outbox.RelayConfig) {
 		c.Clock = clock
 	})
-	n, err := r.Flush(ctx)
+	n, err := r.PublishOnce(ctx)
 	if err == nil || n != 1 {
-		t.Fatalf("first Flush = %d, %v; want 1 and the unknown topic reported", n, err)
+		t.Fatalf("first PublishOnce = %d, %v; want 1 and the unknown topic reported", n, err)
 	}
 	if ids := refusedRows(t, db); len(ids) != 0 {
 		t.Fatalf("refused %v at once, want the row retried during the grace period", ids)
 	}
 	clock.Advance(outbox.UnknownTopicGrace - time.Second)
-	if n, err := r.Flush(ctx); err == nil || n != 0 {
-		t.Fatalf("Flush within the grace period = %d, %v; want 0 and the unknown topic reported", n, err)
+	if n, err := r.PublishOnce(ctx); err == nil || n != 0 {
+		t.Fatalf("PublishOnce within the grace period = %d, %v; want 0 and the unknown topic reported", n, err)
 	}
 	if ids := refusedRows(t, db); len(ids) != 0 {
 		t.Fatalf("refused %v within the grace period, want the row retried", ids)
 	}
 	clock.Advance(time.Second) // the grace is over, counted from the first failure
-	if n, err := r.Flush(ctx); err != nil || n != 0 {
-		t.Fatalf("Flush after the grace period = %d, %v; want 0, nil", n, err)
+	if n, err := r.PublishOnce(ctx); err != nil || n != 0 {
+		t.Fatalf("PublishOnce after the grace period = %d, %v; want 0, nil", n, err)
 	}
 	if ids := refusedRows(t, db); !equalIDs(ids, []int64{gone}) {
 		t.Fatalf("refused rows = %v, want [%d]", ids, gone)
@@ -73,8 +73,8 @@ func TestUnknownTopicGraceNeedsContinuousUnknown(t *testing.T) {
 	r := newRelay(t, db, pub, func(c *outbox.RelayConfig) { c.Clock = clock })
 	flush := func(what string) {
 		t.Helper()
-		if n, err := r.Flush(ctx); err == nil || n != 0 {
-			t.Fatalf("Flush (%s) = %d, %v; want 0 and the failure reported", what, n, err)
+		if n, err := r.PublishOnce(ctx); err == nil || n != 0 {
+			t.Fatalf("PublishOnce (%s) = %d, %v; want 0 and the failure reported", what, n, err)
 		}
 		if ids := refusedRows(t, db); len(ids) != 0 {
 			t.Fatalf("refused %v after %s, want the row retried", ids, what)
@@ -98,8 +98,8 @@ func TestUnknownTopicGraceNeedsContinuousUnknown(t *testing.T) {
 		flush(fmt.Sprintf("%v of continuous unknown-topic errors", elapsed))
 	}
 	clock.Advance(time.Minute)
-	if n, err := r.Flush(ctx); err != nil || n != 0 {
-		t.Fatalf("Flush after the grace period = %d, %v; want 0, nil", n, err)
+	if n, err := r.PublishOnce(ctx); err != nil || n != 0 {
+		t.Fatalf("PublishOnce after the grace period = %d, %v; want 0, nil", n, err)
 	}
 	if ids := refusedRows(t, db); !equalIDs(ids, []int64{gone}) {
 		t.Fatalf("refused rows = %v, want [%d] after %v of continuous unknown-topic errors", ids, gone, outbox.UnknownTopicGrace)

@@ -88,15 +88,15 @@ func (tx *Tx) Emit(ctx context.Context, p events.Payload) error {
 	if err != nil {
 		return err
 	}
-	return tx.outbox.Add(ctx, m)
+	return tx.outbox.Queue(ctx, m)
 }
 
-// Enqueue stores the event e in the outbox within tx, on the topic its type
+// Emit stores the event e in the outbox within tx, on the topic its type
 // is produced to, keyed by its order id so that all of one order's events
-// share a partition and keep their order. Reactions use Tx.Emit; Enqueue
-// is for an API handler that starts a saga (the order service's POST
+// share a partition and keep their order. Reactions use Tx.Emit; Emit is
+// for an API handler that starts a saga (the order service's POST
 // /orders) in a transaction of its own.
-func Enqueue(ctx context.Context, tx outbox.Execer, e events.Envelope) error {
+func Emit(ctx context.Context, tx outbox.Execer, e events.Envelope) error {
 	m, err := message(e)
 	if err != nil {
 		return err
@@ -109,7 +109,7 @@ func Enqueue(ctx context.Context, tx outbox.Execer, e events.Envelope) error {
 func message(e events.Envelope) (outbox.Message, error) {
 	topic, ok := events.TopicOf(e.Type)
 	if !ok {
-		return outbox.Message{}, fmt.Errorf("enqueue %s: %w: %q", e.ID, events.ErrUnknownType, e.Type)
+		return outbox.Message{}, fmt.Errorf("emit %s: %w: %q", e.ID, events.ErrUnknownType, e.Type)
 	}
 	return outbox.EventMessage(topic, e)
 }

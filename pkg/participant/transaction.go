@@ -103,5 +103,5 @@ func (s Spec) apply(ctx context.Context, tx *sqlx.Tx, ds []*delivery, at time.Ti
 
 	// 4. outbox
 	// What the reactions emitted goes into the outbox, in one statement.
-	return emitted.Flush(ctx, tx)
+	return emitted.Insert(ctx, tx)
 }

@@ -2,7 +2,7 @@
 -- Messages waiting to be published, written in the same transaction as the
 -- state change they announce. txid records the writing transaction so the
 -- relay can hold back rows of transactions that might still be running
--- below a later, already visible row (see Relay.Flush).
+-- below a later, already visible row (see selectPublishable in relay.go).
 --
 -- A row Kafka will never accept (too large, invalid, for a topic that does
 -- not exist) is refused instead of being retried forever ahead of every other

@@ -126,7 +126,7 @@ func (s *Store) Create(ctx context.Context, o domain.Order, key string, created 
 			if got, err = r.order(); err != nil {
 				return err
 			}
-			if err := participant.Enqueue(ctx, tx, created); err != nil {
+			if err := participant.Emit(ctx, tx, created); err != nil {
 				return fmt.Errorf("create order %s: %w", o.ID, err)
 			}
 			return nil
@@ -337,7 +337,7 @@ func requestCancel(ctx context.Context, tx *sqlx.Tx, o domain.Order, reason, sou
 	if err != nil {
 		return o, fmt.Errorf("cancel order %s: %w", o.ID, err)
 	}
-	if err := participant.Enqueue(ctx, tx, e); err != nil {
+	if err := participant.Emit(ctx, tx, e); err != nil {
 		return o, fmt.Errorf("cancel order %s: %w", o.ID, err)
 	}
 	return r.order()
