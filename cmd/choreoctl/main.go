@@ -365,7 +365,7 @@ func (c *client) resolve(ctx context.Context, targets []service, cmd string, q u
 				q.Del("through")
 			}
 		}
-		var res park.Result
+		var res park.Report
 		err := c.do(ctx, s, http.MethodPost, "/admin/parked/"+cmd+"?"+q.Encode(), &res)
 		var ae *apiError
 		if errors.As(err, &ae) && ae.Status == http.StatusNotFound && !named {

@@ -130,18 +130,18 @@ func listParked(op *Operator, log *slog.Logger) http.Handler {
 	})
 }
 
-func resolveParked(resolve func(ctx context.Context, sel Selector) (Result, error), log *slog.Logger) http.Handler {
+func resolveParked(resolve func(ctx context.Context, target Target) (Report, error), log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
-		sel := Selector{Key: q.Get("order"), EventID: q.Get("event")}
+		target := Target{Key: q.Get("order"), EventID: q.Get("event")}
 		var err error
-		for name, n := range map[string]*int64{"row": &sel.Seq, "through": &sel.Through} {
+		for name, n := range map[string]*int64{"row": &target.Seq, "through": &target.Through} {
 			if *n, err = param(r, name, 0); err != nil {
 				web.Respond(w, r, log, err)
 				return
 			}
 		}
-		res, err := resolve(r.Context(), sel)
+		res, err := resolve(r.Context(), target)
 		var failing *StillFailing
 		if errors.As(err, &failing) {
 			err = &web.Error{Status: http.StatusConflict, Detail: failing.Error(), Err: err}
@@ -151,7 +151,7 @@ func resolveParked(resolve func(ctx context.Context, sel Selector) (Result, erro
 			return
 		}
 		if res.Resolved == nil {
-			res.Resolved = []Resolved{}
+			res.Resolved = []ResolvedRow{}
 		}
 		web.Encode(w, http.StatusOK, res)
 	})

@@ -67,7 +67,7 @@ func TestReplayAppliesAParkedOrderOnceInOrder(t *testing.T) {
 	}
 
 	// Not fixed yet: the replay fails, applies nothing, keeps the order parked.
-	_, err = op.Replay(ctx, park.Selector{Key: order})
+	_, err = op.Replay(ctx, park.Target{Key: order})
 	var failing *park.StillFailing
 	if !errors.As(err, &failing) || failing.Row.Seq != rows[0].Seq {
 		t.Fatalf("replay before the fix: err %v, want StillFailing on row %d", err, rows[0].Seq)
@@ -80,7 +80,7 @@ func TestReplayAppliesAParkedOrderOnceInOrder(t *testing.T) {
 	}
 
 	fix(t, db)
-	res, err := op.Replay(ctx, park.Selector{Key: order})
+	res, err := op.Replay(ctx, park.Target{Key: order})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func TestReplayAppliesAParkedOrderOnceInOrder(t *testing.T) {
 		t.Fatalf("replay applied %v, want %v: the order's events in order", got, ids(t, msgs...))
 	}
 
-	again, err := op.Replay(ctx, park.Selector{Key: order})
+	again, err := op.Replay(ctx, park.Target{Key: order})
 	if err != nil || len(again.Resolved) != 0 || len(again.Already) != 3 {
 		t.Fatalf("second replay: %+v, err %v; want nothing resolved, three already", again, err)
 	}
@@ -124,16 +124,16 @@ func TestReleaseLetsAnOrderGoWithoutApplying(t *testing.T) {
 	op := spec.Operator(db, testenv.Logger(t))
 	ctx := context.Background()
 
-	_, err := op.Replay(ctx, park.Selector{EventID: eventID(t, msgs[1])})
+	_, err := op.Replay(ctx, park.Target{EventID: eventID(t, msgs[1])})
 	if !errors.Is(err, fault.Conflict) {
 		t.Fatalf("replaying a row behind the failure: err %v, want a conflict", err)
 	}
-	if _, err := op.Release(ctx, park.Selector{EventID: eventID(t, msgs[0])}); err != nil {
+	if _, err := op.Release(ctx, park.Target{EventID: eventID(t, msgs[0])}); err != nil {
 		t.Fatal(err)
 	}
 	// The ones parked behind are now at the head: replay them one by one.
 	for _, m := range msgs[1:] {
-		if _, err := op.Replay(ctx, park.Selector{EventID: eventID(t, m)}); err != nil {
+		if _, err := op.Replay(ctx, park.Target{EventID: eventID(t, m)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -147,10 +147,10 @@ func TestReleaseLetsAnOrderGoWithoutApplying(t *testing.T) {
 	if got := appliedIDs(t, db)[1:]; len(got) != 2 {
 		t.Fatalf("applied %v after the redelivery, want still the two events parked behind", got)
 	}
-	if _, err := op.Release(ctx, park.Selector{Key: order}); err != nil {
+	if _, err := op.Release(ctx, park.Target{Key: order}); err != nil {
 		t.Fatalf("releasing an order already resolved: %v, want nothing to do", err)
 	}
-	if _, err := op.Replay(ctx, park.Selector{Key: "never-parked"}); !errors.Is(err, fault.NotFound) {
+	if _, err := op.Replay(ctx, park.Target{Key: "never-parked"}); !errors.Is(err, fault.NotFound) {
 		t.Fatalf("replaying an order never parked: err %v, want not found", err)
 	}
 }
@@ -199,7 +199,7 @@ func TestReplayOfADeadLetterThatParkedNothing(t *testing.T) {
 		t.Fatalf("%d rows without a park key for the dead letter (err %v), want 1", parks, err)
 	}
 
-	res, err := spec.Operator(db, testenv.Logger(t)).Replay(ctx, park.Selector{EventID: id})
+	res, err := spec.Operator(db, testenv.Logger(t)).Replay(ctx, park.Target{EventID: id})
 	if err != nil || len(res.Resolved) != 1 || res.Resolved[0].Outcome != "applied" {
 		t.Fatalf("replay = %+v, %v; want the dead letter applied", res, err)
 	}

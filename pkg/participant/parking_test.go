@@ -69,7 +69,7 @@ func TestAnEventParkedAtAReusedOffsetIsKept(t *testing.T) {
 	if _, err := consume(t, spec, db, spec.BatchHandler(db, testenv.Logger(t)), []*sarama.ConsumerMessage{old}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := op.Release(ctx, park.Selector{Key: string(old.Key)}); err != nil {
+	if _, err := op.Release(ctx, park.Target{Key: string(old.Key)}); err != nil {
 		t.Fatal(err)
 	}
 	order := uuid.NewString()
@@ -79,7 +79,7 @@ func TestAnEventParkedAtAReusedOffsetIsKept(t *testing.T) {
 		t.Fatal(err)
 	}
 	fix(t, db)
-	if _, err := op.Replay(ctx, park.Selector{Key: order}); err != nil {
+	if _, err := op.Replay(ctx, park.Target{Key: order}); err != nil {
 		t.Fatal(err)
 	}
 	if got := appliedIDs(t, db); !slices.Contains(got, eventID(t, next)) {
@@ -123,7 +123,7 @@ func TestReleaseThroughLeavesLaterRowsParked(t *testing.T) {
 	if _, err := consume(t, spec, db, spec.BatchHandler(db, testenv.Logger(t)), []*sarama.ConsumerMessage{later}); err != nil {
 		t.Fatal(err)
 	}
-	res, err := op.Release(ctx, park.Selector{Key: order, Through: seen[2].Seq})
+	res, err := op.Release(ctx, park.Target{Key: order, Through: seen[2].Seq})
 	if err != nil || len(res.Resolved) != 3 {
 		t.Fatalf("released %+v, err %v; want the three rows seen", res, err)
 	}

@@ -202,27 +202,30 @@ func (s Spec) DeadLetterTo(db *sqlx.DB) consumer.DeadLetterFunc {
 	return park.DeadLetter(db, events.DeadLetterTopic(s.Name), s.Name)
 }
 
-// Configured is a service's own configuration: a struct that embeds Config,
-// with settings of its own or none.
-type Configured interface{ participant() Config }
+// ServiceConfig is a service's own configuration: a struct that embeds
+// Config, with settings of its own or none.
+type ServiceConfig interface{ participant() Config }
 
 func (c Config) participant() Config { return c }
 
-// RunService runs, with Run, the service whose Spec follows from its own
-// configuration: every service's Run is
+// Run runs the service whose Spec follows from its own configuration until
+// ctx ends, and returns the first component's error, or nil after a clean
+// shutdown. It is the one entry point of the runtime: every service's Run
+// is
 //
-//	func Run(ctx context.Context, cfg Config) error { return participant.RunService(ctx, cfg, Spec) }
-func RunService[C Configured](ctx context.Context, cfg C, spec func(C) (Spec, error)) error {
+//	func Run(ctx context.Context, cfg Config) error { return participant.Run(ctx, cfg, Spec) }
+//
+// and Main is the command around it.
+func Run[C ServiceConfig](ctx context.Context, cfg C, spec func(C) (Spec, error)) error {
 	s, err := spec(cfg)
 	if err != nil {
 		return err
 	}
-	return Run(ctx, cfg.participant(), s)
+	return run(ctx, cfg.participant(), s)
 }
 
-// Run runs the participant until ctx ends. It returns the first component's
-// error, or nil after a clean shutdown.
-func Run(ctx context.Context, cfg Config, spec Spec) error {
+// run is Run once the Spec is known.
+func run(ctx context.Context, cfg Config, spec Spec) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
@@ -307,7 +310,7 @@ func Run(ctx context.Context, cfg Config, spec Spec) error {
 	if cfg.PprofAddr != "" {
 		g.Go(func() error { return web.Serve(ctx, cfg.PprofAddr, web.Pprof(), log.With("component", "pprof")) })
 	}
-	g.Go(func() error { return park.Watch(ctx, db, spec.Name, log) })
+	g.Go(func() error { return park.WatchGauges(ctx, db, spec.Name, log) })
 	for _, job := range spec.Jobs {
 		g.Go(func() error { return job(ctx, db, log) })
 	}

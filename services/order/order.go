@@ -68,7 +68,7 @@ func (c Config) validateOwn() error {
 // Run runs the service until ctx ends: its HTTP API, its consumer group and
 // its outbox relay (see package participant). It returns after all three
 // stopped, the message in hand finished and its offset committed.
-func Run(ctx context.Context, cfg Config) error { return participant.RunService(ctx, cfg, Spec) }
+func Run(ctx context.Context, cfg Config) error { return participant.Run(ctx, cfg, Spec) }
 
 // Spec is what makes this service itself: its tables, reactions, API and
 // deadline sweep. POST /orders starts a saga by storing OrderCreated with

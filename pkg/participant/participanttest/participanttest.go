@@ -329,14 +329,14 @@ func parks(t *testing.T, s Suite, c Case) {
 
 	op := s.Spec.Operator(db, discard)
 	var failing *park.StillFailing
-	if _, err := op.Replay(ctx, park.Selector{Key: e.OrderID}); !errors.As(err, &failing) {
+	if _, err := op.Replay(ctx, park.Target{Key: e.OrderID}); !errors.As(err, &failing) {
 		t.Fatalf("replay with the poison at the head: err = %v, want StillFailing", err)
 	}
 	wantMarks(t, db, e, 0)
-	if _, err := op.Release(ctx, park.Selector{EventID: poison.ID}); err != nil {
+	if _, err := op.Release(ctx, park.Target{EventID: poison.ID}); err != nil {
 		t.Fatalf("release the poison: %v", err)
 	}
-	res, err := op.Replay(ctx, park.Selector{Key: e.OrderID})
+	res, err := op.Replay(ctx, park.Target{Key: e.OrderID})
 	if err != nil || len(res.Resolved) != 1 || res.Resolved[0].Outcome != "applied" {
 		t.Fatalf("replay: %+v, err %v; want the event parked behind it applied", res, err)
 	}
@@ -347,7 +347,7 @@ func parks(t *testing.T, s Suite, c Case) {
 	wantMarks(t, db, e, 1)
 	wantEmitted(t, s, db, e, since, c.Emits)
 
-	if res, err := op.Replay(ctx, park.Selector{Key: e.OrderID}); err != nil || len(res.Resolved) != 0 {
+	if res, err := op.Replay(ctx, park.Target{Key: e.OrderID}); err != nil || len(res.Resolved) != 0 {
 		t.Fatalf("second replay: %+v, err %v; want nothing resolved", res, err)
 	}
 	deliver(t, s, db, e) // a redelivery: the order flows again, the event is a duplicate

@@ -24,7 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
-	"github.com/choreo-saga/choreo/pkg/participant"
+	"github.com/choreo-saga/choreo/pkg/tick"
 	"github.com/choreo-saga/choreo/services/order/internal/store"
 )
 
@@ -61,7 +61,7 @@ func (s Sweeper) Run(ctx context.Context) error {
 	if s.Every <= 0 || s.Deadline <= 0 {
 		return fmt.Errorf("deadline: Every %s and Deadline %s must be positive", s.Every, s.Deadline)
 	}
-	return participant.Every(ctx, s.Every, func(ctx context.Context) {
+	return tick.Every(ctx, s.Every, func(ctx context.Context) {
 		if _, err := s.Sweep(ctx); err != nil && !errors.Is(err, context.Canceled) {
 			s.log().Error("deadline sweep failed", "err", err)
 		}
