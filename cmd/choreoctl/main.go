@@ -1,28 +1,6 @@
-// Command choreoctl is the operator's tool for what the services set
-// aside: the orders a permanent failure parked (the failed message, with
-// its reason, and the events parked behind it) and the outbox rows Kafka
-// refused. It talks to each service's admin API (participant.Admin):
-//
-//	choreoctl parked                              every parked order and row, per service
-//	choreoctl dead-letters                        only the failures, with their reasons
-//	choreoctl replay  -order ID [-service S]      apply an order's rows, in order, once the cause is fixed
-//	choreoctl replay  -event ID [-service S]      … or the one row at the head of its order
-//	choreoctl replay  -row N -service S           … by row number
-//	choreoctl release -order ID [-service S]      let them go unapplied (marked processed)
-//	choreoctl outbox-refused                      outbox rows Kafka refused
-//	choreoctl outbox-retry -service S -id N       put one back in line for the relay
-//
-// Replay and release are idempotent: run again, they report what was
-// already resolved and change nothing. Without -service, -order and -event
-// act on every service that has them parked.
-//
-// The services' addresses default to the local ones (make run, go run
-// ./deploy/local); -services or $CHOREO_SERVICES overrides them, e.g.
-// "payment=http://10.0.0.5:8081,order=http://10.0.0.4:8080". The admin
-// API needs the token ADMIN_TOKEN sets on the services: -token, else
-// $ADMIN_TOKEN, else the file the local modes write it to
-// (internal/admintoken: $CHOREO_ADMIN_TOKEN_FILE, else
-// ~/.cache/choreo/admin-token).
+// Command choreoctl is the operator's tool for what the services set aside,
+// through each service's admin API: the orders a permanent failure parked,
+// and the outbox rows Kafka refused.
 package main
 
 import (
@@ -57,7 +35,13 @@ func main() {
 	})
 }
 
-// commands is the usage's list of what choreoctl does.
+// commands is the usage's list of what choreoctl does. Replay and release
+// are idempotent: run again, they report what was already resolved and
+// change nothing. Without -service, -order and -event act on every service
+// that has them parked. The services' addresses default to the local ones
+// (make run, go run ./deploy/local); the token is the one ADMIN_TOKEN sets
+// on the services, or the file the local modes write it to
+// (internal/admintoken).
 const commands = `usage: choreoctl [-services URLS] [-token TOKEN] [-json] COMMAND [flags]
 
 commands:

@@ -1,14 +1,6 @@
 // Package outbox implements the transactional outbox: a service writes the
-// events it wants to publish into its own database, in the same transaction
-// as the state change they announce, and a Relay publishes them to Kafka
-// afterwards.
-//
-// Publishing straight to Kafka from a request or consumer handler is a dual
-// write: the database commit and the publish can each fail alone, and one
-// of them is lost — a debit with no PaymentCompleted, or a PaymentCompleted
-// for a debit that rolled back. With the outbox there is one write; the
-// relay turns it into a publish at least once, and consumers de-duplicate
-// on the event id (package idem), so the effect happens exactly once.
+// events it publishes into its own database, in the transaction of the
+// change they announce, and a Relay publishes them to Kafka.
 package outbox
 
 import (
@@ -71,7 +63,9 @@ type Execer interface {
 
 // Add stores m in the outbox within tx, and wakes the relay when tx
 // commits. Nothing is published until then; if tx rolls back, the message
-// vanishes with the change it described. The trace context of ctx's span
+// vanishes with the change it described. A publish from the handler
+// instead would be a dual write: the commit and the publish can each fail
+// alone. The trace context of ctx's span
 // goes with the row (a traceparent header), so the publish and the
 // consumer continue the writer's trace. m.Headers is not modified.
 func Add(ctx context.Context, tx Execer, m Message) error {

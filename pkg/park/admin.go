@@ -15,22 +15,13 @@ import (
 	"github.com/choreo-saga/choreo/pkg/web"
 )
 
-// Admin returns the service's operator API, which Run mounts at /admin on
-// the service's router, and choreoctl calls:
-//
-//	GET  /admin/parked[?order=ID][&limit=N]          the rows parked now, in order (default limit 1000)
-//	POST /admin/parked/replay?order=ID[&through=N]   replay an order's rows (or ?event=ID, ?row=N)
-//	POST /admin/parked/release?order=ID[&through=N]  release them unapplied (or ?event=ID, ?row=N)
-//	GET  /admin/outbox/refused[?limit=N]             the outbox rows Kafka refused (default limit 1000)
-//	POST /admin/outbox/refused/{id}/retry            put one back in line for the relay
-//
-// through=N leaves out rows parked after row N, those the operator has not
-// seen. Every answer is JSON; every failure application/problem+json.
-// Each request must carry "Authorization: Bearer <token>"; without a token
-// the API is off and every path answers 403 (see Off). Every POST must
-// also carry the header X-Choreo-Admin (any value), which a browser sends
-// cross-site only after a CORS preflight this API never grants: a web
-// page cannot replay or release.
+// Admin returns the service's operator API, which Run mounts at /admin and
+// choreoctl calls; its routes are listed in its body. Without a token the
+// API is off (Off). Every request must carry "Authorization: Bearer
+// <token>", and every POST the header X-Choreo-Admin, which a browser sends
+// cross-site only after a CORS preflight this API never grants: a web page
+// cannot replay or release. Answers are JSON, failures
+// application/problem+json.
 func Admin(op *Operator, db *sqlx.DB, log *slog.Logger, token string) http.Handler {
 	if token == "" {
 		return Off(log)
@@ -39,10 +30,15 @@ func Admin(op *Operator, db *sqlx.DB, log *slog.Logger, token string) http.Handl
 	r.Use(requireToken(log, token), requireAdminHeader(log))
 	r.NotFound(web.NotFound(log))
 	r.MethodNotAllowed(web.MethodNotAllowed(log))
+	// GET /parked[?order=ID][&limit=N]: the rows parked now, in order (limit 1000 unless asked).
 	r.Method(http.MethodGet, "/parked", listParked(op, log))
+	// POST /parked/replay?order=ID[&through=N] (or ?event=ID, ?row=N): apply them, in order.
 	r.Method(http.MethodPost, "/parked/replay", resolveParked(op.Replay, log))
+	// POST /parked/release?order=ID[&through=N] (or ?event=ID, ?row=N): let them go unapplied.
 	r.Method(http.MethodPost, "/parked/release", resolveParked(op.Release, log))
+	// GET /outbox/refused[?limit=N]: the outbox rows Kafka refused (limit 1000 unless asked).
 	r.Method(http.MethodGet, "/outbox/refused", listRefused(db, log))
+	// POST /outbox/refused/{id}/retry: put one back in line for the relay.
 	r.Method(http.MethodPost, "/outbox/refused/{id}/retry", retryRefused(db, log))
 	return r
 }

@@ -42,17 +42,13 @@ var batchSize = promauto.NewHistogramVec(prometheus.HistogramOpts{
 
 // BatchHandler returns the service's consumer handler: the events of one
 // partition that are ready (a batch, of one on a quiet system) go through
-// the chain alone (Decode, Guard, Route, DecodePayload; another service's
-// event is acknowledged there), and the routed ones into one transaction
-// (transact), after which the consumer marks the last offset.
-//
-// A message that fails permanently ends the batch: what came before it is
-// applied and committed, and it is returned to be dead-lettered (which
-// parks its order), so the messages after it, handed over again, find its
-// order parked. A database error rolls the whole batch back to be retried,
-// and a deadlock between batches makes them apply one event per
-// transaction (applyOrSplit). Per-order ordering holds: a batch is one
-// partition's messages in order, applied one after the other.
+// the chain alone, another service's event acknowledged there, and the
+// routed ones into one transaction (transact); then the consumer marks the
+// last offset. A permanent failure ends the batch: what came before it is
+// committed, and it is returned to be dead-lettered, which parks its order,
+// so the messages after it, handed over again, are parked behind it. A
+// database error rolls the batch back to be retried; a deadlock makes it
+// apply one event per transaction (applyOrSplit).
 func (s Spec) BatchHandler(db *sqlx.DB, log *slog.Logger) consumer.BatchHandler {
 	now := s.Now
 	if now == nil {
@@ -179,16 +175,13 @@ type delivery struct {
 }
 
 // applyOrSplit applies ds in one transaction. If a reaction fails
-// permanently, the transaction is rolled back, the deliveries before the
-// failed one are applied and committed without it, and the failure is
-// returned: the batch ends there.
-//
-// If PostgreSQL aborted the transaction for a deadlock or a serialization
-// failure, the events are applied again one transaction per event, in
-// order. Each reaction locks its own rows in one global order (e.g. stock
-// rows by SKU), but a batch holds every event's locks until it commits, so
-// batches of two instances can take the same rows in opposite orders; one
-// event per transaction cannot.
+// permanently, the deliveries before it are applied without it and the
+// failure is returned: the batch ends there. If PostgreSQL aborted the
+// transaction for a deadlock or a serialization failure, the events are
+// applied again one transaction per event, in order: each reaction locks
+// its rows in one global order (stock rows by SKU), but a batch holds every
+// event's locks until it commits, so two instances' batches can take the
+// same rows in opposite orders; one event cannot.
 func (b *batcher) applyOrSplit(ctx context.Context, ds []*delivery) (*consumer.Failure, error) {
 	err := b.inTurn(ctx, ds)
 	var lo *leftOut

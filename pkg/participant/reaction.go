@@ -22,19 +22,16 @@ type Reaction struct {
 // EventType is the type of event the reaction handles.
 func (r Reaction) EventType() string { return r.eventType }
 
-// On declares the reaction fn to events whose payload is a P, e.g.
+// On declares the reaction fn to events whose payload is a P. The runtime
+// decodes and validates the payload before fn runs, and runs fn in the
+// transaction that marks the event processed: fn changes everything
+// through tx, and a redelivered event never reaches it. An error rolls back
+// and retries the message, unless it wraps events.ErrInvalid or is a
+// PostgreSQL data exception, which no retry fixes: then it is dead-lettered.
 //
 //	participant.On(func(ctx context.Context, tx *participant.Tx, e events.Envelope, p events.PaymentCompleted) error {
-//		…
 //		return tx.Emit(ctx, events.InventoryReserved{…})
 //	})
-//
-// The runtime decodes and validates the payload once, before fn runs, and
-// runs fn inside the transaction that also marks the event processed: fn
-// makes every change through tx, and a redelivered event never reaches it.
-// An error makes the runtime roll back and retry the message, unless it
-// wraps events.ErrInvalid or is a PostgreSQL data exception, which no
-// retry can fix: then the message is dead-lettered.
 func On[P events.Payload](fn func(ctx context.Context, tx *Tx, e events.Envelope, p P) error) Reaction {
 	var zero P
 	return Reaction{

@@ -1,10 +1,6 @@
-// Package web holds the HTTP plumbing the four services share: JSON request
-// decoding with size, type and schema checks, RFC 9457 problem responses,
-// health endpoints and a server that shuts down gracefully.
-//
-// Handlers in the services stay small: decode, call the domain, encode —
-// and hand every error to Respond, the one place that turns errors into
-// statuses.
+// Package web holds the HTTP plumbing the services share: JSON decoding
+// with its checks, problem responses from one error mapping (Respond),
+// health endpoints and a graceful server.
 package web
 
 import (

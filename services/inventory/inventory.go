@@ -1,9 +1,6 @@
 // Package inventory is the inventory service: it keeps the units per SKU,
-// reserves a paid order's items and releases them when shipping fails.
-//
-// Run wires the service from its parts; cmd/inventory only reads the
-// environment and calls it, so tests and the embedded mode can run the
-// service in-process.
+// reserves a paid order's items and releases them when shipping fails or
+// the order is cancelled.
 package inventory
 
 import (

@@ -1,11 +1,6 @@
 // Package order is the order service: it takes orders over HTTP, starts a
-// saga for each by publishing OrderCreated, cancels it on the customer's
-// request or when it outlives its deadline (OrderCancelRequested), and
-// records how the saga ended — COMPLETED, or CANCELLED with the reason.
-//
-// Run wires the service from its parts; cmd/order only reads the
-// environment and calls it, so tests and the embedded mode can run the
-// service in-process.
+// saga for each, cancels it on request or past its deadline, and records
+// how the saga ended.
 package order
 
 import (

@@ -1,10 +1,6 @@
 // Package payment is the payment service: it keeps customers' balances,
 // charges an order when it is created and refunds it when a later step of
-// the saga fails.
-//
-// Run wires the service from its parts; cmd/payment only reads the
-// environment and calls it, so tests and the embedded mode can run the
-// service in-process.
+// the saga fails or the order is cancelled.
 package payment
 
 import (

@@ -1,11 +1,6 @@
-// Package shipping is the shipping service: once an order's items are
-// reserved it schedules the shipment, or fails it when the destination
-// country is not served, which makes inventory release the items and
-// payment refund the charge.
-//
-// Run wires the service from its parts; cmd/shipping only reads the
-// environment and calls it, so tests and the embedded mode can run the
-// service in-process.
+// Package shipping is the shipping service: it schedules an order's
+// shipment once its items are reserved, or fails it when the destination is
+// not served, which starts the compensations.
 package shipping
 
 import (

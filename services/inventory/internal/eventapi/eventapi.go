@@ -1,9 +1,6 @@
-// Package eventapi is the inventory service's event API, as httpapi is its
-// HTTP API: its reactions to the events it consumes. It reserves a paid
-// order's items, and releases them when shipping fails or the order is
-// cancelled. The runtime
-// (package participant) decodes each event, runs the reaction in the
-// transaction that marks the event processed, and publishes what it emits.
+// Package eventapi is the inventory service's reactions to the events it
+// consumes: it reserves a paid order's items, and releases them when
+// shipping fails or the order is cancelled.
 package eventapi
 
 import (

@@ -1,10 +1,6 @@
-// Package store is the inventory service's PostgreSQL adapter. Reads used
-// by the reactions lock the rows they decide on (SELECT … FOR UPDATE), so
-// two orders cannot both reserve the same last unit; stock rows are always
-// locked in byte order (LockStock). Every change of a stock row raises its
-// version (a trigger), which a PUT must name to replace the units. The functions the
-// reactions call take the transaction as sqlx.QueryerContext or
-// sqlx.ExecerContext, so a *participant.Tx and a *sqlx.Tx both fit.
+// Package store is the inventory service's PostgreSQL adapter, whose reads
+// for the reactions lock the rows they decide on, stock rows in byte order,
+// so two orders cannot both reserve the last unit.
 package store
 
 import (

@@ -1,17 +1,6 @@
 // Package deadline is the order service's saga deadline: a sweep that
 // cancels every order still PENDING a deadline after it was created,
-// exactly as a customer's cancel would (store.TimeOut: CANCELLING and
-// OrderCancelRequested in one transaction), with reason timeout. A saga
-// stuck behind a service that is down, a parked event or a dead letter so
-// ends instead of holding the customer's money and stock for ever; the
-// steps that arrive afterwards find the participants' tombstones and
-// change nothing.
-//
-// Every instance of the order service sweeps. The sweep locks the orders it
-// cancels with FOR UPDATE SKIP LOCKED, so instances share the work, and a
-// cancel is decided under the same row lock as every other change of the
-// order, so a deadline never overrides an order that completed or was
-// cancelled meanwhile.
+// exactly as a customer's cancel would, with reason timeout.
 package deadline
 
 import (
@@ -36,7 +25,13 @@ var timedOut = promauto.NewCounter(prometheus.CounterOpts{
 	Help: "Orders cancelled with reason timeout because their saga outlived ORDER_DEADLINE.",
 })
 
-// Sweeper cancels the orders whose saga outlived Deadline.
+// Sweeper cancels the orders whose saga outlived Deadline, so that a saga
+// stuck behind a service that is down, a parked event or a dead letter
+// ends instead of holding the customer's money and stock for ever; the
+// steps that arrive afterwards find the participants' tombstones. Every
+// instance sweeps: the sweep locks the orders it cancels with FOR UPDATE
+// SKIP LOCKED, under the same row lock as every other change of the order,
+// so a deadline never overrides an order that ended meanwhile.
 type Sweeper struct {
 	Store *store.Store
 	// Deadline is how long an order may stay PENDING.

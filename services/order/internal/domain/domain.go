@@ -1,7 +1,6 @@
 // Package domain holds the order service's rules as pure functions: what a
 // valid order request is, what it costs, and how an order's status moves as
-// the saga reports back. They take values and return values, so every rule
-// is tested without a database or a broker.
+// the saga reports back.
 package domain
 
 import (
@@ -289,26 +288,12 @@ func DeclineReason(detail string) string {
 }
 
 // Transition decides how an order in state s reacts to ev; changed is false
-// when nothing is to be written, and next is then s.
-//
-// A PENDING order moves to COMPLETED on ShipmentScheduled, and to CANCELLED
-// on PaymentDeclined (DeclineReason of its detail) or PaymentRefunded (the
-// payload's reason): the saga ended on its own.
-//
-// A CANCELLING order moves only on the acknowledgements of its cancel
-// (PaymentCancelled, InventoryCancelled, ShipmentCancelled), in any order,
-// each counted once; with the third it is CANCELLED with the reason the
-// cancel was requested for. Everything else changes nothing: a
-// ShipmentScheduled must not complete an order whose cancel was accepted
-// (shipping cancels that shipment and acknowledges), and a PaymentDeclined
-// or the PaymentRefunded of a compensation that overlaps the cancel are
-// acknowledged by the participants all the same (nothing left to undo), so
-// the cancel alone decides how the order ends and why, whatever arrives
-// first.
-//
-// COMPLETED and CANCELLED are terminal: whatever arrives later — a
-// duplicate, a late ShipmentScheduled, a late acknowledgement — changes
-// nothing.
+// when nothing is to be written, and next is then s. A PENDING order ends
+// on its own: COMPLETED on ShipmentScheduled, CANCELLED on PaymentDeclined
+// or PaymentRefunded. A CANCELLING order moves only on the three
+// acknowledgements of its cancel, in any order, each counted once, and the
+// third makes it CANCELLED with the cancel's reason. COMPLETED and
+// CANCELLED are terminal: whatever arrives later changes nothing.
 func Transition(s State, ev Event) (next State, changed bool) {
 	switch s.Status {
 	case StatusPending:
@@ -321,6 +306,11 @@ func Transition(s State, ev Event) (next State, changed bool) {
 			return State{Status: StatusCancelled, Reason: ev.Reason}, true
 		}
 	case StatusCancelling:
+		// Nothing but an acknowledgement: a ShipmentScheduled must not
+		// complete an order whose cancel was accepted (shipping cancels
+		// that shipment and acknowledges), and a decline or a
+		// compensation's refund overlapping the cancel is acknowledged all
+		// the same, so the cancel alone decides how the order ends.
 		next = s
 		switch ev.Type {
 		case events.TypePaymentCancelled:

@@ -10,14 +10,11 @@ import "github.com/google/uuid"
 var OrderNamespace = uuid.MustParse("5580bfa5-f3b2-5223-a630-ce8b08084e45")
 
 // IdempotentOrderID returns the id of the order that customerID creates
-// with Idempotency-Key key: the UUIDv5 (SHA-1) of the name
-// "<customer_id>/<key>" in OrderNamespace. A customer_id never contains a
-// "/" (events.IDPattern), so the first one separates the two and no two
-// (customer, key) pairs share a name.
-//
-// The id depends on nothing the server chooses, so a client that lost the
-// response — or never got one — knows its order's id before asking, and a
-// replay after a crash finds the same order under the same id:
+// with Idempotency-Key key: the UUIDv5 (SHA-1) of "<customer_id>/<key>" in
+// OrderNamespace (a customer_id never contains a "/"). It depends on
+// nothing the server chooses, so a client that lost the response knows its
+// order's id before asking, and a replay after a crash finds the same
+// order:
 //
 //	uuid.uuid5(uuid.UUID("5580bfa5-f3b2-5223-a630-ce8b08084e45"), customer_id + "/" + key)  # Python
 func IdempotentOrderID(customerID, key string) string {

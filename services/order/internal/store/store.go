@@ -1,9 +1,6 @@
-// Package store is the order service's PostgreSQL adapter. Creating an order
-// writes the order and the OrderCreated event that starts its saga in one
-// transaction (transactional outbox), and the Idempotency-Key is enforced by
-// a unique index rather than a check before the insert. The read used by
-// the reactions locks the order row (SELECT … FOR UPDATE), so two events
-// about one order are applied one after the other.
+// Package store is the order service's PostgreSQL adapter: an order and the
+// OrderCreated that starts its saga are written in one transaction, and the
+// reactions lock the order's row.
 package store
 
 import (

@@ -1,9 +1,6 @@
-// Package eventapi is the payment service's event API, as httpapi is its
-// HTTP API: its reactions to the events it consumes. It charges an order
-// when it is created, refunds it when a later step fails, and undoes the
-// charge when the order is cancelled. The runtime
-// (package participant) decodes each event, runs the reaction in the
-// transaction that marks the event processed, and publishes what it emits.
+// Package eventapi is the payment service's reactions to the events it
+// consumes: it charges an order when it is created, refunds it when a later
+// step fails, and undoes the charge when the order is cancelled.
 package eventapi
 
 import (

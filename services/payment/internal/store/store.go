@@ -1,10 +1,6 @@
-// Package store is the payment service's PostgreSQL adapter. Reads used by
-// the reactions lock the rows they decide on (SELECT … FOR UPDATE), so two
-// charges of one customer cannot both spend the same balance. Every path
-// locks or changes one account only. Every change of an account raises
-// its version (a trigger), which a PUT must name to replace the balance. Functions the
-// reactions call take the transaction as an sqlx interface, so a
-// *participant.Tx and a *sqlx.Tx both fit.
+// Package store is the payment service's PostgreSQL adapter, whose reads
+// for the reactions lock the rows they decide on, so two charges of one
+// customer cannot both spend the same balance.
 package store
 
 import (
@@ -48,18 +44,15 @@ type Precondition struct {
 	CreateOnly bool
 }
 
-// PutAccount sets a customer's balance. currency is the account's: ""
-// means its own, or DefaultCurrency for a new account; an existing
-// account's currency never changes (a fault.Conflict), so a refund always
-// credits the currency its order was charged in.
-//
-// With pre.IfVersion it replaces the balance of an existing account at that
-// version only; any other version, or no account, is a
+// PutAccount sets a customer's balance. currency is the account's: "" means
+// its own, or DefaultCurrency for a new account; it never changes (a
+// fault.Conflict), so a refund credits the currency charged. With
+// pre.IfVersion it replaces the balance at that version only, else a
 // fault.PreconditionFailed, so a debit or refund committed since the caller
 // read the account is never erased. Without it, it opens the account
 // (pre.CreateOnly: only that, a fault.PreconditionFailed if it exists); an
-// existing account is left as it is — answered unchanged if it already has
-// this balance (a retried create), a fault.PreconditionRequired otherwise.
+// existing one is answered unchanged if it has this balance (a retried
+// create), a fault.PreconditionRequired otherwise.
 func (s *Store) PutAccount(ctx context.Context, customerID string, balance int64, currency string, pre Precondition) (domain.Account, error) {
 	if ifVersion := pre.IfVersion; ifVersion != nil {
 		a, err := pg.Get[domain.Account](ctx, s.db, "account "+customerID, `
