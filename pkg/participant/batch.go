@@ -11,7 +11,6 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/choreo-saga/choreo/pkg/consumer"
 	"github.com/choreo-saga/choreo/pkg/park"
@@ -165,15 +164,6 @@ func (b *batcher) HandleBatch(ctx context.Context, msgs []*sarama.ConsumerMessag
 	return failed, nil
 }
 
-// delivery is a Delivery of a batch with its own span and context.
-type delivery struct {
-	*Delivery
-	ctx    context.Context
-	span   trace.Span
-	failed error // permanent: left out of the batch, to be dead-lettered
-	replay bool  // an operator's replay of a parked row: not parked behind
-}
-
 // applyOrSplit applies ds in one transaction. If a reaction fails
 // permanently, the deliveries before it are applied without it and the
 // failure is returned: the batch ends there. If PostgreSQL aborted the
@@ -209,16 +199,6 @@ func (b *batcher) applyOrSplit(ctx context.Context, ds []*delivery) (*consumer.F
 		return nil, err
 	}
 }
-
-// leftOut is the error apply returns when a reaction failed permanently:
-// the delivery that failed, and why.
-type leftOut struct {
-	d   *delivery
-	err error
-}
-
-func (e *leftOut) Error() string { return e.err.Error() }
-func (e *leftOut) Unwrap() error { return e.err }
 
 // inTurn runs transact once this instance's other batch transaction, if
 // any, has committed (see batcher.turn).

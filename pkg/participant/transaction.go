@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/IBM/sarama"
 	"github.com/jmoiron/sqlx"
 	"go.opentelemetry.io/otel/trace"
 
@@ -17,8 +18,8 @@ import (
 
 // transact is the consumer's transaction. For the routed deliveries of one
 // partition, in offset order, it begins one database transaction, applies
-// them (parkBehind → mark → react → outbox, see apply) and commits: all of it,
-// or none of it.
+// them (parkBehind → mark → react → outbox, see apply) and commits: all of
+// it, or none of it.
 //
 // The consumer marks the offset only after transact returned nil, so a
 // crash before the commit redelivers the events and one after it makes
@@ -105,3 +106,33 @@ func (s Spec) apply(ctx context.Context, tx *sqlx.Tx, ds []*delivery, at time.Ti
 	// What the reactions emitted goes into the outbox, in one statement.
 	return emitted.Insert(ctx, tx)
 }
+
+// TxTimeout bounds one delivery's transaction: past it, the context ends,
+// database/sql rolls the transaction back and the message is retried. A
+// process that freezes mid-transaction cannot honour it; the server ends
+// that session instead (pg.SessionDefaults).
+const TxTimeout = 30 * time.Second
+
+// origin is where m was read, as a processed_events mark keeps it.
+func origin(m *sarama.ConsumerMessage) idem.Origin {
+	return idem.Origin{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset}
+}
+
+// delivery is a Delivery of a batch with its own span and context.
+type delivery struct {
+	*Delivery
+	ctx    context.Context
+	span   trace.Span
+	failed error // permanent: left out of the batch, to be dead-lettered
+	replay bool  // an operator's replay of a parked row: not parked behind
+}
+
+// leftOut is the error apply returns when a reaction failed permanently:
+// the delivery that failed, and why.
+type leftOut struct {
+	d   *delivery
+	err error
+}
+
+func (e *leftOut) Error() string { return e.err.Error() }
+func (e *leftOut) Unwrap() error { return e.err }
