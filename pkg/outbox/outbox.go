@@ -11,8 +11,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"strings"
-	"unicode/utf8"
 
 	"github.com/choreo-saga/choreo/pkg/events"
 	"github.com/choreo-saga/choreo/pkg/pg"
@@ -136,26 +134,15 @@ func (p *Pending) Insert(ctx context.Context, tx Execer) error {
 }
 
 // insertAndWake inserts the rows, their serial ids in the order queued (the
-// relay publishes one key's rows in id order), then wakes the relay if it
-// needs a NOTIFY.
+// relay publishes one key's rows in id order), and in the same statement
+// NOTIFYs the relay on Channel, unless its leader is awake and comes back
+// for them on its own: a notifying commit takes a cluster-wide lock
+// (withWakeUp, notify.go).
 var insertAndWake = withWakeUp(`
 	INSERT INTO outbox (topic, key, value, headers)
 	SELECT m.topic, decode(m.key, 'base64'), decode(m.value, 'base64'), m.headers::jsonb
 	FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) WITH ORDINALITY AS m(topic, key, value, headers, ord)
 	ORDER BY m.ord`)
-
-// StorableText returns s as PostgreSQL can store it in text and jsonb —
-// valid UTF-8 without NUL, other bytes replaced by U+FFFD — and whether that
-// changed it. Header values and reasons headed for the outbox go through it.
-func StorableText(s string) (string, bool) { return cleanText(s) }
-
-func cleanText(s string) (string, bool) {
-	if utf8.ValidString(s) && !strings.ContainsRune(s, 0) {
-		return s, false
-	}
-	s = strings.ToValidUTF8(s, "\uFFFD")
-	return strings.ReplaceAll(s, "\x00", "\uFFFD"), true
-}
 
 // Schema is the outbox schema for pg.Migrate.
 var Schema = pg.Schema{Name: "outbox", FS: Migrations, Dir: "migrations"}

@@ -1,6 +1,13 @@
 package domain
 
-import "github.com/google/uuid"
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+
+	"github.com/google/uuid"
+)
 
 // OrderNamespace is the UUID namespace of the order ids IdempotentOrderID
 // derives: itself the UUIDv5 of the URL
@@ -19,4 +26,21 @@ var OrderNamespace = uuid.MustParse("5580bfa5-f3b2-5223-a630-ce8b08084e45")
 //	uuid.uuid5(uuid.UUID("5580bfa5-f3b2-5223-a630-ce8b08084e45"), customer_id + "/" + key)  # Python
 func IdempotentOrderID(customerID, key string) string {
 	return uuid.NewSHA1(OrderNamespace, []byte(customerID+"/"+key)).String()
+}
+
+// Hash identifies the request a Draft came from, for Idempotency-Key
+// replays: the SHA-256, in hex, of the draft's JSON. It is taken after
+// decoding and normalising, so the same order sent with other whitespace,
+// another field order, "jp" and "jpy" instead of "JP" and "JPY", or an
+// omitted default currency hashes the same, while any change of content
+// does not.
+func (d Draft) Hash() string {
+	// Marshalling a struct of strings, ints and slices cannot fail, and
+	// encoding/json writes struct fields in declaration order.
+	b, err := json.Marshal(d)
+	if err != nil {
+		panic(fmt.Sprintf("domain: marshal draft: %v", err))
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
 }
