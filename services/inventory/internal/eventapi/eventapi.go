@@ -25,7 +25,7 @@ func Reactions() []participant.Reaction {
 	}
 }
 
-// reserve holds a paid order's items, or rejects the order when any is
+// reserve reserves a paid order's items, or rejects the order when any is
 // short.
 func reserve(ctx context.Context, tx *participant.Tx, e events.Envelope, p events.PaymentCompleted) error {
 	// The reservation row first, then stock rows in byte order
