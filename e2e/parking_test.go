@@ -19,16 +19,16 @@ import (
 	"github.com/choreo-saga/choreo/pkg/events"
 )
 
-// TestPoisonedOrderIsParkedThenReplayed: one order's step fails for good
-// — its customer's account was switched to another currency by hand after
-// the charge, so payment cannot credit the refund its cancel needs. Payment
+// TestPoisonedOrderIsParkedThenReplayed: one order's step fails for good —
+// its customer's account was switched to another currency by hand after the
+// charge, so payment cannot credit the refund its cancel needs. Payment
 // parks that order: the failure is dead-lettered with its reason, a later
-// delivery of the order's events is parked behind it, not applied, and every other
-// order keeps completing. choreoctl lists it; a replay before the fix
-// fails and changes nothing; once the account is fixed, a replay applies
-// the events parked behind it in order and the order ends CANCELLED with exactly one
-// charge and one refund, every service agreeing. Replaying again is a
-// no-op.
+// delivery of the order's events is parked behind it, not applied, and
+// every other order keeps completing. choreoctl lists it; a replay before
+// the fix fails and changes nothing; once the account is fixed, a replay
+// applies the events parked behind it in order and the order ends CANCELLED
+// with exactly one charge and one refund, every service agreeing. Replaying
+// again is a no-op.
 func TestPoisonedOrderIsParkedThenReplayed(t *testing.T) {
 	ctl := buildChoreoctl(t)
 	f := newFixture(t, 10000, 10)
@@ -48,7 +48,8 @@ func TestPoisonedOrderIsParkedThenReplayed(t *testing.T) {
 	if r := header(dead[0], "dlq_reason"); !strings.Contains(r, "settle it by hand") {
 		t.Fatalf("dead letter reason %q, want the refused refund", r)
 	}
-	// The broker delivers the order's OrderCancelRequested again: parked behind it.
+	// The broker delivers the order's OrderCancelRequested again: parked
+	// behind it.
 	var again []*sarama.ProducerMessage
 	for _, m := range messagesFor(t, events.TopicOrder, o.ID) {
 		if e, err := events.DecodeEnvelope(m.Value); err == nil && e.Type == events.TypeOrderCancelRequested {

@@ -152,9 +152,10 @@ func unsent(t testing.TB, db *testDB, topic string) int {
 	return n
 }
 
-// publishAll runs PublishOnce until the topic's rows are all sent, failing the test
-// on any error. Rows can be held back for a moment by transactions still
-// running elsewhere on the server (see Relay), hence the bounded wait.
+// publishAll runs PublishOnce until the topic's rows are all sent, failing
+// the test on any error. Rows can be held back for a moment by transactions
+// still running elsewhere on the server (see Relay), hence the bounded
+// wait.
 func publishAll(t *testing.T, db *testDB, r *outbox.Relay, topic string) {
 	t.Helper()
 	testenv.Eventually(t, 30*time.Second, "all rows of "+topic+" sent", func() bool {
@@ -168,9 +169,10 @@ func publishAll(t *testing.T, db *testDB, r *outbox.Relay, topic string) {
 	})
 }
 
-// publishSome runs PublishOnce until it publishes something or fails. A relay that
-// has just resigned ends its session, and the server releases its lock a
-// moment later: until then another relay's PublishOnce rightly publishes nothing.
+// publishSome runs PublishOnce until it publishes something or fails. A
+// relay that has just resigned ends its session, and the server releases
+// its lock a moment later: until then another relay's PublishOnce rightly
+// publishes nothing.
 func publishSome(t *testing.T, r *outbox.Relay) (n int, err error) {
 	t.Helper()
 	testenv.Eventually(t, 10*time.Second, "PublishOnce publishes something", func() bool {

@@ -134,10 +134,10 @@ func (r *Relay) probeHeads(ctx context.Context, conn *sqlx.Conn) ([]row, error) 
 	return heads, nil
 }
 
-// updateBlocked updates the blocked keys after a batch: a key whose row failed for
-// a reason that may pass is blocked, so that its later rows do not overtake
-// that row; a blocked key whose probed row got through (or was refused) is
-// free again.
+// updateBlocked updates the blocked keys after a batch: a key whose row
+// failed for a reason that may pass is blocked, so that its later rows do
+// not overtake that row; a blocked key whose probed row got through (or was
+// refused) is free again.
 func (r *Relay) updateBlocked(out publishOutcome, heads []row) {
 	b := &r.blocked
 	now := r.cfg.Clock.Now()

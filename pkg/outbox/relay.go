@@ -231,9 +231,10 @@ func (r *Relay) markSent(ctx context.Context, conn *sqlx.Conn, ids []int64) erro
 // PublishOnce runs one round, as Run does on its own, and returns how many
 // rows it published; 0, without error, when another relay leads. It leads
 // from its first call until Close, the end of Run, the loss of its
-// connection, or a pause longer than the Lease. Rows Kafka will never accept are refused, not reported; an error
-// means some rows failed and will be retried. If ctx ends before Kafka
-// answers, it returns at once, and the batch goes out again later.
+// connection, or a pause longer than the Lease. Rows Kafka will never
+// accept are refused, not reported; an error means some rows failed and
+// will be retried. If ctx ends before Kafka answers, it returns at once,
+// and the batch goes out again later.
 func (r *Relay) PublishOnce(ctx context.Context) (int, error) {
 	res, err := r.round(ctx)
 	return res.published, err

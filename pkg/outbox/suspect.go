@@ -1,8 +1,9 @@
-// This file sorts the rows of a batch Kafka refused in part: it refuses what
-// Kafka will never take, sends alone what may be another row's fault (a
-// broker rejects a whole partition batch for one message too large), and
-// leaves the rest for a later round. TestBatchRejectionRefusesOnlyTheOffendingRow
-// and TestPartialFailureMarksExactlyWhatKafkaAcknowledged show why.
+// This file sorts the rows of a batch Kafka refused in part: it refuses
+// what Kafka will never take, sends alone what may be another row's fault
+// (a broker rejects a whole partition batch for one message too large), and
+// leaves the rest for a later round.
+// TestBatchRejectionRefusesOnlyTheOffendingRow and
+// TestPartialFailureMarksExactlyWhatKafkaAcknowledged show why.
 
 package outbox
 

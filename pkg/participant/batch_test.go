@@ -131,8 +131,9 @@ func consume(t *testing.T, spec participant.Spec, db *sqlx.DB, h consumer.BatchH
 	return failed, nil
 }
 
-// parkedRows lists the messages parked for an order: failed ones with
-// their reason, the ones parked behind them without, in the order they were parked.
+// parkedRows lists the messages parked for an order: failed ones with their
+// reason, the ones parked behind them without, in the order they were
+// parked.
 func parkedRows(t *testing.T, db *sqlx.DB, order string) (offsets []int64, failed []bool) {
 	t.Helper()
 	var rows []struct {
@@ -185,7 +186,8 @@ func TestBatchAppliesEachEventOnceInOrder(t *testing.T) {
 		{name: "PermanentReactionFailureRollsBackOnlyItsEvent",
 			batch: []*sarama.ConsumerMessage{a, poison, c}, wantFailed: []*sarama.ConsumerMessage{poison}, wantApplied: []*sarama.ConsumerMessage{a, c}, wantMarked: []*sarama.ConsumerMessage{a, c}},
 		// The failure parks its order: the order's later events, in this
-		// batch or the next, are parked behind it, not applied; other orders flow.
+		// batch or the next, are parked behind it, not applied; other
+		// orders flow.
 		{name: "FailureParksItsOrderOthersFlow",
 			batch: []*sarama.ConsumerMessage{p1, a, p2, c}, wantFailed: []*sarama.ConsumerMessage{p1}, wantApplied: []*sarama.ConsumerMessage{a, c}, wantMarked: []*sarama.ConsumerMessage{a, c}, wantParked: []*sarama.ConsumerMessage{p2}},
 		{name: "ParkedBehindInALaterBatch", before: []*sarama.ConsumerMessage{p1},

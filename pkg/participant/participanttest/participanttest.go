@@ -66,12 +66,14 @@ func Run(t *testing.T, s Suite) {
 			// Three deliveries change the state once, with one mark, and queue
 			// each emitted event once.
 			t.Run("RedeliveryAppliesOnce", func(t *testing.T) { redelivery(t, s, c) })
-			// Three copies in one batch (Spec.BatchHandler) end as one delivery.
+			// Three copies in one batch (Spec.BatchHandler) end as one
+			// delivery.
 			t.Run("RedeliveriesInOneBatchApplyOnce", func(t *testing.T) { redeliveryInBatch(t, s, c) })
 			// Many goroutines at once end as one delivery does.
 			t.Run("ConcurrentDeliveriesApplyOnce", func(t *testing.T) { concurrent(t, s, c) })
-			// Fields this code does not know, in the envelope and the payload,
-			// as a newer producer sends them: the event applies as the plain one.
+			// Fields this code does not know, in the envelope and the
+			// payload, as a newer producer sends them: the event applies as
+			// the plain one.
 			t.Run("ForwardCompatibleEventIsApplied", func(t *testing.T) { forwardCompatible(t, s, c) })
 			// A payload that does not decode changes nothing and is
 			// dead-lettered once.

@@ -41,7 +41,7 @@ type Sweeper struct {
 	// Batch bounds the orders one transaction cancels; a sweep runs
 	// batches until one comes back short. 0 means 100.
 	Batch int
-	// Source names the service in the events the sweep queues.
+	// Source names the service in the events the sweep emits.
 	Source string
 	// Now stamps the cancel requests; nil means time.Now. The deadline is
 	// measured on the database's clock, which stamped created_at.

@@ -183,10 +183,10 @@ const (
 	// ended and can no longer be undone.
 	CancelRefused CancelDecision = iota
 	// CancelAccepted: the order is PENDING. It becomes CANCELLING with the
-	// reason, and OrderCancelRequested is queued with the change.
+	// reason, and OrderCancelRequested is emitted with the change.
 	CancelAccepted
 	// CancelAlreadyRequested: the order is CANCELLING already. Nothing is
-	// written or queued; the request is answered as the first was, so a
+	// written or emitted; the request is answered as the first was, so a
 	// client may retry it. The first request's reason stays.
 	CancelAlreadyRequested
 )

@@ -20,8 +20,8 @@ import (
 // Cancel asks to cancel the order with id for reason, as decided by
 // domain.DecideCancel, and returns the order as it is then. A PENDING
 // order becomes CANCELLING and, in the same transaction, OrderCancelRequested
-// from source is queued; an order already CANCELLING is returned as it is,
-// nothing queued. The error is a fault.NotFound for no such order, a
+// from source is emitted; an order already CANCELLING is returned as it is,
+// nothing emitted. The error is a fault.NotFound for no such order, a
 // fault.Conflict for an order that is COMPLETED or CANCELLED.
 //
 // The order row is locked for the decision, as the reactions lock it, so a
@@ -57,11 +57,11 @@ func (s *Store) Cancel(ctx context.Context, id, reason, source string, now time.
 // orders created more than age ago, oldest first, exactly as Cancel would,
 // in one transaction, and returns their ids. The age is measured on the
 // database's clock, which stamped created_at: an instance whose clock runs
-// ahead would otherwise cancel orders early; now stamps the events. Rows another transaction holds —
-// another instance's sweep, a reaction, a customer's cancel — are skipped
-// (FOR UPDATE SKIP LOCKED), so instances sweeping at once share the work
-// instead of queueing; a skipped order is PENDING still at the next sweep,
-// or ended meanwhile.
+// ahead would otherwise cancel orders early; now stamps the events. Rows
+// another transaction holds — another instance's sweep, a reaction, a
+// customer's cancel — are skipped (FOR UPDATE SKIP LOCKED), so instances
+// sweeping at once share the work instead of queueing; a skipped order is
+// PENDING still at the next sweep, or ended meanwhile.
 func (s *Store) TimeOut(ctx context.Context, age time.Duration, limit int, source string, now time.Time) ([]string, error) {
 	var ids []string
 	err := pg.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
@@ -97,7 +97,7 @@ func (s *Store) TimeOut(ctx context.Context, age time.Duration, limit int, sourc
 }
 
 // requestCancel moves the locked PENDING order o to CANCELLING with reason
-// and queues OrderCancelRequested in tx: the change and its announcement
+// and emits OrderCancelRequested in tx: the change and its announcement
 // commit together, and only a transition out of PENDING announces, so the
 // order has one cancel request whoever asked and however often.
 func requestCancel(ctx context.Context, tx *sqlx.Tx, o domain.Order, reason, source string, now time.Time) (domain.Order, error) {
