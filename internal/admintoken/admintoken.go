@@ -1,7 +1,5 @@
 // Package admintoken keeps the admin token the local run modes generate
-// (deploy/local, scripts/run.sh) where choreoctl finds it without being
-// told. A token is generated at each start, never a fixed default, so the
-// operator API is never open to whoever knows the code.
+// where choreoctl finds it without being told.
 package admintoken
 
 import (
@@ -33,7 +31,9 @@ func Path(getenv func(string) string) (string, error) {
 	return "", fmt.Errorf("admin token file: set %s, XDG_CACHE_HOME or HOME", EnvFile)
 }
 
-// Generate returns a new token: 32 random bytes in hex.
+// Generate returns a new token: 32 random bytes in hex. A token is
+// generated at each start, never a fixed default, so the operator API is
+// never open to whoever knows the code.
 func Generate() (string, error) {
 	b := make([]byte, 32)
 	if _, err := rand.Read(b); err != nil {

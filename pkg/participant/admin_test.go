@@ -56,14 +56,14 @@ func TestAdminAPI(t *testing.T) {
 		{"NeverParked", "POST", "/parked/replay?order=nope", "s3cret", http.StatusNotFound, true, "was ever parked"},
 		{"TwoSelectors", "POST", "/parked/release?order=" + order + "&row=1", "s3cret", http.StatusUnprocessableEntity, true, "one of order, event and row"},
 		{"BadRow", "POST", "/parked/release?row=x", "s3cret", http.StatusBadRequest, true, "not a row number"},
-		{"OutboxList", "GET", "/outbox/parked", "s3cret", http.StatusOK, false, ""},
-		{"OutboxBadID", "POST", "/outbox/parked/x/release", "s3cret", http.StatusBadRequest, true, "not an outbox row id"},
-		{"OutboxReleaseNothing", "POST", "/outbox/parked/12345/release", "s3cret", http.StatusOK, false, ""},
+		{"OutboxList", "GET", "/outbox/refused", "s3cret", http.StatusOK, false, ""},
+		{"OutboxBadID", "POST", "/outbox/refused/x/retry", "s3cret", http.StatusBadRequest, true, "not an outbox row id"},
+		{"OutboxRetryNothing", "POST", "/outbox/refused/12345/retry", "s3cret", http.StatusOK, false, ""},
 		{"UnknownRoute", "GET", "/nope", "s3cret", http.StatusNotFound, true, ""},
 		{"ThroughWithoutOrder", "POST", "/parked/release?event=" + eventID(t, msgs[1]) + "&through=3", "s3cret", http.StatusUnprocessableEntity, true, "with an order"},
 		{"LimitTooLarge", "GET", "/parked?limit=20000", "s3cret", http.StatusBadRequest, true, "limit"},
-		{"OutboxLimitTooLarge", "GET", "/outbox/parked?limit=20000", "s3cret", http.StatusBadRequest, true, "limit"},
-		{"OutboxLimit", "GET", "/outbox/parked?limit=1", "s3cret", http.StatusOK, false, ""},
+		{"OutboxLimitTooLarge", "GET", "/outbox/refused?limit=20000", "s3cret", http.StatusBadRequest, true, "limit"},
+		{"OutboxLimit", "GET", "/outbox/refused?limit=1", "s3cret", http.StatusOK, false, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -116,7 +116,7 @@ func TestAdminIsOffWithoutAToken(t *testing.T) {
 		{"ListWithEmptyBearer", "GET", "/parked", "Bearer "},
 		{"ReleaseWithEmptyBearer", "POST", "/parked/release?order=" + order, "Bearer "},
 		{"ReplayWithAGuess", "POST", "/parked/replay?order=" + order, "Bearer s3cret"},
-		{"OutboxRelease", "POST", "/outbox/parked/1/release", ""},
+		{"OutboxRetry", "POST", "/outbox/refused/1/retry", ""},
 		{"UnknownPath", "GET", "/nope", ""},
 	}
 	for _, tt := range tests {

@@ -24,7 +24,7 @@ func Routes(log *slog.Logger, db *sqlx.DB, checks map[string]web.Check) http.Han
 	st := store.New(db)
 	r := web.NewRouter(log, checks)
 	r.Method(http.MethodPut, "/stock/{sku}", web.Put(log, "sku", putStock(st)))
-	r.Method(http.MethodPost, "/stock/{sku}/restock", web.Add(log, "sku", "quantity", st.Restock))
+	r.Method(http.MethodPost, "/stock/{sku}/restock", web.AddAmount(log, "sku", "quantity", st.Restock))
 	r.Method(http.MethodGet, "/stock/{sku}", web.Get(log, "sku", st.Stock))
 	r.Method(http.MethodGet, "/reservations/{order_id}", web.Get(log, "order_id", st.ReservationRecord))
 	r.Method(http.MethodGet, "/openapi.yaml", web.OpenAPI(spec))

@@ -3,10 +3,8 @@ package httpapi
 import (
 	"log/slog"
 	"net/http"
-	"net/url"
 	"time"
 
-	"github.com/go-chi/chi/v5"
 	"github.com/google/uuid"
 
 	"github.com/choreo-saga/choreo/pkg/events"
@@ -73,69 +71,6 @@ func createOrder(log *slog.Logger, st *store.Store, service string, now func() t
 				"customer_id", got.CustomerID, "total_amount", got.TotalAmount, "currency", got.Currency)
 		}
 		web.Encode(w, http.StatusCreated, got)
-	})
-}
-
-func getOrder(log *slog.Logger, st *store.Store) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id, err := uuid.Parse(chi.URLParam(r, "id"))
-		if err != nil {
-			web.Respond(w, r, log, web.Errorf(http.StatusBadRequest, "order id must be a UUID"))
-			return
-		}
-		o, err := st.Order(r.Context(), id.String())
-		if err != nil {
-			web.Respond(w, r, log, err)
-			return
-		}
-		web.Encode(w, http.StatusOK, o)
-	})
-}
-
-// listOrders serves GET /orders: a page of orders, newest first, filtered
-// by customer_id and status, continued by the cursor the previous page
-// gave (domain.ParseListQuery).
-func listOrders(log *slog.Logger, st *store.Store) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		params, err := url.ParseQuery(r.URL.RawQuery)
-		if err != nil {
-			web.Respond(w, r, log, web.Errorf(http.StatusBadRequest, "malformed query string: %v", err))
-			return
-		}
-		q, err := domain.ParseListQuery(params)
-		if err != nil {
-			web.Respond(w, r, log, &web.Error{Status: http.StatusBadRequest, Detail: err.Error()})
-			return
-		}
-		page, err := st.List(r.Context(), q)
-		if err != nil {
-			web.Respond(w, r, log, err)
-			return
-		}
-		web.Encode(w, http.StatusOK, page)
-	})
-}
-
-// cancelOrder asks to cancel an order for the customer (store.Cancel): 202
-// with the order, CANCELLING, while the saga can still be undone — also for
-// a repeated request, so a client may retry — 409 once the order is
-// COMPLETED or CANCELLED, 404 for no such order. 202, not 200: the cancel
-// is accepted, and done only when the order reads CANCELLED. The request
-// needs no body; one sent is ignored.
-func cancelOrder(log *slog.Logger, st *store.Store, service string, now func() time.Time) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id, err := uuid.Parse(chi.URLParam(r, "id"))
-		if err != nil {
-			web.Respond(w, r, log, web.Errorf(http.StatusBadRequest, "order id must be a UUID"))
-			return
-		}
-		o, err := st.Cancel(r.Context(), id.String(), events.ReasonCustomerCancelled, service, now())
-		if err != nil {
-			web.Respond(w, r, log, err)
-			return
-		}
-		log.InfoContext(r.Context(), "order cancel accepted", "order_id", o.ID, "status", o.Status)
-		web.Encode(w, http.StatusAccepted, o)
 	})
 }
 

@@ -24,7 +24,7 @@ func Routes(log *slog.Logger, db *sqlx.DB, checks map[string]web.Check) http.Han
 	st := store.New(db)
 	r := web.NewRouter(log, checks)
 	r.Method(http.MethodPut, "/accounts/{customer_id}", web.Put(log, "customer_id", putAccount(st)))
-	r.Method(http.MethodPost, "/accounts/{customer_id}/deposits", web.Add(log, "customer_id", "amount", st.Deposit))
+	r.Method(http.MethodPost, "/accounts/{customer_id}/deposits", web.AddAmount(log, "customer_id", "amount", st.Deposit))
 	r.Method(http.MethodGet, "/accounts/{customer_id}", web.Get(log, "customer_id", st.Account))
 	r.Method(http.MethodGet, "/payments/{order_id}", web.Get(log, "order_id", st.PaymentRecord))
 	r.Method(http.MethodGet, "/openapi.yaml", web.OpenAPI(spec))
