@@ -48,13 +48,16 @@ func mustBe(t reflect.Type, got string) string {
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
 		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
 		if isNumber {
-			if _, err := strconv.ParseInt(number, 10, 64); err != nil && !strings.ContainsAny(number, ".eE") {
+			if _, err := strconv.ParseInt(number, 10, 64); err != nil && (!strings.ContainsAny(number, ".eE") || beyondFloat(number)) {
 				return "is too large a number"
 			}
 			return "must be a whole number"
 		}
 		want = "a whole number"
 	case reflect.Float32, reflect.Float64:
+		if isNumber { // a JSON number fails a float only by its size
+			return "is too large a number"
+		}
 		want = "a number"
 	case reflect.String:
 		want = "a string"
@@ -75,6 +78,12 @@ func mustBe(t reflect.Type, got string) string {
 		return "must be " + want
 	}
 	return "must be " + want + ", not " + sent
+}
+
+// beyondFloat reports whether the JSON number n is too large for a float64.
+func beyondFloat(n string) bool {
+	_, err := strconv.ParseFloat(n, 64)
+	return errors.Is(err, strconv.ErrRange)
 }
 
 // pathAt names the value of the JSON document body that ends its first
@@ -98,6 +107,7 @@ func pathAt(body []byte, offset int64) string {
 		}
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber() // a number beyond float64 (1e400) must not end the walk
 	for {
 		tok, err := dec.Token()
 		if err != nil {

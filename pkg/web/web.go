@@ -177,7 +177,9 @@ func Decode[T any](w http.ResponseWriter, r *http.Request) (T, error) {
 	if err := dec.Decode(&v); err != nil {
 		return v, &Error{Status: http.StatusBadRequest, Detail: decodeDetail(body, err)}
 	}
-	if dec.More() {
+	// More alone misses a stray "]" or "}", which it reads as the end of a
+	// value; only io.EOF says the body held one JSON value and nothing else.
+	if _, err := dec.Token(); err != io.EOF {
 		return v, Errorf(http.StatusBadRequest, "malformed JSON: data after the JSON value")
 	}
 	if val, ok := any(&v).(Validator); ok {

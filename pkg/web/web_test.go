@@ -46,6 +46,9 @@ func TestDecode(t *testing.T) {
 		{"Malformed", "application/json", `{"name":`, 400},
 		{"UnknownField", "application/json", `{"name":"x","extra":1}`, 400},
 		{"TrailingData", "application/json", `{"name":"x"} {}`, 400},
+		{"TrailingBracket", "application/json", `{"name":"x"}]`, 400},
+		{"TrailingBrace", "application/json", `{"name":"x"}}`, 400},
+		{"TrailingWhitespace", "application/json", "{\"name\":\"x\"} \n", 0},
 		{"FailsValidation", "application/json", `{"name":""}`, 400},
 		{"TooLarge", "application/json", `{"name":"` + strings.Repeat("x", web.MaxBodyBytes) + `"}`, 413},
 	}
@@ -91,6 +94,8 @@ func TestDecodeDetailsInTheClientsWords(t *testing.T) {
 		{"Fraction", `{"items":[{"quantity":1},{"quantity":1.5}]}`, "items[1].quantity: must be a whole number"},
 		{"Exponent", `{"items":[{"quantity":1e3}]}`, "items[0].quantity: must be a whole number"},
 		{"BeyondInt64", `{"items":[{"quantity":99999999999999999999}]}`, "items[0].quantity: is too large a number"},
+		{"BeyondFloat64InAWholeNumber", `{"items":[{"quantity":1e400}]}`, "items[0].quantity: is too large a number"},
+		{"BeyondFloat64InANumber", `{"rate":1e400}`, "rate: is too large a number"},
 		{"StringForNumber", `{"items":[{"sku":"A","quantity":"2"}]}`, "items[0].quantity: must be a whole number, not a string"},
 		{"NumberForString", `{"items":[{"sku":7}]}`, "items[0].sku: must be a string, not a number"},
 		{"ArrayForObject", `{"address":[]}`, "address: must be an object, not an array"},
