@@ -45,6 +45,7 @@ func Spec(cfg Config) (participant.Spec, error) {
 		Schema:    Schema,
 		Reactions: eventapi.Reactions(),
 		API:       httpapi.Routes,
+		Jobs:      []participant.Job{pg.ForgetOnceKeysJob("restock_requests")},
 	}, nil
 }
 

@@ -42,6 +42,7 @@ func Spec(cfg Config) (participant.Spec, error) {
 		Schema:    Schema,
 		Reactions: eventapi.Reactions(),
 		API:       httpapi.Routes,
+		Jobs:      []participant.Job{pg.ForgetOnceKeysJob("deposit_requests")},
 	}, nil
 }
 
