@@ -22,13 +22,18 @@ import (
 const repoRoot = ".."
 
 // pages returns the Markdown files whose links are checked: the repository
-// README and every page in docs/.
+// README and every page in docs/ and docs/appendix/.
 func pages(t *testing.T) []string {
 	t.Helper()
 	docs, err := filepath.Glob("*.md")
 	if err != nil {
 		t.Fatal(err)
 	}
+	appendix, err := filepath.Glob("appendix/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs = append(docs, appendix...)
 	if len(docs) == 0 {
 		t.Fatal("no *.md files found in docs/")
 	}

@@ -39,19 +39,19 @@ func mustCancel(t *testing.T, id, reason string) {
 	}
 }
 
-// hold stops a service gracefully, as if it were down, and returns the
-// function that starts it again; the test's cleanup starts it if the test
+// stopService stops a service gracefully, as if it were down, and returns
+// the function that starts it again; the test's cleanup starts it if the test
 // did not.
-func hold(t *testing.T, name string) (release func()) {
+func stopService(t *testing.T, name string) (restart func()) {
 	t.Helper()
 	s := services[name]
 	s.stop(syscall.SIGTERM)
-	released := false
-	release = func() {
-		if released {
+	started := false
+	restart = func() {
+		if started {
 			return
 		}
-		released = true
+		started = true
 		if err := s.start(); err != nil {
 			t.Fatal(err)
 		}
@@ -59,8 +59,8 @@ func hold(t *testing.T, name string) (release func()) {
 			t.Fatalf("%v\n%s", err, s.logTail(30))
 		}
 	}
-	t.Cleanup(release)
-	return release
+	t.Cleanup(restart)
+	return restart
 }
 
 // waitRecord polls a service's record of an order until its status is want.
@@ -112,7 +112,7 @@ func wantUndone(t *testing.T, f fixture, id, reason string, balanceBefore, stock
 	assertEqual(t, "shipment reason", sh.Reason, reason)
 }
 
-// cancelWhileDown is a step of TestCancel: with svc held down, it creates
+// cancelWhileDown is a step of TestCancel: with svc stopped, it creates
 // an order for a fresh customer and SKU (balance, stock), runs during —
 // which cancels it at the step before svc and checks what has been undone
 // so far — and wants the order still CANCELLING, waiting for svc; then it
@@ -120,16 +120,16 @@ func wantUndone(t *testing.T, f fixture, id, reason string, balanceBefore, stock
 func cancelWhileDown(t *testing.T, svc string, balance, stock int64, during func(f fixture, id string)) {
 	t.Helper()
 	f := newFixture(t, balance, stock)
-	release := hold(t, svc)
+	restart := stopService(t, svc)
 	o := createOrder(t, f.order(2, 2500, "JP"))
 	during(f, o.ID)
 	assertEqual(t, "status while "+svc+" is down", orderStatus(t, o.ID).Status, "CANCELLING")
-	release()
+	restart()
 	wantUndone(t, f, o.ID, "customer_cancelled", balance, stock)
 }
 
-// TestCancel cancels an order at each step of its saga — holding the next
-// step's service down, so the cancel lands exactly there — and requires
+// TestCancel cancels an order at each step of its saga — stopping the next
+// step's service, so the cancel lands exactly there — and requires
 // it to end CANCELLED customer_cancelled with every effect undone in every
 // service, even for a step that arrives after the cancel.
 func TestCancel(t *testing.T) {
@@ -225,7 +225,7 @@ func TestDeadline(t *testing.T) {
 	timedOutBefore := metric(t, "order", "choreo_orders_timed_out_total", nil)
 
 	f := newFixture(t, 10000, 10)
-	release := hold(t, "shipping")
+	restart := stopService(t, "shipping")
 	o := createOrder(t, f.order(2, 2500, "JP"))
 	eventually(t, 60*time.Second, func() error {
 		if got := orderStatus(t, o.ID); got.Status != "CANCELLING" || got.CancelReason != "timeout" {
@@ -236,6 +236,6 @@ func TestDeadline(t *testing.T) {
 	if got := metric(t, "order", "choreo_orders_timed_out_total", nil) - timedOutBefore; got < 1 {
 		t.Fatalf("choreo_orders_timed_out_total rose by %v, want at least 1", got)
 	}
-	release()
+	restart()
 	wantUndone(t, f, o.ID, "timeout", 10000, 10)
 }

@@ -19,36 +19,37 @@ import (
 	"github.com/choreo-saga/choreo/pkg/events"
 )
 
-// TestPoisonedOrderIsParkedThenReplayed: one order's step fails for good
-// — its customer's account was switched to another currency by hand after
-// the charge, so payment cannot credit the refund its cancel needs. Payment
+// TestPoisonedOrderIsParkedThenReplayed: one order's step fails for good —
+// its customer's account was switched to another currency by hand after the
+// charge, so payment cannot credit the refund its cancel needs. Payment
 // parks that order: the failure is dead-lettered with its reason, a later
-// delivery of the order's events is held, not applied, and every other
-// order keeps completing. choreoctl lists it; a replay before the fix
-// fails and changes nothing; once the account is fixed, a replay applies
-// the held events in order and the order ends CANCELLED with exactly one
-// charge and one refund, every service agreeing. Replaying again is a
-// no-op.
+// delivery of the order's events is parked behind it, not applied, and
+// every other order keeps completing. choreoctl lists it; a replay before
+// the fix fails and changes nothing; once the account is fixed, a replay
+// applies the events parked behind it in order and the order ends CANCELLED
+// with exactly one charge and one refund, every service agreeing. Replaying
+// again is a no-op.
 func TestPoisonedOrderIsParkedThenReplayed(t *testing.T) {
 	ctl := buildChoreoctl(t)
 	f := newFixture(t, 10000, 10)
 	balanceBefore, stockBefore := balance(t, f.customer), stock(t, f.sku).Available
 
-	release := hold(t, "inventory") // the saga waits after the charge
+	restart := stopService(t, "inventory") // the saga waits after the charge
 	o := createOrder(t, f.order(1, 1000, "JP"))
 	waitRecord(t, "payment", "/payments/"+o.ID, "COMPLETED")
 	setCurrency(t, f.customer, "EUR") // the poison: a bad hand-made data fix
 	if status, _, _ := cancel(t, o.ID); status != http.StatusAccepted {
 		t.Fatalf("POST /orders/%s/cancel = %d, want 202", o.ID, status)
 	}
-	release()
+	restart()
 
 	// Payment dead-letters the cancel it cannot refund, and parks the order.
 	dead := eventuallyMessages(t, events.DeadLetterTopic("payment"), o.ID, 1)
 	if r := header(dead[0], "dlq_reason"); !strings.Contains(r, "settle it by hand") {
 		t.Fatalf("dead letter reason %q, want the refused refund", r)
 	}
-	// The broker delivers the order's OrderCancelRequested again: held.
+	// The broker delivers the order's OrderCancelRequested again: parked
+	// behind it.
 	var again []*sarama.ProducerMessage
 	for _, m := range messagesFor(t, events.TopicOrder, o.ID) {
 		if e, err := events.DecodeEnvelope(m.Value); err == nil && e.Type == events.TypeOrderCancelRequested {
@@ -61,13 +62,13 @@ func TestPoisonedOrderIsParkedThenReplayed(t *testing.T) {
 	produce(t, again...)
 	eventually(t, 30*time.Second, func() error {
 		out := runCtl(t, ctl, "parked", "-order", o.ID)
-		if n := strings.Count(out, events.TypeOrderCancelRequested); n != 2 || !strings.Contains(out, "held behind the failure") || !strings.Contains(out, "settle it by hand") {
-			return fmt.Errorf("choreoctl parked -order %s:\n%s\nwant the failure with its reason, then the held copy", o.ID, out)
+		if n := strings.Count(out, events.TypeOrderCancelRequested); n != 2 || !strings.Contains(out, "parked behind the failure") || !strings.Contains(out, "settle it by hand") {
+			return fmt.Errorf("choreoctl parked -order %s:\n%s\nwant the failure with its reason, then the copy parked behind it", o.ID, out)
 		}
 		return nil
 	})
 	t.Logf("choreoctl parked -order %s:\n%s", o.ID, runCtl(t, ctl, "parked", "-order", o.ID))
-	if out := runCtl(t, ctl, "dead-letters"); !strings.Contains(out, o.ID) || strings.Contains(out, "held behind") {
+	if out := runCtl(t, ctl, "dead-letters"); !strings.Contains(out, o.ID) || strings.Contains(out, "parked behind") {
 		t.Fatalf("choreoctl dead-letters:\n%s\nwant the failure of %s alone", out, o.ID)
 	}
 

@@ -1,25 +1,6 @@
 // Command outbox compares three ways of moving transactional-outbox rows to
-// Kafka, over the same PostgreSQL and Kafka, in one run:
-//
-//   - relay: choreo's relay (pkg/outbox): LISTEN/NOTIFY wake-ups, batches
-//     published with one SendMessages call and marked with one statement;
-//   - naive: the poller many first versions are — every second, read the
-//     unsent rows and, one row at a time, send it synchronously and mark it;
-//   - watermill: Watermill's SQL forwarder (watermill-sql's publisher in
-//     the transaction, the forwarder component polling the table and
-//     publishing through watermill-kafka), with its defaults.
-//
-// Two figures per contender: drain (how fast a backlog of -rows rows
-// reaches Kafka) and trickle (latency from a row's commit to its arrival
-// at a Kafka consumer, rows committed one by one at -rate per second).
-// The machine and its load change the absolute times; the ratios between
-// contenders of one run are the result.
-//
-//	eval "$(bash scripts/infra.sh up)"
-//	cd bench && go run ./outbox -rows 20000 -rate 200 -trickle 10s
-//
-// It uses a database per contender (bench_relay, …), created next to the
-// one in -db (default $TEST_DATABASE_URL) and dropped first if present.
+// Kafka (choreo's relay, a naive poller and Watermill's SQL forwarder) over
+// the same PostgreSQL and Kafka, in one run.
 package main
 
 import (
@@ -35,6 +16,15 @@ import (
 	"time"
 )
 
+// Two figures per contender: drain (how fast a backlog of -rows rows
+// reaches Kafka) and trickle (latency from a row's commit to its arrival at
+// a consumer, rows committed one by one at -rate per second). The ratios
+// between contenders of one run are the result. It uses a database per
+// contender (bench_relay, …), created next to the one in -db and dropped
+// first if present.
+//
+//	eval "$(bash scripts/infra.sh up)"
+//	cd bench && go run ./outbox -rows 20000 -rate 200 -trickle 10s
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()

@@ -1,35 +1,7 @@
-// Command choreoctl is the operator's tool for what the services set
-// aside: the orders a permanent failure parked (the failed message, with
-// its reason, and the events held behind it) and the outbox rows Kafka
-// refused. It talks to each service's admin API (participant.Admin):
-//
-//	choreoctl parked                              every parked order and row, per service
-//	choreoctl dead-letters                        only the failures, with their reasons
-//	choreoctl replay  -order ID [-service S]      apply an order's rows, in order, once the cause is fixed
-//	choreoctl replay  -event ID [-service S]      … or the one row at the head of its order
-//	choreoctl replay  -row N -service S           … by row number
-//	choreoctl release -order ID [-service S]      let them go unapplied (marked processed)
-//	choreoctl outbox                              outbox rows Kafka refused
-//	choreoctl release-outbox -service S -id N     publish one again
-//
-// Replay and release are idempotent: run again, they report what was
-// already resolved and change nothing. Without -service, -order and -event
-// act on every service that has them parked.
-//
-// The services' addresses default to the local ones (make run, go run
-// ./deploy/local); -services or $CHOREO_SERVICES overrides them, e.g.
-// "payment=http://10.0.0.5:8081,order=http://10.0.0.4:8080". The admin
-// API needs an operator's token (package bearer): -token, else
-// $CHOREO_TOKEN, else one signed for a minute with the development key
-// of the local modes, if there is one.
-//
-// For development it also makes tokens, as an identity provider would:
-//
-//	choreoctl dev-key                             make the key pair (once) and print the services' AUTH_* settings
-//	choreoctl token -sub c-1 [-operator] [-ttl 1h]  a token of customer c-1 (or of operator c-1)
-//
-// signed with the key pair in $CHOREO_DEV_KEY_DIR, else
-// ~/.cache/choreo/dev-key (internal/devkey), made on first use.
+// Command choreoctl is the operator's tool for what the services set aside,
+// through each service's admin API: the orders a permanent failure parked,
+// and the outbox rows Kafka refused; and, for development, the token key
+// and tokens an identity provider would issue.
 package main
 
 import (
@@ -67,7 +39,15 @@ func main() {
 	})
 }
 
-// commands is the usage's list of what choreoctl does.
+// commands is the usage's list of what choreoctl does. Replay and release
+// are idempotent: run again, they report what was already resolved and
+// change nothing. Without -service, -order and -event act on every service
+// that has them parked. The services' addresses default to the local ones
+// (make run, go run ./deploy/local); the admin API needs an operator's
+// token: -token, else $CHOREO_TOKEN, else one signed for a minute with the
+// development key (internal/devkey), if there is one. dev-key and token
+// use that key, made on first use in $CHOREO_DEV_KEY_DIR, else
+// ~/.cache/choreo/dev-key.
 const commands = `usage: choreoctl [-services URLS] [-token TOKEN] [-json] COMMAND [flags]
 
 commands:
@@ -77,8 +57,8 @@ commands:
   replay -event ID [-service S]     … or the one row at the head of its order
   replay -row N -service S          … by row number
   release -order ID [-service S]    let them go unapplied (marked processed)
-  outbox                            outbox rows Kafka refused
-  release-outbox -service S -id N   publish one again
+  outbox-refused                    outbox rows Kafka refused
+  outbox-retry -service S -id N     put one back in line for the relay
   dev-key                           make the development key pair once; print the services' AUTH_* settings
   token -sub ID [-operator] [-ttl D]  a development token of customer (or operator) ID
 `
@@ -107,7 +87,7 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 	order := sub.String("order", "", "the order (the parked key) by its `id`")
 	event := sub.String("event", "", "the event by its `id`")
 	row := sub.Int64("row", 0, "the parked row's `number` (with -service)")
-	id := sub.Int64("id", 0, "the outbox row's `id` (release-outbox, with -service)")
+	id := sub.Int64("id", 0, "the outbox row's `id` (outbox-retry, with -service)")
 	subject := sub.String("sub", "", "the token's subject: a customer's `id` (token)")
 	operator := sub.Bool("operator", false, "give the token the operator role (token)")
 	ttl := sub.Duration("ttl", time.Hour, "how long the token is good for (token)")
@@ -163,23 +143,23 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 			return fmt.Errorf("%s: select by one of -order, -event and -row (-row needs -service)", cmd)
 		}
 		return c.resolve(ctx, targets, cmd, q, *service != "", *order)
-	case "outbox":
-		return c.outbox(ctx, targets)
-	case "release-outbox":
+	case "outbox-refused":
+		return c.refused(ctx, targets)
+	case "outbox-retry":
 		if *service == "" || *id <= 0 {
-			return errors.New("release-outbox: needs -service and -id")
+			return errors.New("outbox-retry: needs -service and -id")
 		}
 		var res map[string]any
-		if err := c.do(ctx, targets[0], http.MethodPost, fmt.Sprintf("/admin/outbox/parked/%d/release", *id), &res); err != nil {
+		if err := c.do(ctx, targets[0], http.MethodPost, fmt.Sprintf("/admin/outbox/refused/%d/retry", *id), &res); err != nil {
 			return err
 		}
 		if *asJSON {
 			return json.NewEncoder(out).Encode(res)
 		}
-		if res["released"] == true {
-			fmt.Fprintf(out, "%s: outbox row %d released; the relay publishes it now\n", targets[0].name, *id)
+		if res["retried"] == true {
+			fmt.Fprintf(out, "%s: outbox row %d back in line; the relay publishes it now\n", targets[0].name, *id)
 		} else {
-			fmt.Fprintf(out, "%s: outbox row %d was not parked; nothing to do\n", targets[0].name, *id)
+			fmt.Fprintf(out, "%s: outbox row %d was not refused; nothing to do\n", targets[0].name, *id)
 		}
 		return nil
 	default:
@@ -333,7 +313,7 @@ func (c *client) list(ctx context.Context, targets []service, order string, fail
 			if failuresOnly && r.Reason == nil {
 				return "", false
 			}
-			reason := "held behind the failure above"
+			reason := "parked behind the failure above"
 			if r.Reason != nil {
 				reason = *r.Reason
 			}
@@ -397,7 +377,7 @@ func listAll[R any](ctx context.Context, c *client, targets []service, path, hea
 // them; with one service named, its answer is the answer.
 //
 // Releasing an order releases the rows listed when the command starts, and
-// no row held since: those stay parked for the operator to look at.
+// no row parked since: those stay parked for the operator to look at.
 func (c *client) resolve(ctx context.Context, targets []service, cmd string, q url.Values, named bool, order string) error {
 	found := false
 	var errs []error
@@ -416,7 +396,7 @@ func (c *client) resolve(ctx context.Context, targets []service, cmd string, q u
 				q.Del("through")
 			}
 		}
-		var res park.Result
+		var res park.Report
 		err := c.do(ctx, s, http.MethodPost, "/admin/parked/"+cmd+"?"+q.Encode(), &res)
 		var ae *apiError
 		if errors.As(err, &ae) && ae.Status == http.StatusNotFound && !named {
@@ -450,10 +430,10 @@ func (c *client) resolve(ctx context.Context, targets []service, cmd string, q u
 	return errors.Join(errs...)
 }
 
-func (c *client) outbox(ctx context.Context, targets []service) error {
-	return listAll(ctx, c, targets, "/admin/outbox/parked", "SERVICE\tID\tTOPIC\tKEY\tBYTES\tPARKED AT\tLAST ERROR", "no outbox rows refused",
-		func(s service, r outbox.ParkedRow) (string, bool) {
-			return fmt.Sprintf("%s\t%d\t%s\t%s\t%d\t%s\t%s", s.name, r.ID, r.Topic, r.Key, r.Bytes, r.ParkedAt.Format(time.RFC3339), oneLine(r.LastError)), true
+func (c *client) refused(ctx context.Context, targets []service) error {
+	return listAll(ctx, c, targets, "/admin/outbox/refused", "SERVICE\tID\tTOPIC\tKEY\tBYTES\tREFUSED AT\tLAST ERROR", "no outbox rows refused",
+		func(s service, r outbox.RefusedRow) (string, bool) {
+			return fmt.Sprintf("%s\t%d\t%s\t%s\t%d\t%s\t%s", s.name, r.ID, r.Topic, r.Key, r.Bytes, r.RefusedAt.Format(time.RFC3339), oneLine(r.LastError)), true
 		})
 }
 

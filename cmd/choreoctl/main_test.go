@@ -36,8 +36,8 @@ func fakeAdmin(t *testing.T, parked bool) *httptest.Server {
 			w.Write([]byte(`{"service":"payment","orders":1,"rows":[
 				{"seq":7,"service":"payment","key":"o-1","event_id":"e-1","event_type":"OrderCancelRequested","topic":"order.events","partition":2,"offset":40,"reason":"refund refused:\nsettle it by hand","parked_at":"2026-12-01T10:00:00Z"},
 				{"seq":8,"service":"payment","key":"o-1","event_id":"e-2","event_type":"OrderCancelRequested","topic":"order.events","partition":2,"offset":41,"parked_at":"2026-12-01T10:00:01Z"}]}`))
-		case r.Method == http.MethodGet && r.URL.Path == "/admin/outbox/parked":
-			w.Write([]byte(`{"rows":[{"id":3,"topic":"payment.events","key":"o-9","bytes":2000000,"parked_at":"2026-12-01T10:00:00Z","last_error":"message too large"}]}`))
+		case r.Method == http.MethodGet && r.URL.Path == "/admin/outbox/refused":
+			w.Write([]byte(`{"rows":[{"id":3,"topic":"payment.events","key":"o-9","bytes":2000000,"refused_at":"2026-12-01T10:00:00Z","last_error":"message too large"}]}`))
 		case r.Method == http.MethodGet && r.URL.Path == "/admin/parked":
 			w.Write([]byte(`{"service":"order","orders":0,"rows":[]}`))
 		case r.Method == http.MethodPost && r.URL.Path == "/admin/parked/replay" && parked:
@@ -67,14 +67,14 @@ func TestChoreoctl(t *testing.T) {
 		wantErr string
 	}{
 		{"ListsRowsOnOneLineEach", []string{services, "-token", "tok", "parked"},
-			[]string{"payment  o-1    7", "refund refused: settle it by hand", "held behind the failure above"}, ""},
+			[]string{"payment  o-1    7", "refund refused: settle it by hand", "parked behind the failure above"}, ""},
 		{"DeadLettersAreTheFailuresOnly", []string{services, "-token", "tok", "dead-letters"},
 			[]string{"e-1"}, ""},
 		{"ReplayActsWhereTheOrderIsParked", []string{services, "-token", "tok", "replay", "-order", "o-1"},
 			[]string{"payment: row 7 OrderCancelRequested e-1 of order o-1: applied", "payment: row 8 OrderCancelRequested e-2 of order o-1: duplicate"}, ""},
 		{"ANamedServiceAnswersNotFound", []string{services, "-token", "tok", "replay", "-service", "order", "-order", "o-1"},
 			nil, "404 nothing of order o-1 was ever parked"},
-		{"OutboxRowsOfEveryService", []string{services, "-token", "tok", "outbox"},
+		{"OutboxRowsOfEveryService", []string{services, "-token", "tok", "outbox-refused"},
 			[]string{"order    3   payment.events  o-9  2000000", "payment  3", "message too large"}, ""},
 		{"NothingParked", []string{"-services=order=" + order.URL, "-token", "tok", "parked"}, []string{"nothing parked\n"}, ""},
 		{"NoDeadLetters", []string{"-services=order=" + order.URL, "-token", "tok", "dead-letters"}, []string{"no dead letters\n"}, ""},
@@ -104,7 +104,7 @@ func TestChoreoctl(t *testing.T) {
 				}
 			}
 			if tt.name == "DeadLettersAreTheFailuresOnly" && strings.Contains(out.String(), "e-2") {
-				t.Errorf("dead-letters lists the held row:\n%s", out.String())
+				t.Errorf("dead-letters lists the row parked behind:\n%s", out.String())
 			}
 		})
 	}

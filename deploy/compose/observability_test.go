@@ -250,7 +250,7 @@ func TestComposeDashboardQueriesRegisteredMetrics(t *testing.T) {
 	}
 	for _, alert := range []string{
 		"choreo_outbox_oldest_unsent_seconds", "choreo_consumer_lag",
-		"choreo_consumer_dead_letters_total", "choreo_outbox_parked_rows",
+		"choreo_consumer_dead_letters_total", "choreo_outbox_refused_rows",
 	} {
 		if !used[alert] {
 			t.Errorf("no panel shows %s", alert)

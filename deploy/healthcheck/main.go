@@ -1,15 +1,5 @@
-// Command healthcheck is the container health probe of the service images.
-// The runtime images are distroless — no shell, no curl — so the probe is a
-// static binary of its own, copied next to every service.
-//
-// Usage:
-//
-//	healthcheck [URL]
-//
-// It GETs URL and exits 0 on 200 OK, 1 otherwise. Without an argument it
-// probes the service in the same container: /readyz on the port of
-// HTTP_ADDR, which the service reads too, so the image needs no per-service
-// probe command.
+// Command healthcheck is the container health probe of the service images,
+// whose distroless runtime has no shell and no curl.
 package main
 
 import (
@@ -27,6 +17,10 @@ import (
 // a probe that hangs past it would only leave a stray process behind.
 const timeout = 3 * time.Second
 
+// Usage: healthcheck [URL]. It GETs URL and exits 0 on 200 OK, 1 otherwise.
+// Without an argument it probes the service in the same container: /readyz
+// on the port of HTTP_ADDR, which the service reads too, so the image needs
+// no per-service probe command.
 func main() {
 	if err := run(os.Args[1:], os.Getenv); err != nil {
 		fmt.Fprintln(os.Stderr, "healthcheck:", err)

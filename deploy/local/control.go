@@ -16,7 +16,7 @@ import (
 // that the control endpoint can stop it and start it again. Stopping ends
 // its Run — HTTP API, consumer and relay, the message in hand finished and
 // its offset committed — as `docker compose stop` ends a container; that is
-// the only hold-back that needs nothing from the services beyond their Run.
+// the only stop that needs nothing from the services beyond their Run.
 type service struct {
 	name     string
 	base     string // its HTTP base URL, polled on start until ready

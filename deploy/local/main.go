@@ -1,50 +1,7 @@
 // Command local runs the whole of Choreo in one process, on a machine with
-// nothing but Go installed — no Docker, no Kafka, no PostgreSQL to set up:
-//
-//	go run ./deploy/local
-//
-// It starts an in-process Kafka-protocol broker (franz-go's kfake) on
-// 127.0.0.1:9092 and a throwaway PostgreSQL (the machine's own binaries if
-// installed, else downloaded once into the user's cache), then the four
-// services and the saga tracker, in this process, on their usual ports:
-// order :8080, payment :8081, inventory :8082, shipping :8083, tracker
-// :8084. Once all five answer /readyz it prints the curl commands of a
-// walkthrough. Ctrl-C stops the services, then
-// the broker and the database; a second Ctrl-C exits at once (PostgreSQL
-// still shuts down: it is told to when its parent dies).
-//
-// Flags:
-//
-//	-kafka-addr 127.0.0.1:9092   where the broker listens; port 0 picks one
-//	-pg-port 0                   PostgreSQL's port on 127.0.0.1; 0 picks one
-//	-data-dir DIR                keep the data in DIR between runs (default: throwaway)
-//	-order-addr :8080            the services' HTTP addresses, likewise
-//	                             -payment-addr, -inventory-addr, -shipping-addr,
-//	                             -tracker-addr (:8084)
-//	-saga-sla 30s                when the tracker calls a running saga stuck
-//	-shipping-countries JP,...   the countries shipping serves
-//	-log-level info              debug, info, warn or error (default:
-//	                             $LOG_LEVEL, else info)
-//	-control-addr 127.0.0.1:8089 the launcher's own API, to hold a service
-//	                             back: POST /services/shipping/stop, later
-//	                             POST /services/shipping/start; GET /services
-//	                             lists them; empty: none
-//	-dev-key-dir DIR             the development token key pair, made there
-//	                             on first use (default: $CHOREO_DEV_KEY_DIR,
-//	                             else ~/.cache/choreo/dev-key)
-//
-// Every API needs a bearer token (package bearer): the services verify
-// with the development key's public half, and `choreoctl token` signs with
-// its private half, which never leaves DIR; choreoctl's operator commands
-// sign their own.
-//
-// The services log as they do on their own (participant.NewLogger): JSON
-// lines, each tagged service=<name>, here all on stderr, so the walkthrough
-// on stdout stays readable and `2>local.log` keeps the log in a file. At
-// debug the access log and a line per event applied are added.
-//
-// kfake is a faithful Kafka double, not Kafka: for the real broker, use
-// scripts/infra.sh (make run).
+// nothing but Go installed: an in-process Kafka-protocol broker, a
+// throwaway PostgreSQL, the four services and the tracker, whose APIs take
+// tokens of the development key (-dev-key-dir; choreoctl token).
 package main
 
 import (
@@ -77,6 +34,15 @@ import (
 	"github.com/choreo-saga/choreo/services/tracker"
 )
 
+// The services listen on their usual ports (order :8080 to shipping :8083,
+// tracker :8084; see -h for the flags); once all five answer /readyz it
+// prints a walkthrough, with the admin token it generated for choreoctl.
+// Ctrl-C stops the services, then the broker and the database; a second
+// Ctrl-C exits at once. The services log JSON to stderr, each line tagged
+// service=<name>. kfake is a faithful Kafka double, not Kafka: for the real
+// broker, use scripts/infra.sh (make run).
+//
+//	go run ./deploy/local
 func main() {
 	cli.Main("local", func(ctx context.Context) error { return run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr) })
 }
@@ -309,7 +275,7 @@ Choreo is running, ready in {{.Took}} (embedded Kafka and PostgreSQL)
   shipping   {{.Shipping}}
   tracker    {{.Tracker}}  (open it in a browser: every saga's timeline)
 {{- if .Control}}
-  control    {{.Control}}  (POST /services/shipping/stop, later .../start: hold a service back)
+  control    {{.Control}}  (POST /services/shipping/stop, later .../start: stop a service for a while)
 {{- end}}
   kafka      {{.Kafka}}
   postgres   {{.Postgres}}  (and payment_db, inventory_db, shipping_db, tracker_db)

@@ -1,8 +1,6 @@
 // Package consumer is an idempotent Kafka consumer with a transactional
-// outbox, on plain sarama and database/sql: the file to read top to bottom
-// and copy. Per message, one transaction marks the event id as processed,
-// applies the effect and writes the event it emits; only after the commit is
-// the offset marked. Relay (relay.go) then publishes the outbox.
+// outbox on plain sarama and database/sql: the file to read top to bottom
+// and copy.
 package consumer
 
 import (

@@ -13,19 +13,9 @@ import (
 // Relay publishes the outbox's unsent rows in id order and then marks them
 // sent, until ctx ends. The producer should come from NewProducer. Run one
 // relay per database: two would publish rows twice (pkg/outbox elects a
-// leader).
-//
-// A crash between the publish and the mark publishes those rows again after
-// the restart, so consumers see duplicates; their event ids are unchanged,
-// which is why Handle can skip them.
-//
-// The limit of this minimal relay: an id is taken from the sequence at
-// INSERT, not at COMMIT, so a transaction holding id 7 can commit after id 8
-// was published. Marking rows, this relay still publishes 7, only after 8; a
-// relay that remembered the last id sent (WHERE id > $last) would skip it
-// for ever. pkg/outbox closes the gap: each row records its transaction's
-// xid8, and the relay reads only rows below pg_snapshot_xmin, whose
-// transactions have all ended, in (txid, id) order.
+// leader). A crash between the publish and the mark publishes those rows
+// again after the restart; their event ids are unchanged, which is why
+// Handle can skip them.
 func Relay(ctx context.Context, db *sql.DB, producer sarama.SyncProducer) error {
 	for {
 		n, err := relayOnce(ctx, db, producer)
@@ -46,6 +36,14 @@ func Relay(ctx context.Context, db *sql.DB, producer sarama.SyncProducer) error 
 // relayOnce publishes up to 100 unsent rows and marks them sent, returning
 // how many it published.
 func relayOnce(ctx context.Context, db *sql.DB, producer sarama.SyncProducer) (int, error) {
+	// The limit of this minimal relay: an id is taken from the sequence at
+	// INSERT, not at COMMIT, so a transaction holding id 7 can commit after
+	// id 8 was published. Marking rows, this relay still publishes 7, after
+	// 8; one that remembered the last id sent (WHERE id > $last) would skip
+	// it for ever. pkg/outbox keeps the order too: each row records its
+	// transaction's xid8, and its relay reads only rows below
+	// pg_snapshot_xmin, whose transactions have all ended, in (txid, id)
+	// order.
 	rows, err := db.QueryContext(ctx, `SELECT id, topic, key, value FROM outbox WHERE sent_at IS NULL ORDER BY id LIMIT 100`)
 	if err != nil {
 		return 0, fmt.Errorf("select outbox: %w", err)

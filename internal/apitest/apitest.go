@@ -1,13 +1,6 @@
-// Package apitest keeps each service's OpenAPI document honest. A service's
-// tests hand it the router they serve and the document they publish; it
-// fails the test when the document is not valid OpenAPI 3, when the two
-// disagree on which routes exist, when a response the service gives is not
-// the one documented for its operation and status, when a JSON body the
-// service writes does not match the schema that documents it, or when
-// GET /openapi.yaml serves something other than the document.
-//
-// It is a test helper: only _test.go files import it, so neither it nor its
-// OpenAPI library ends up in a service binary.
+// Package apitest keeps each service's OpenAPI document honest: the routes,
+// the responses and their JSON bodies are the ones documented, and only
+// _test.go files import it.
 package apitest
 
 import (

@@ -41,18 +41,15 @@ type EmbeddedOptions struct {
 // binaries and downloads when there are none.
 const EmbeddedPGEnv = "CHOREO_EMBEDDED_PG"
 
-// Embedded starts an in-process Kafka-protocol broker (franz-go's kfake) and
-// a PostgreSQL server holding every database in Databases. It needs nothing
-// but Go: PostgreSQL's binaries are the machine's own when installed (see
-// EmbeddedPGEnv), downloaded once into the user's cache otherwise.
-//
-// PostgreSQL runs as a child process in a process group of its own, so a
-// Ctrl-C in the terminal reaches only this process, which stops the services
-// before the database; should this process die without calling Stop, Linux
-// still delivers the child a fast-shutdown signal. Stop stops both servers
-// and removes the temporary directory. StopKafka and StartKafka simulate a
-// broker outage and its end; the broker keeps its topics, offsets and
-// groups meanwhile.
+// Embedded starts an in-process Kafka-protocol broker (franz-go's kfake)
+// and a PostgreSQL server holding every database in Databases, needing
+// nothing but Go: PostgreSQL's binaries are the machine's own when
+// installed (see EmbeddedPGEnv), downloaded once otherwise. PostgreSQL runs
+// in a process group of its own, so a Ctrl-C reaches only this process,
+// which stops the services before the database; should it die without Stop,
+// Linux still signals the child. Stop stops both and removes the temporary
+// directory; StopKafka and StartKafka simulate a broker outage, topics,
+// offsets and groups kept.
 func Embedded(ctx context.Context, opts EmbeddedOptions) (*Running, error) {
 	log := opts.Logger
 	if log == nil {

@@ -1,16 +1,5 @@
 // Package infra finds or starts the Kafka and PostgreSQL that the services,
-// the embedded mode and the tests run against. There are three sources, tried
-// in this order by Discover:
-//
-//  1. the environment (KAFKA_BROKERS and *_DATABASE_URL), as scripts/infra.sh
-//     prints them and CI exports them — real Kafka, real PostgreSQL;
-//  2. Docker, when an engine answers: testcontainers' Kafka and PostgreSQL
-//     modules (see docker.go);
-//  3. embedded: an in-process Kafka-protocol broker (franz-go's kfake) and a
-//     throwaway PostgreSQL cluster (see embedded.go).
-//
-// Under CI=true only the environment is accepted, so CI can never quietly
-// fall back to a fake broker.
+// the embedded mode and the tests run against.
 package infra
 
 import (
@@ -102,9 +91,12 @@ func FromEnv(getenv func(string) string) (Endpoints, bool) {
 // HowToStart tells a reader how to provide real infrastructure.
 const HowToStart = `start Kafka and PostgreSQL first: eval "$(scripts/infra.sh up)"`
 
-// Discover returns the first source that works: the environment, then
-// Docker, then embedded. Under CI=true it accepts only the environment.
-// It logs which source it used.
+// Discover returns the first source that works: the environment
+// (KAFKA_BROKERS and *_DATABASE_URL, as scripts/infra.sh prints them), then
+// Docker (testcontainers, docker.go), then embedded (kfake and a throwaway
+// PostgreSQL, embedded.go). Under CI=true it accepts only the environment,
+// so CI can never quietly fall back to a fake broker. It logs which source
+// it used.
 func Discover(ctx context.Context, log *slog.Logger) (*Running, error) {
 	if e, ok := FromEnv(os.Getenv); ok {
 		log.Info("infrastructure from the environment", "mode", e.Mode, "brokers", e.Brokers)

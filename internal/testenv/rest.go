@@ -100,12 +100,12 @@ type topicPartition struct {
 	partition int32
 }
 
-// unsent counts the outboxes' rows that are neither sent nor parked.
+// unsent counts the outboxes' rows that are neither sent nor refused.
 func unsent(dbs []*sqlx.DB) (int, string) {
 	total := 0
 	for _, db := range dbs {
 		var n int
-		if err := db.Get(&n, `SELECT count(*) FROM outbox WHERE sent_at IS NULL AND parked_at IS NULL`); err != nil {
+		if err := db.Get(&n, `SELECT count(*) FROM outbox WHERE sent_at IS NULL AND refused_at IS NULL`); err != nil {
 			return 0, fmt.Sprintf("count unsent outbox rows: %v", err)
 		}
 		total += n

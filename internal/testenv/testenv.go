@@ -1,8 +1,5 @@
-// Package testenv gives tests a Kafka and a PostgreSQL. Main finds them with
-// infra.Discover: the real ones scripts/infra.sh starts (announced through
-// the environment, and required under CI=true), else testcontainers when a
-// Docker engine answers, else the embedded broker and a throwaway PostgreSQL.
-// Tests never skip: without infrastructure they fail and say how to start it.
+// Package testenv gives tests a Kafka and a PostgreSQL, and fails a test
+// that has neither, saying how to start them: tests never skip.
 package testenv
 
 import (

@@ -1,10 +1,6 @@
-// Package workload describes the orders a load or chaos run places: a
-// world of customers and SKUs set up with known balances and stock, and a
-// seeded plan of orders whose outcome is decided by construction — a
-// happy order completes, a declined one goes to a customer without the
-// money, an out-of-stock one asks for a SKU with no units, an unserved one
-// ships to a country shipping does not serve. The same seed gives the
-// same plan, so a run can be repeated and its outcomes checked.
+// Package workload describes the orders a load or chaos run places: a world
+// of customers and SKUs with known balances and stock, and a seeded plan of
+// orders whose outcome is decided by construction.
 package workload
 
 import (

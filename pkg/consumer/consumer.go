@@ -1,28 +1,5 @@
-// Package consumer runs a Kafka consumer group whose handler is trusted with
-// one rule: return nil only after the message's effects are committed.
-//
-// What the package adds around the handler:
-//   - an offset is marked only after the handler returned nil, so a crash
-//     before the handler's commit redelivers the message (and the
-//     runtime's de-duplication, idem.Mark, makes the redelivery harmless);
-//   - a transient error (database or broker down) is retried with
-//     exponential backoff for as long as it takes — a message is never
-//     skipped because a dependency was briefly away;
-//   - an error wrapped with Permanent (undecodable message, unknown type,
-//     invalid payload) is handed to the DeadLetter function with the reason,
-//     then the offset is marked and consumption continues;
-//   - on shutdown the message in hand is finished and its offset marked,
-//     and no further message is started; ending the session commits the
-//     marked offsets, then the group is left;
-//   - with a BatchHandler, the messages a partition has ready (up to
-//     MaxBatch) are handled together — in the runtime, in one database
-//     transaction — under the same rules: the batch is retried whole
-//     until it succeeds, and only then is its last offset marked. A
-//     permanent failure ends a batch: the messages before it are done,
-//     it is dead-lettered and its offset marked, and the messages after it
-//     are handed over again as the next batch — so whatever the dead
-//     letter changes (the runtime parks the failed message's key) is
-//     seen by every message behind it.
+// Package consumer runs a Kafka consumer group that marks a message's
+// offset only once its handler has committed the message's effects.
 package consumer
 
 import (
@@ -182,6 +159,15 @@ func (c Config) Validate() error {
 }
 
 // Group consumes Config.Topics as one member of Config.GroupID.
+//
+// The handler is trusted with one rule: return nil only after the message's
+// effects are committed. A transient error is retried with backoff for as
+// long as it takes; an error wrapped with Permanent goes to
+// Config.DeadLetter and its offset is marked. On shutdown the message in
+// hand is finished and its offset marked. A BatchHandler gets the messages
+// a partition has ready, retried whole; a permanent failure ends the batch,
+// and the messages after it come again as the next one, so they see what
+// the dead letter changed.
 type Group struct {
 	cfg   Config
 	log   *slog.Logger

@@ -1,14 +1,7 @@
-// Package events defines the messages the saga's services exchange over Kafka:
-// the envelope every message travels in, one payload type per event, the
-// topic each producer writes to, and the decoding and validation a consumer
-// applies before it trusts a message: a tolerant reader (unknown fields are
-// ignored, so producers can add optional ones) that refuses anything invalid
-// and brings older payload versions to the current shape (see Decode and
-// docs/event-evolution.md). It also holds the one rule for the ids clients
-// choose (IDPattern), since those ids travel in events.
-//
-// Every message is keyed by its order id, so all of one order's events land
-// in the same partition and are consumed in the order they were produced.
+// Package events defines the messages the saga's services exchange over
+// Kafka: the envelope, one payload type per event, the topic each producer
+// writes to, and the decoding a consumer applies before it trusts a
+// message.
 package events
 
 import (
@@ -139,26 +132,14 @@ func (e Envelope) Encode() ([]byte, error) {
 	return b, nil
 }
 
-// Decode parses a message value into its Envelope and its typed payload —
-// an OrderCreated, a PaymentCompleted, … as a value, never a pointer — and
-// checks that the type is known and the payload valid. It is the one place
-// a consumer decodes a message; reactions receive the typed payload.
+// Decode parses a message value into its Envelope and its typed payload (a
+// value, never a pointer): the one place a consumer decodes a message.
 // Errors wrap ErrMalformed, ErrUnknownType, ErrUnsupportedVersion or
-// ErrInvalid.
-//
-// Decode is a tolerant reader: fields it does not know, in the envelope or
-// the payload, are ignored, so a producer may add an optional field
-// without breaking older consumers. A payload of an older version of its
-// type is upcast to the current one, and the returned Envelope carries the
-// current Version and the upcast Payload, so reactions only ever see the
-// current shape. A version newer than this code knows is refused
-// (ErrUnsupportedVersion). See docs/event-evolution.md.
-//
-// Beyond the JSON shape, Decode rejects what PostgreSQL would refuse to
-// store, so such a message is dead-lettered here instead of failing every
-// retry inside a consumer's transaction: an id that is not a canonical
-// UUID, a NUL character anywhere, an order_id that is empty, longer than
-// MaxIDLen or holds control characters.
+// ErrInvalid. It is a tolerant reader: unknown fields are ignored, an older
+// payload version is upcast to the current one and a newer one refused
+// (docs/event-evolution.md). It also rejects what PostgreSQL would refuse
+// to store (an id that is not a canonical UUID, a NUL, a bad order_id), so
+// such a message is dead-lettered here rather than failing every retry.
 func Decode(value []byte) (Envelope, Payload, error) {
 	e, err := DecodeEnvelope(value)
 	if err != nil {

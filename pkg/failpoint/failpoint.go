@@ -1,12 +1,6 @@
-// Package failpoint crashes the process at named points in the runtime when
-// configuration asks it to, so that the chaos suite can prove what the
-// guarantees claim: a crash at the worst moment — after the database
-// commit but before the Kafka offset is marked, after Kafka acknowledged a
-// publish but before the outbox row is marked sent — loses nothing and
-// doubles nothing.
-//
-// A point does nothing unless Enable named it. Production never sets
-// CHOREO_FAILPOINTS; the cost of a disabled point is one atomic load.
+// Package failpoint crashes the process at named points of the runtime when
+// CHOREO_FAILPOINTS asks it to, so that the chaos suite can show a crash at
+// the worst moment loses and doubles nothing.
 package failpoint
 
 import (

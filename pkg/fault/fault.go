@@ -1,11 +1,6 @@
-// Package fault names the kinds of failure a service's domain and store
-// report to its callers — not found, conflict, invalid, and the two
-// outcomes of a write conditioned on a version — so that the HTTP
-// adapter maps each kind to a status in one place (web.Respond) while the
-// domain never imports HTTP.
-//
-//	return fault.Errorf(fault.NotFound, "account %s", id)  // in a store
-//	web.Respond(w, r, log, err)                            // 404 in a handler
+// Package fault names the kinds of failure a domain and its store report
+// (not found, conflict, invalid, and the outcomes of a conditional write),
+// which web.Respond maps to HTTP statuses in one place.
 package fault
 
 import (

@@ -1,18 +1,5 @@
 // Package idem is the idempotent consumer's primitive: Mark tells, within
-// the caller's transaction, whether (consumer, event id) is seen for the
-// first time, however often the broker delivers the event.
-//
-// The mechanism is a row in processed_events, inserted in the same database
-// transaction as the handler's business change. The table's primary key, not
-// a SELECT-then-INSERT check, decides who wins: of two transactions inserting
-// the same key, the second blocks until the first ends and then either sees a
-// conflict (the first committed) or proceeds (the first rolled back). A check
-// followed by an insert would let both pass the check and apply the effect
-// twice; TestCheckThenActRaces shows it, TestMarkConcurrent shows the fix.
-//
-// It is the de-duplication primitive only: it never opens or commits a
-// transaction. The caller (package participant's runtime) owns the
-// transaction, so the marker and the effect commit or roll back together.
+// the caller's transaction, whether an event is seen for the first time.
 package idem
 
 import (
@@ -56,7 +43,8 @@ type Origin struct {
 //
 // A second transaction marking the same event blocks on the primary key
 // until the first ends, then sees the conflict (the first committed) or
-// proceeds (it rolled back): concurrent deliveries apply once.
+// proceeds (it rolled back): concurrent deliveries apply once. A check
+// before an insert would let both pass (TestCheckThenActRaces).
 func Mark(ctx context.Context, tx Execer, consumer, eventID string, origin Origin) (first bool, err error) {
 	res, err := tx.ExecContext(ctx,
 		`INSERT INTO processed_events (consumer, event_id, topic, kafka_partition, kafka_offset)

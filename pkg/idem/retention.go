@@ -12,6 +12,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/choreo-saga/choreo/pkg/broker"
+	"github.com/choreo-saga/choreo/pkg/tick"
 )
 
 // pruneEvery is how often a service prunes its processed_events marks.
@@ -42,20 +43,13 @@ type Pruner struct {
 // Run prunes every pruneEvery until ctx ends; failures are logged and
 // tried again at the next round.
 func (p Pruner) Run(ctx context.Context) error {
-	t := time.NewTicker(pruneEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
+	return tick.Every(ctx, pruneEvery, func(ctx context.Context) {
 		if n, err := p.Once(ctx); err != nil {
 			p.Log.Warn("pruning processed_events failed; will try again", "err", err)
 		} else if n > 0 {
 			p.Log.Info("processed_events pruned", "marks", n)
 		}
-	}
+	})
 }
 
 // Once runs one round and returns how many marks it deleted.

@@ -14,7 +14,7 @@ import (
 
 // BenchmarkRelay measures the relay's throughput to a real broker: b.N rows,
 // each committed in its own transaction, are published (acks=all) and marked
-// sent by Flush in batches of 256.
+// sent by PublishOnce in batches of 256.
 //
 //	go test -run '^$' -bench Relay -benchtime 5000x ./pkg/outbox
 func BenchmarkRelay(b *testing.B) {
@@ -34,7 +34,7 @@ func BenchmarkRelay(b *testing.B) {
 	b.ResetTimer()
 	published := 0
 	for published < b.N {
-		n, err := relay.Flush(ctx)
+		n, err := relay.PublishOnce(ctx)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -36,7 +36,8 @@ type RelayConfig struct {
 	// Lease bounds how long a frozen or cut-off leader keeps the
 	// leadership: its session runs with idle_session_timeout = Lease, and a
 	// live leader touches it at least every Lease/3. Default 8s; at least
-	// 1s. Flush users must call Flush at least every Lease to keep leading.
+	// 1s. A caller of PublishOnce must call it at least every Lease to
+	// keep leading.
 	Lease time.Duration
 	// Retention is how long sent rows are kept for inspection. Default 1h.
 	Retention time.Duration

@@ -22,11 +22,11 @@ func Published(name string) float64 { return value(published.WithLabelValues(nam
 // Leader returns the leader gauge of the relay named name.
 func Leader(name string) float64 { return value(leaderGauge.WithLabelValues(name)) }
 
-// Parked returns the parked-rows counter of the relay named name.
-func Parked(name string) float64 { return value(parked.WithLabelValues(name)) }
+// Refused returns the refused-rows counter of the relay named name.
+func Refused(name string) float64 { return value(refused.WithLabelValues(name)) }
 
-// ParkedRows returns the parked-rows gauge of the relay named name.
-func ParkedRows(name string) float64 { return value(parkedRows.WithLabelValues(name)) }
+// RefusedRows returns the refused-rows gauge of the relay named name.
+func RefusedRows(name string) float64 { return value(refusedRows.WithLabelValues(name)) }
 
 // PublishBatches returns how many batches the publish-latency histogram of
 // the relay named name has timed.
@@ -94,7 +94,7 @@ func init() {
 // PostgreSQL can tell: its leader session stays open, and idle.
 func SetHook(r *Relay, hook func(point string)) { watch(r).hook.Store(&hook) }
 
-// Blocked returns how many keys r holds back after a failure.
+// Blocked returns how many keys r has blocked after a failure.
 func Blocked(r *Relay) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()

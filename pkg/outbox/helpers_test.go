@@ -125,7 +125,7 @@ func insert(t *testing.T, db *testDB, topic string, e events.Envelope) {
 // spans the server — every database on it, so a database of the test's
 // own does not help — and transactions of test packages running in
 // parallel hold fresh rows back for a moment; a test that then expects one
-// Flush, or one wake-up of a relay whose clock stands still, to publish
+// PublishOnce, or one wake-up of a relay whose clock stands still, to publish
 // them would be flaky. Once settled, a row stays publishable.
 func settle(t testing.TB, db *testDB) {
 	t.Helper()
@@ -133,7 +133,7 @@ func settle(t testing.TB, db *testDB) {
 		var clear bool
 		if err := db.Get(&clear, `SELECT NOT EXISTS (
 			SELECT 1 FROM outbox
-			WHERE sent_at IS NULL AND parked_at IS NULL
+			WHERE sent_at IS NULL AND refused_at IS NULL
 			  AND txid >= pg_snapshot_xmin(pg_current_snapshot()))`); err != nil {
 			t.Fatal(err)
 		}
@@ -142,39 +142,41 @@ func settle(t testing.TB, db *testDB) {
 }
 
 // unsent counts the topic's rows waiting to be published: neither sent nor
-// parked.
+// refused.
 func unsent(t testing.TB, db *testDB, topic string) int {
 	t.Helper()
 	var n int
-	if err := db.Get(&n, `SELECT count(*) FROM outbox WHERE topic = $1 AND sent_at IS NULL AND parked_at IS NULL`, topic); err != nil {
+	if err := db.Get(&n, `SELECT count(*) FROM outbox WHERE topic = $1 AND sent_at IS NULL AND refused_at IS NULL`, topic); err != nil {
 		t.Fatal(err)
 	}
 	return n
 }
 
-// flushAll runs Flush until the topic's rows are all sent, failing the test
-// on any error. Rows can be held back for a moment by transactions still
-// running elsewhere on the server (see Relay), hence the bounded wait.
-func flushAll(t *testing.T, db *testDB, r *outbox.Relay, topic string) {
+// publishAll runs PublishOnce until the topic's rows are all sent, failing
+// the test on any error. Rows can be held back for a moment by transactions
+// still running elsewhere on the server (see Relay), hence the bounded
+// wait.
+func publishAll(t *testing.T, db *testDB, r *outbox.Relay, topic string) {
 	t.Helper()
 	testenv.Eventually(t, 30*time.Second, "all rows of "+topic+" sent", func() bool {
 		if unsent(t, db, topic) == 0 {
 			return true
 		}
-		if _, err := r.Flush(context.Background()); err != nil {
+		if _, err := r.PublishOnce(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		return unsent(t, db, topic) == 0
 	})
 }
 
-// flushSome runs Flush until it publishes something or fails. A relay that
-// has just resigned ends its session, and the server releases its lock a
-// moment later: until then another relay's Flush rightly publishes nothing.
-func flushSome(t *testing.T, r *outbox.Relay) (n int, err error) {
+// publishSome runs PublishOnce until it publishes something or fails. A
+// relay that has just resigned ends its session, and the server releases
+// its lock a moment later: until then another relay's PublishOnce rightly
+// publishes nothing.
+func publishSome(t *testing.T, r *outbox.Relay) (n int, err error) {
 	t.Helper()
-	testenv.Eventually(t, 10*time.Second, "Flush publishes something", func() bool {
-		n, err = r.Flush(context.Background())
+	testenv.Eventually(t, 10*time.Second, "PublishOnce publishes something", func() bool {
+		n, err = r.PublishOnce(context.Background())
 		return err != nil || n > 0
 	})
 	return n, err
@@ -224,21 +226,21 @@ func addRaw(t *testing.T, db *testDB, m outbox.Message) int64 {
 	return id
 }
 
-// parkedRows returns the ids of parked rows, in id order, checking that
+// refusedRows returns the ids of refused rows, in id order, checking that
 // each says why.
-func parkedRows(t *testing.T, db *testDB) []int64 {
+func refusedRows(t *testing.T, db *testDB) []int64 {
 	t.Helper()
 	var rows []struct {
 		ID        int64   `db:"id"`
 		LastError *string `db:"last_error"`
 	}
-	if err := db.Select(&rows, `SELECT id, last_error FROM outbox WHERE parked_at IS NOT NULL ORDER BY id`); err != nil {
+	if err := db.Select(&rows, `SELECT id, last_error FROM outbox WHERE refused_at IS NOT NULL ORDER BY id`); err != nil {
 		t.Fatal(err)
 	}
 	ids := make([]int64, len(rows))
 	for i, r := range rows {
 		if r.LastError == nil || *r.LastError == "" {
-			t.Errorf("parked row %d has no last_error", r.ID)
+			t.Errorf("refused row %d has no last_error", r.ID)
 		}
 		ids[i] = r.ID
 	}

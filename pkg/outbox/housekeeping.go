@@ -12,7 +12,7 @@ import (
 // gaugeEvery is how often the backlog gauges are refreshed.
 const gaugeEvery = time.Second
 
-// housekeep keeps the backlog gauges (oldest unsent age, parked rows)
+// housekeep keeps the backlog gauges (oldest unsent age, refused rows)
 // current and, while this relay leads, deletes sent rows past Retention,
 // each on its own clock, so that neither an outage (no successful round)
 // nor a steady backlog (no idle round) stops them.
@@ -49,15 +49,15 @@ func (r *Relay) updateGauge(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, statementTimeout)
 	defer cancel()
 	var got struct {
-		Age    float64 `db:"age"`
-		Parked int64   `db:"parked"`
+		Age     float64 `db:"age"`
+		Refused int64   `db:"refused"`
 	}
 	// Each count reads a partial index of its own (outbox_publishable,
-	// outbox_parked), never the sent rows kept for Retention.
+	// outbox_refused), never the sent rows kept for Retention.
 	err := r.cfg.DB.GetContext(ctx, &got, `
 		SELECT coalesce(extract(epoch FROM now() - (
-		           SELECT min(created_at) FROM outbox WHERE sent_at IS NULL AND parked_at IS NULL)), 0)::float8 AS age,
-		       (SELECT count(*) FROM outbox WHERE sent_at IS NULL AND parked_at IS NOT NULL) AS parked`)
+		           SELECT min(created_at) FROM outbox WHERE sent_at IS NULL AND refused_at IS NULL)), 0)::float8 AS age,
+		       (SELECT count(*) FROM outbox WHERE sent_at IS NULL AND refused_at IS NOT NULL) AS refused`)
 	if err != nil {
 		if ctx.Err() == nil {
 			r.log.Debug("backlog gauges not updated", "err", err)
@@ -65,7 +65,7 @@ func (r *Relay) updateGauge(ctx context.Context) {
 		return
 	}
 	oldestUnsent.WithLabelValues(r.cfg.Name).Set(got.Age)
-	parkedRows.WithLabelValues(r.cfg.Name).Set(float64(got.Parked))
+	refusedRows.WithLabelValues(r.cfg.Name).Set(float64(got.Refused))
 }
 
 func (r *Relay) cleanup(ctx context.Context) error {

@@ -144,8 +144,8 @@ func discard(conn *sqlx.Conn) {
 	conn.Close()
 }
 
-// Close gives up the leadership that Flush took, so that another relay can
-// take over at once. Run gives it up on its own when it returns.
+// Close gives up the leadership that PublishOnce took, so that another
+// relay can take over at once. Run gives it up on its own when it returns.
 func (r *Relay) Close() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -50,7 +50,7 @@ func TestTwoRelaysPublishEachRowOnce(t *testing.T) {
 	for _, r := range []*outbox.Relay{r1, r2} {
 		wg.Go(func() {
 			for i := 0; unsent(t, db, topic) > 0; i++ {
-				if _, err := r.Flush(context.Background()); err != nil {
+				if _, err := r.PublishOnce(context.Background()); err != nil {
 					t.Error(err)
 					return
 				}
@@ -81,12 +81,12 @@ func TestLeaderReelectsAfterConnectionDies(t *testing.T) {
 	r1, r2 := newRelay(t, db, accept), newRelay(t, db, accept)
 
 	add(t, db, "t", anyEvent(t))
-	if n, err := flushSome(t, r1); err != nil || n != 1 {
-		t.Fatalf("r1 Flush = %d, %v; want 1, nil", n, err)
+	if n, err := publishSome(t, r1); err != nil || n != 1 {
+		t.Fatalf("r1 PublishOnce = %d, %v; want 1, nil", n, err)
 	}
 	add(t, db, "t", anyEvent(t))
-	if n, err := r2.Flush(ctx); err != nil || n != 0 {
-		t.Fatalf("r2 Flush while r1 leads = %d, %v; want 0, nil", n, err)
+	if n, err := r2.PublishOnce(ctx); err != nil || n != 0 {
+		t.Fatalf("r2 PublishOnce while r1 leads = %d, %v; want 0, nil", n, err)
 	}
 
 	pid, err := outbox.LeaderPID(r1)
@@ -97,19 +97,19 @@ func TestLeaderReelectsAfterConnectionDies(t *testing.T) {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, 10*time.Second, "r2 takes over", func() bool {
-		n, err := r2.Flush(ctx)
+		n, err := r2.PublishOnce(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return n == 1
 	})
 	add(t, db, "t", anyEvent(t))
-	if n, err := r1.Flush(ctx); err != nil || n != 0 {
-		t.Fatalf("r1 Flush after losing its session = %d, %v; want 0, nil (r2 leads)", n, err)
+	if n, err := r1.PublishOnce(ctx); err != nil || n != 0 {
+		t.Fatalf("r1 PublishOnce after losing its session = %d, %v; want 0, nil (r2 leads)", n, err)
 	}
 	r2.Close()
-	if n, err := flushSome(t, r1); err != nil || n != 1 {
-		t.Fatalf("r1 Flush after r2 resigned = %d, %v; want 1, nil", n, err)
+	if n, err := publishSome(t, r1); err != nil || n != 1 {
+		t.Fatalf("r1 PublishOnce after r2 resigned = %d, %v; want 1, nil", n, err)
 	}
 }
 
@@ -118,7 +118,7 @@ func TestLeaderReelectsAfterConnectionDies(t *testing.T) {
 func TestStandbyRelayDoesNotSpin(t *testing.T) {
 	db := newDB(t)
 	leader := newRelay(t, db, accept)
-	if _, err := leader.Flush(context.Background()); err != nil { // elected; not running
+	if _, err := leader.PublishOnce(context.Background()); err != nil { // elected; not running
 		t.Fatal(err)
 	}
 	clock := newFakeClock()
@@ -250,8 +250,8 @@ func TestIdleLeaderKeepsItsLease(t *testing.T) {
 
 	// A pooled session, from a standby's lost bid, carries no lease.
 	standby := newRelay(t, db, accept)
-	if n, err := standby.Flush(context.Background()); err != nil || n != 0 {
-		t.Fatalf("standby Flush = %d, %v", n, err)
+	if n, err := standby.PublishOnce(context.Background()); err != nil || n != 0 {
+		t.Fatalf("standby PublishOnce = %d, %v", n, err)
 	}
 	var v string
 	if err := db.Get(&v, `SELECT current_setting('idle_session_timeout')`); err != nil || v != "0" {

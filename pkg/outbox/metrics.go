@@ -1,6 +1,6 @@
 // This file holds the relay's metrics, labelled by its Name. The ones to
 // alert on: the oldest unsent row's age (it grows while Kafka is
-// unreachable), and parked rows above zero, since each waits for a human.
+// unreachable), and refused rows above zero, since each waits for a human.
 
 package outbox
 
@@ -18,19 +18,19 @@ var (
 		Name: "choreo_outbox_publish_failures_total",
 		Help: "Relay rounds that failed and will be retried.",
 	}, []string{"service"})
-	parked = promauto.NewCounterVec(prometheus.CounterOpts{
-		Name: "choreo_outbox_parked_total",
-		Help: "Outbox rows this process parked: Kafka will never accept them, so they are set aside instead of retried.",
+	refused = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "choreo_outbox_refused_total",
+		Help: "Outbox rows this process refused: Kafka will never accept them, so they are set aside instead of retried.",
 	}, []string{"service"})
-	// parkedRows is counted from the table, so it survives restarts and
-	// falls when an operator releases a row; the counter above does neither.
-	parkedRows = promauto.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "choreo_outbox_parked_rows",
-		Help: "Outbox rows parked and not yet released by an operator, counted from the table.",
+	// refusedRows is counted from the table, so it survives restarts and
+	// falls when an operator retries a row; the counter above does neither.
+	refusedRows = promauto.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "choreo_outbox_refused_rows",
+		Help: "Outbox rows refused and not yet retried by an operator, counted from the table.",
 	}, []string{"service"})
 	oldestUnsent = promauto.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "choreo_outbox_oldest_unsent_seconds",
-		Help: "Age of the oldest outbox row neither published nor parked, 0 when none waits.",
+		Help: "Age of the oldest outbox row neither published nor refused, 0 when none waits.",
 	}, []string{"service"})
 	leaderGauge = promauto.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "choreo_outbox_leader",

@@ -75,7 +75,7 @@ func TestAddNotifiesUnlessTheRelayIsAwake(t *testing.T) {
 	db := newDB(t)
 	ctx := context.Background()
 	r := newRelay(t, db, accept)
-	if _, err := r.Flush(ctx); err != nil { // elected
+	if _, err := r.PublishOnce(ctx); err != nil { // elected
 		t.Fatal(err)
 	}
 	l := pq.NewListener(db.url, 10*time.Millisecond, time.Second, nil)

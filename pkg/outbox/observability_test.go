@@ -29,7 +29,7 @@ func TestRelayLogsCarryItsName(t *testing.T) {
 		c.Logger = slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	})
 	add(t, db, "t", anyEvent(t))
-	if _, err := r.Flush(context.Background()); err != nil {
+	if _, err := r.PublishOnce(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
@@ -47,11 +47,11 @@ func TestRelayLogsCarryItsName(t *testing.T) {
 	}
 }
 
-// TestParkedRowsGaugeCountsTheTable: the parked-rows gauge is read from the
-// table, so it goes back to 0 once an operator releases the row — unlike
-// choreo_outbox_parked_total, which only ever grows, and restarts at 0 with
+// TestRefusedRowsGaugeCountsTheTable: the refused-rows gauge is read from the
+// table, so it goes back to 0 once an operator retries the row — unlike
+// choreo_outbox_refused_total, which only ever grows, and restarts at 0 with
 // the process.
-func TestParkedRowsGaugeCountsTheTable(t *testing.T) {
+func TestRefusedRowsGaugeCountsTheTable(t *testing.T) {
 	db := newDB(t)
 	clock := newFakeClock()
 	name := testenv.ID(t.Name()) // a gauge of its own under -count
@@ -64,19 +64,19 @@ func TestParkedRowsGaugeCountsTheTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	settle(t, db)
-	if _, err := r.Flush(context.Background()); err != nil {
+	if _, err := r.PublishOnce(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	run(t, r)
-	testenv.Eventually(t, 10*time.Second, "parked rows = 1", func() bool { return outbox.ParkedRows(name) == 1 })
+	testenv.Eventually(t, 10*time.Second, "refused rows = 1", func() bool { return outbox.RefusedRows(name) == 1 })
 
-	// The operator fixes the row and releases it; the relay publishes it.
-	if _, err := db.Exec(`UPDATE outbox SET headers = '{}', parked_at = NULL WHERE id = $1`, id); err != nil {
+	// The operator fixes the row and retries it; the relay publishes it.
+	if _, err := db.Exec(`UPDATE outbox SET headers = '{}', refused_at = NULL WHERE id = $1`, id); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, 10*time.Second, "parked rows back to 0", func() bool {
+	testenv.Eventually(t, 10*time.Second, "refused rows back to 0", func() bool {
 		clock.Advance(outbox.GaugeEvery)
-		return outbox.ParkedRows(name) == 0
+		return outbox.RefusedRows(name) == 0
 	})
 }
 
@@ -90,8 +90,8 @@ func TestPublishLatencyIsObservedPerBatch(t *testing.T) {
 	}
 	settle(t, db)
 	before := outbox.PublishBatches(t.Name())
-	if n, err := r.Flush(context.Background()); err != nil || n != 3 {
-		t.Fatalf("Flush = %d, %v; want 3, nil", n, err)
+	if n, err := r.PublishOnce(context.Background()); err != nil || n != 3 {
+		t.Fatalf("PublishOnce = %d, %v; want 3, nil", n, err)
 	}
 	if d := outbox.PublishBatches(t.Name()) - before; d != 1 {
 		t.Errorf("choreo_outbox_publish_duration_seconds observed %d batches, want 1", d)
@@ -129,7 +129,7 @@ func TestTraceContextCrossesTheOutbox(t *testing.T) {
 		}
 	})
 
-	if _, err := r.Flush(context.Background()); err != nil {
+	if _, err := r.PublishOnce(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	t.Run("the publish span is the row span's child", func(t *testing.T) {

@@ -1,14 +1,6 @@
 // Package outbox implements the transactional outbox: a service writes the
-// events it wants to publish into its own database, in the same transaction
-// as the state change they announce, and a Relay publishes them to Kafka
-// afterwards.
-//
-// Publishing straight to Kafka from a request or consumer handler is a dual
-// write: the database commit and the publish can each fail alone, and one
-// of them is lost — a debit with no PaymentCompleted, or a PaymentCompleted
-// for a debit that rolled back. With the outbox there is one write; the
-// relay turns it into a publish at least once, and consumers de-duplicate
-// on the event id (package idem), so the effect happens exactly once.
+// events it publishes into its own database, in the transaction of the
+// change they announce, and a Relay publishes them to Kafka.
 package outbox
 
 import (
@@ -19,8 +11,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"strings"
-	"unicode/utf8"
 
 	"github.com/choreo-saga/choreo/pkg/events"
 	"github.com/choreo-saga/choreo/pkg/pg"
@@ -71,18 +61,20 @@ type Execer interface {
 
 // Add stores m in the outbox within tx, and wakes the relay when tx
 // commits. Nothing is published until then; if tx rolls back, the message
-// vanishes with the change it described. The trace context of ctx's span
+// vanishes with the change it described. A publish from the handler
+// instead would be a dual write: the commit and the publish can each fail
+// alone. The trace context of ctx's span
 // goes with the row (a traceparent header), so the publish and the
 // consumer continue the writer's trace. m.Headers is not modified.
 func Add(ctx context.Context, tx Execer, m Message) error {
 	var p Pending
-	if err := p.Add(ctx, m); err != nil {
+	if err := p.Queue(ctx, m); err != nil {
 		return err
 	}
-	return p.Flush(ctx, tx)
+	return p.Insert(ctx, tx)
 }
 
-// Pending collects the messages of one transaction for Flush to store with
+// Pending collects the messages of one transaction for Insert to store with
 // one statement, just before the transaction commits: a reaction waits on
 // every statement it sends, and a batch of events emits many. The zero
 // value is ready to use.
@@ -91,9 +83,9 @@ type Pending struct {
 	keys, values    []sql.NullString // base64; NULL for a nil slice
 }
 
-// Add queues m, with the trace context of ctx's span (see the package
-// function Add), for Flush.
-func (p *Pending) Add(ctx context.Context, m Message) error {
+// Queue queues m, with the trace context of ctx's span (see Add), for
+// Insert.
+func (p *Pending) Queue(ctx context.Context, m Message) error {
 	if m.Topic == "" {
 		return fmt.Errorf("outbox: message has no topic")
 	}
@@ -120,15 +112,15 @@ func base64Of(b []byte) sql.NullString {
 	return sql.NullString{String: base64.StdEncoding.EncodeToString(b), Valid: true}
 }
 
-// Len is how many messages wait for Flush.
+// Len is how many messages wait for Insert.
 func (p *Pending) Len() int { return len(p.topics) }
 
-// Flush stores the queued messages in the outbox within tx, in the order
+// Insert stores the queued messages in the outbox within tx, in the order
 // they were queued, wakes the relay (notify.go), and empties p. With
 // nothing queued it sends nothing. The statement's text is the same for any
 // number of messages (arrays, not n VALUES rows), so a connection prepares
 // it once (see pg.StatementCacheSize).
-func (p *Pending) Flush(ctx context.Context, tx Execer) error {
+func (p *Pending) Insert(ctx context.Context, tx Execer) error {
 	n := p.Len()
 	if n == 0 {
 		return nil
@@ -142,26 +134,15 @@ func (p *Pending) Flush(ctx context.Context, tx Execer) error {
 }
 
 // insertAndWake inserts the rows, their serial ids in the order queued (the
-// relay publishes one key's rows in id order), then wakes the relay if it
-// needs a NOTIFY.
+// relay publishes one key's rows in id order), and in the same statement
+// NOTIFYs the relay on Channel, unless its leader is awake and comes back
+// for them on its own: a notifying commit takes a cluster-wide lock
+// (withWakeUp, notify.go).
 var insertAndWake = withWakeUp(`
 	INSERT INTO outbox (topic, key, value, headers)
 	SELECT m.topic, decode(m.key, 'base64'), decode(m.value, 'base64'), m.headers::jsonb
 	FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) WITH ORDINALITY AS m(topic, key, value, headers, ord)
 	ORDER BY m.ord`)
-
-// StorableText returns s as PostgreSQL can store it in text and jsonb —
-// valid UTF-8 without NUL, other bytes replaced by U+FFFD — and whether that
-// changed it. Header values and reasons headed for the outbox go through it.
-func StorableText(s string) (string, bool) { return cleanText(s) }
-
-func cleanText(s string) (string, bool) {
-	if utf8.ValidString(s) && !strings.ContainsRune(s, 0) {
-		return s, false
-	}
-	s = strings.ToValidUTF8(s, "\uFFFD")
-	return strings.ReplaceAll(s, "\x00", "\uFFFD"), true
-}
 
 // Schema is the outbox schema for pg.Migrate.
 var Schema = pg.Schema{Name: "outbox", FS: Migrations, Dir: "migrations"}

@@ -33,20 +33,20 @@ func TestAddRollsBackWithTheTransaction(t *testing.T) {
 	}
 }
 
-// TestPendingFlushesInOrderWithOneStatement: messages queued on a Pending
-// are stored by Flush in the order queued — one key's rows keep their
+// TestPendingInsertsInOrderWithOneStatement: messages queued on a Pending
+// are stored by Insert in the order queued — one key's rows keep their
 // order for the relay — byte for byte (a nil key stays NULL, an empty one
 // empty; values with NUL and invalid UTF-8; headers with the characters an
-// array literal quotes), and a Flush with nothing queued sends nothing.
-// Flushes of different sizes run one statement text, so a connection
+// array literal quotes), and an Insert with nothing queued sends nothing.
+// Inserts of different sizes run one statement text, so a connection
 // prepares it once.
-func TestPendingFlushesInOrderWithOneStatement(t *testing.T) {
+func TestPendingInsertsInOrderWithOneStatement(t *testing.T) {
 	db := testenv.DB(t)
 	db.SetMaxOpenConns(1) // pg_prepared_statements below is this connection's
 	ctx := context.Background()
 	var p outbox.Pending
-	if err := p.Flush(ctx, failingExecer{}); err != nil {
-		t.Fatalf("an empty Flush sent a statement: %v", err)
+	if err := p.Insert(ctx, failingExecer{}); err != nil {
+		t.Fatalf("an empty Insert sent a statement: %v", err)
 	}
 	msgs := []outbox.Message{
 		{Topic: "t", Key: []byte("k"), Value: []byte("a"), Headers: map[string]string{"n": "0"}},
@@ -61,18 +61,18 @@ func TestPendingFlushesInOrderWithOneStatement(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, m := range batch {
-			if err := p.Add(ctx, m); err != nil {
+			if err := p.Queue(ctx, m); err != nil {
 				t.Fatal(err)
 			}
 		}
 		if p.Len() != len(batch) {
 			t.Fatalf("Len = %d, want %d", p.Len(), len(batch))
 		}
-		if err := p.Flush(ctx, tx); err != nil {
+		if err := p.Insert(ctx, tx); err != nil {
 			t.Fatal(err)
 		}
 		if p.Len() != 0 {
-			t.Fatalf("Len after Flush = %d, want 0", p.Len())
+			t.Fatalf("Len after Insert = %d, want 0", p.Len())
 		}
 		if err := tx.Commit(); err != nil {
 			t.Fatal(err)

@@ -38,7 +38,7 @@ type next struct {
 }
 
 func (p *pace) after(ctx context.Context, r *Relay, res roundResult, err error) next {
-	progress := res.published+res.parked > 0
+	progress := res.published+res.refused > 0
 	if progress {
 		p.dozing.flowing(ctx, r)
 	}
@@ -52,7 +52,7 @@ func (p *pace) after(ctx context.Context, r *Relay, res roundResult, err error) 
 		}
 		// Some rows got out: the failing ones must not slow down the rest.
 		r.log.Warn("publish partly failed; continuing", "err", err,
-			"published", res.published, "parked", res.parked)
+			"published", res.published, "refused", res.refused)
 	}
 	p.failures = 0
 	if progress && (err != nil || res.full) || res.probeIn < 0 {
@@ -114,7 +114,7 @@ func heldBack(ctx context.Context, conn *sqlx.Conn) (bool, error) {
 	if err := conn.GetContext(ctx, &held, `
 		SELECT EXISTS (
 			SELECT 1 FROM outbox
-			WHERE sent_at IS NULL AND parked_at IS NULL
+			WHERE sent_at IS NULL AND refused_at IS NULL
 			  AND txid >= pg_snapshot_xmin(pg_current_snapshot()))`); err != nil {
 		return false, fmt.Errorf("outbox: look for held-back rows: %w", err)
 	}

@@ -29,7 +29,7 @@ func TestProgressSkipsFailureBackoff(t *testing.T) {
 	run(t, r)
 	testenv.Eventually(t, 10*time.Second, "all flowing rows published", func() bool { return unsent(t, db, "flowing") == 0 })
 	if n := unsent(t, db, "stuck"); n != 1 {
-		t.Fatalf("stuck rows = %d, want 1 (failing, retried, not parked)", n)
+		t.Fatalf("stuck rows = %d, want 1 (failing, retried, not refused)", n)
 	}
 }
 

@@ -15,9 +15,9 @@ import (
 	"github.com/lib/pq"
 )
 
-// blockKey is what a row that failed holds back: the later rows of its
-// topic and key, which must not overtake it. An unkeyed row has no order to
-// keep, and holds back only itself.
+// blockKey is what a row that failed blocks: the later rows of its topic
+// and key, which must not overtake it. An unkeyed row has no order to keep,
+// and blocks only itself.
 type blockKey struct {
 	topic string
 	key   string
@@ -31,7 +31,7 @@ func (rw row) blockKey() blockKey {
 	return blockKey{topic: rw.Topic, key: string(rw.Key)}
 }
 
-// blocked is the keys a relay holds back, and when it probes them.
+// blocked is the keys a relay has blocked, and when it probes them.
 type blocked struct {
 	keys  map[blockKey]struct{}
 	at    time.Time     // when the blocked keys' oldest rows are retried
@@ -60,7 +60,7 @@ func (r *Relay) maxBlocked() int { return 16 * r.cfg.BatchSize }
 var selectUnblocked = byteCapped(`
 		SELECT id, txid, topic, key, value, headers
 		FROM outbox
-		WHERE sent_at IS NULL AND parked_at IS NULL
+		WHERE sent_at IS NULL AND refused_at IS NULL
 		  AND txid < pg_snapshot_xmin(pg_current_snapshot())
 		  AND NOT (key IS NOT NULL AND (topic, key) IN (SELECT * FROM unnest($2::text[], $3::bytea[])))
 		  AND id <> ALL($4::bigint[])
@@ -73,7 +73,7 @@ const selectHeads = `
 			SELECT DISTINCT ON (topic, key, CASE WHEN key IS NULL THEN id END)
 			       id, txid, topic, key, value, headers
 			FROM outbox
-			WHERE sent_at IS NULL AND parked_at IS NULL
+			WHERE sent_at IS NULL AND refused_at IS NULL
 			  AND txid < pg_snapshot_xmin(pg_current_snapshot())
 			  AND ((key IS NOT NULL AND (topic, key) IN (SELECT * FROM unnest($2::text[], $3::bytea[])))
 			       OR id = ANY($4::bigint[]))
@@ -119,7 +119,7 @@ func (r *Relay) probeHeads(ctx context.Context, conn *sqlx.Conn) ([]row, error) 
 	}
 	if len(heads) < n {
 		// Every blocked key answered: those that did not have no
-		// publishable row left (another leader sent it, or it was parked)
+		// publishable row left (another leader sent it, or it was refused)
 		// and block nothing.
 		has := make(map[blockKey]bool, len(heads))
 		for _, h := range heads {
@@ -134,11 +134,11 @@ func (r *Relay) probeHeads(ctx context.Context, conn *sqlx.Conn) ([]row, error) 
 	return heads, nil
 }
 
-// hold updates the blocked keys after a batch: a key whose row failed for
-// a reason that may pass is blocked, so that its later rows do not overtake
-// that row; a blocked key whose probed row got through (or was parked) is
-// free again.
-func (r *Relay) hold(out publishOutcome, heads []row) {
+// updateBlocked updates the blocked keys after a batch: a key whose row
+// failed for a reason that may pass is blocked, so that its later rows do
+// not overtake that row; a blocked key whose probed row got through (or was
+// refused) is free again.
+func (r *Relay) updateBlocked(out publishOutcome, heads []row) {
 	b := &r.blocked
 	now := r.cfg.Clock.Now()
 	failed := make(map[blockKey]bool, len(out.failed))

@@ -62,7 +62,7 @@ func (p *partitionDown) SendMessages(msgs []*sarama.ProducerMessage) error {
 // a partition whose leader is unavailable. The relay must still publish the
 // rows of the other partitions behind them, never publish a later row of a
 // key whose earlier row failed, and, once the partition is back, publish
-// the held rows in order.
+// the blocked rows in order.
 func TestUnavailablePartitionDoesNotBlockOthers(t *testing.T) {
 	db := newDB(t)
 	const topic = "orders"
@@ -122,7 +122,7 @@ func TestUnavailablePartitionDoesNotBlockOthers(t *testing.T) {
 		return n
 	}
 	for i := 0; i < 10 && healthyLeft() > 0; i++ {
-		r.Flush(ctx) //nolint:errcheck // the failures are the point
+		r.PublishOnce(ctx) //nolint:errcheck // the failures are the point
 	}
 	if n := healthyLeft(); n != 0 {
 		t.Fatalf("%d rows of healthy partitions unsent after 10 rounds: the unavailable partition blocks them", n)
@@ -144,8 +144,8 @@ func TestUnavailablePartitionDoesNotBlockOthers(t *testing.T) {
 	pub.up.Store(true) // the partition has a leader again
 	for i := 0; i < 20 && unsent(t, db, topic) > 0; i++ {
 		clock.Advance(outbox.ProbeMax)
-		if _, err := r.Flush(ctx); err != nil {
-			t.Fatalf("Flush once Kafka is whole: %v", err)
+		if _, err := r.PublishOnce(ctx); err != nil {
+			t.Fatalf("PublishOnce once Kafka is whole: %v", err)
 		}
 	}
 	if n := unsent(t, db, topic); n != 0 {

@@ -3,7 +3,7 @@
 // mark what Kafka acknowledged, then wait to be woken. Read it first. Each
 // optimisation sits in a file named for what it adds, beside its test:
 // leader.go, pace.go, notify.go, probe.go, suspect.go, unknowntopic.go,
-// limits.go, parked.go.
+// limits.go, refused.go.
 
 package outbox
 
@@ -35,7 +35,7 @@ type Relay struct {
 	mu           sync.Mutex           // serialises rounds; guards the fields below
 	conn         *sqlx.Conn           // the leader's session, holding the lock, while non-nil
 	awake        bool                 // conn holds relayAwakeID: Add does not notify (notify.go)
-	blocked      blocked              // keys held back after a failure (probe.go)
+	blocked      blocked              // keys blocked after a failure (probe.go)
 	unknownSince map[string]time.Time // when each topic became unknown (unknowntopic.go)
 }
 
@@ -106,7 +106,7 @@ func (r *Relay) Run(ctx context.Context) error {
 var selectPublishable = byteCapped(`
 		SELECT id, txid, topic, key, value, headers
 		FROM outbox
-		WHERE sent_at IS NULL AND parked_at IS NULL
+		WHERE sent_at IS NULL AND refused_at IS NULL
 		  AND txid < pg_snapshot_xmin(pg_current_snapshot())
 		ORDER BY txid, id
 		LIMIT $1`)
@@ -147,8 +147,8 @@ func (r *Relay) round(ctx context.Context) (res roundResult, err error) {
 	rows = append(heads, rows...)
 	if len(rows) > 0 {
 		out, err := r.publish(ctx, conn, rows)
-		res.published, res.parked = out.sent, out.parked
-		r.hold(out, heads)
+		res.published, res.refused = out.sent, out.refused
+		r.updateBlocked(out, heads)
 		if err != nil {
 			res.probeIn = r.probeIn()
 			return res, err
@@ -173,10 +173,10 @@ func (r *Relay) publish(ctx context.Context, conn *sqlx.Conn, rows []row) (out p
 	for _, rw := range rows {
 		m, err := rw.message()
 		if err != nil { // it can never be published
-			if err := r.park(ctx, conn, rw, err); err != nil {
+			if err := r.refuse(ctx, conn, rw, err); err != nil {
 				return out, err
 			}
-			out.parked++
+			out.refused++
 			continue
 		}
 		byID[rw.ID] = rw
@@ -228,13 +228,14 @@ func (r *Relay) markSent(ctx context.Context, conn *sqlx.Conn, ids []int64) erro
 	return nil
 }
 
-// Flush runs one round and returns how many rows it published; 0, without
-// error, when another relay leads. It leads from its first call until Close,
-// the end of Run, the loss of its connection, or a pause longer than the
-// Lease. Rows Kafka will never accept are parked, not reported; an error
-// means some rows failed and will be retried. If ctx ends before Kafka
-// answers, it returns at once, and the batch goes out again later.
-func (r *Relay) Flush(ctx context.Context) (int, error) {
+// PublishOnce runs one round, as Run does on its own, and returns how many
+// rows it published; 0, without error, when another relay leads. It leads
+// from its first call until Close, the end of Run, the loss of its
+// connection, or a pause longer than the Lease. Rows Kafka will never
+// accept are refused, not reported; an error means some rows failed and
+// will be retried. If ctx ends before Kafka answers, it returns at once,
+// and the batch goes out again later.
+func (r *Relay) PublishOnce(ctx context.Context) (int, error) {
 	res, err := r.round(ctx)
 	return res.published, err
 }
@@ -244,7 +245,7 @@ type roundResult struct {
 	leader    bool
 	full      bool // the batch was full: more rows may be waiting
 	published int  // rows Kafka acknowledged and marked sent
-	parked    int  // rows set aside for good
+	refused   int  // rows set aside for good
 	heldBack  bool // committed rows waiting behind a running transaction
 	// probeIn is how long until the rows of blocked keys are retried: 0
 	// when no key is blocked, negative when the retry is due now.
@@ -262,14 +263,14 @@ type row struct {
 
 // publishOutcome is what became of a batch.
 type publishOutcome struct {
-	sent, parked int
-	// judged: every row was sent, parked, or is in failed. Otherwise the
+	sent, refused int
+	// judged: every row was sent, refused, or is in failed. Otherwise the
 	// batch failed as a whole (Kafka unreachable, the connection lost).
 	judged bool
 	failed []row // failed for a reason that may pass
 }
 
-// message is rw as Kafka takes it, or an error if it never can (parked.go).
+// message is rw as Kafka takes it, or an error if it never can (refused.go).
 func (rw row) message() (*sarama.ProducerMessage, error) {
 	if !legalTopic(rw.Topic) {
 		return nil, fmt.Errorf("outbox: row %d: %q is not a legal Kafka topic name", rw.ID, rw.Topic)

@@ -23,7 +23,7 @@ func TestRelayPublishesInOrderAndMarksSent(t *testing.T) {
 		want = append(want, e.ID)
 		add(t, db, topic, e)
 	}
-	flushAll(t, db, newRelay(t, db, producer(t)), topic)
+	publishAll(t, db, newRelay(t, db, producer(t)), topic)
 
 	got := testenv.ReadAll(t, topic, len(want), 20*time.Second)
 	if ids := eventIDs(got); !equal(ids, want) {
@@ -58,7 +58,7 @@ func TestRelayDoesNotSkipLateCommits(t *testing.T) {
 	}
 	insert(t, db, topic, eb) // higher id, committed
 
-	if _, err := relay.Flush(ctx); err != nil {
+	if _, err := relay.PublishOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
 	// A's row is not visible yet; B's is, and must still be unsent.
@@ -68,7 +68,7 @@ func TestRelayDoesNotSkipLateCommits(t *testing.T) {
 	if err := txA.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	flushAll(t, db, relay, topic)
+	publishAll(t, db, relay, topic)
 
 	got := eventIDs(testenv.ReadAll(t, topic, 2, 20*time.Second))
 	if !equal(got, []string{ea.ID, eb.ID}) {
@@ -100,14 +100,14 @@ func TestCrashBetweenPublishAndMarkRepublishes(t *testing.T) {
 	pub := producer(t)
 
 	crashed := newRelay(t, db, failingAfterPublish{pub})
-	if _, err := crashed.Flush(context.Background()); err == nil {
+	if _, err := crashed.PublishOnce(context.Background()); err == nil {
 		t.Fatal("want the crash error")
 	}
 	crashed.Close() // its session ends with the process
 	if n := unsent(t, db, topic); n != 1 {
 		t.Fatalf("unsent rows after crash = %d, want 1", n)
 	}
-	flushAll(t, db, newRelay(t, db, pub), topic)
+	publishAll(t, db, newRelay(t, db, pub), topic)
 
 	got := eventIDs(testenv.ReadAll(t, topic, 2, 20*time.Second))
 	if !equal(got, []string{e.ID, e.ID}) {
@@ -127,7 +127,7 @@ func TestNoTransactionOpenWhilePublishing(t *testing.T) {
 	pub := newBlocking(t)
 	r := newRelay(t, db, pub)
 	done := make(chan error, 1)
-	go func() { _, err := r.Flush(context.Background()); done <- err }() // add settled the row
+	go func() { _, err := r.PublishOnce(context.Background()); done <- err }() // add settled the row
 	waitStarted(t, pub)
 
 	var idle int
@@ -165,8 +165,8 @@ func TestRunStopsPromptlyWhilePublishHangs(t *testing.T) {
 		t.Fatalf("unsent = %d, want the row left for the next leader", n)
 	}
 	// Run gave up the leadership on its way out: another relay takes over.
-	if n, err := flushSome(t, newRelay(t, db, accept)); err != nil || n != 1 {
-		t.Fatalf("successor Flush = %d, %v; want 1, nil", n, err)
+	if n, err := publishSome(t, newRelay(t, db, accept)); err != nil || n != 1 {
+		t.Fatalf("successor PublishOnce = %d, %v; want 1, nil", n, err)
 	}
 }
 
@@ -185,7 +185,7 @@ func TestFailpointsSitBetweenAckAndMark(t *testing.T) {
 	outbox.SetHook(r, func(point string) {
 		got = append(got, fmt.Sprintf("%s: published %d, unsent %d", point, len(pub.seen()), unsent(t, db, "t")))
 	})
-	flushAll(t, db, r, "t")
+	publishAll(t, db, r, "t")
 	want := []string{
 		"after-publish: published 2, unsent 3",
 		"between-batches: published 2, unsent 1",

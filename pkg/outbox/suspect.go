@@ -1,8 +1,9 @@
-// This file sorts the rows of a batch Kafka refused in part: it parks what
-// Kafka will never take, sends alone what may be another row's fault (a
-// broker rejects a whole partition batch for one message too large), and
-// leaves the rest for a later round. TestBatchRejectionParksOnlyTheOffendingRow
-// and TestPartialFailureMarksExactlyWhatKafkaAcknowledged show why.
+// This file sorts the rows of a batch Kafka refused in part: it refuses
+// what Kafka will never take, sends alone what may be another row's fault
+// (a broker rejects a whole partition batch for one message too large), and
+// leaves the rest for a later round.
+// TestBatchRejectionRefusesOnlyTheOffendingRow and
+// TestPartialFailureMarksExactlyWhatKafkaAcknowledged show why.
 
 package outbox
 
@@ -47,7 +48,7 @@ type failure int
 const (
 	failTransient failure = iota // may pass: retry next round
 	failSuspect                  // the row, or another in its batch, is unacceptable: send it alone to know
-	failHopeless                 // the row will never be accepted: park it
+	failHopeless                 // the row will never be accepted: refuse it
 )
 
 // classify sorts a producer error. Kafka reports size and validity per
@@ -77,7 +78,7 @@ func (r *Relay) classify(topic string, err error) failure {
 	case errors.As(err, &cfgErr):
 		// sarama checks each message's size against its configuration
 		// before sending; other configuration errors concern every message
-		// and need a fixed configuration, not parked rows.
+		// and need a fixed configuration, not refused rows.
 		if strings.Contains(string(cfgErr), "MaxMessageBytes") {
 			return failSuspect
 		}
@@ -85,8 +86,8 @@ func (r *Relay) classify(topic string, err error) failure {
 	return failTransient
 }
 
-// sortFailures parks the rows pubErr says are hopeless, sends each suspect
-// alone (parking it if Kafka refuses it alone), and leaves the rest in
+// sortFailures refuses the rows pubErr says are hopeless, sends each suspect
+// alone (refusing it if Kafka refuses it alone), and leaves the rest in
 // out.failed, with an error, for a later round. total is the batch's size.
 func (r *Relay) sortFailures(ctx context.Context, conn *sqlx.Conn, out publishOutcome, pubErr error, byID map[int64]row, total int) (publishOutcome, error) {
 	var perr sarama.ProducerErrors
@@ -97,10 +98,10 @@ func (r *Relay) sortFailures(ctx context.Context, conn *sqlx.Conn, out publishOu
 		rw := byID[e.Msg.Metadata.(int64)]
 		switch r.classify(rw.Topic, e.Err) {
 		case failHopeless:
-			if err := r.park(ctx, conn, rw, e.Err); err != nil {
+			if err := r.refuse(ctx, conn, rw, e.Err); err != nil {
 				return out, err
 			}
-			out.parked++
+			out.refused++
 		case failSuspect:
 			suspects = append(suspects, rw)
 		default:
@@ -121,10 +122,10 @@ func (r *Relay) sortFailures(ctx context.Context, conn *sqlx.Conn, out publishOu
 			out.sent++
 			continue
 		case errors.As(err, &alone) && len(alone) == 1 && r.classify(rw.Topic, alone[0].Err) == failSuspect:
-			if err := r.park(ctx, conn, rw, alone[0].Err); err != nil {
+			if err := r.refuse(ctx, conn, rw, alone[0].Err); err != nil {
 				return out, err
 			}
-			out.parked++
+			out.refused++
 			continue
 		}
 		// Kafka is failing in other ways: try again later.

@@ -13,11 +13,11 @@ import (
 	"github.com/choreo-saga/choreo/pkg/outbox"
 )
 
-// TestBatchRejectionParksOnlyTheOffendingRow: Kafka rejects a whole
+// TestBatchRejectionRefusesOnlyTheOffendingRow: Kafka rejects a whole
 // partition batch when one message in it is too large for the topic. The
-// relay sends the rejected rows alone to find the culprit, parks it, and
+// relay sends the rejected rows alone to find the culprit, refuses it, and
 // publishes the others.
-func TestBatchRejectionParksOnlyTheOffendingRow(t *testing.T) {
+func TestBatchRejectionRefusesOnlyTheOffendingRow(t *testing.T) {
 	db := newDB(t)
 	topic := testenv.ID("test.outbox-small")
 	limit := "1000"
@@ -38,10 +38,10 @@ func TestBatchRejectionParksOnlyTheOffendingRow(t *testing.T) {
 			want = append(want, e.ID)
 		}
 	}
-	flushAll(t, db, newRelay(t, db, producer(t)), topic)
+	publishAll(t, db, newRelay(t, db, producer(t)), topic)
 
-	if ids := parkedRows(t, db); !equalIDs(ids, []int64{big}) {
-		t.Fatalf("parked rows = %v, want only the 2000-byte row [%d]", ids, big)
+	if ids := refusedRows(t, db); !equalIDs(ids, []int64{big}) {
+		t.Fatalf("refused rows = %v, want only the 2000-byte row [%d]", ids, big)
 	}
 	got := map[string]bool{}
 	for _, id := range eventIDs(testenv.ReadAll(t, topic, len(want), 20*time.Second)) {
@@ -66,7 +66,7 @@ func (failFirst) SendMessages(msgs []*sarama.ProducerMessage) error {
 // TestPartialFailureMarksExactlyWhatKafkaAcknowledged: when one message of a
 // batch fails, the producer has sent the others — later messages of the same
 // order included — so the relay marks every acknowledged row sent, and only
-// those: holding back a2 would publish it twice (a2, a1, a2), not in order.
+// those: leaving a2 unmarked would publish it twice (a2, a1, a2), not in order.
 // The failure is reported, and the failed row stays publishable.
 func TestPartialFailureMarksExactlyWhatKafkaAcknowledged(t *testing.T) {
 	db := newDB(t)
@@ -77,15 +77,15 @@ func TestPartialFailureMarksExactlyWhatKafkaAcknowledged(t *testing.T) {
 		insert(t, db, topic, e)
 	}
 	settle(t, db)
-	n, err := newRelay(t, db, failFirst{}).Flush(context.Background())
+	n, err := newRelay(t, db, failFirst{}).PublishOnce(context.Background())
 	if err == nil {
 		t.Fatal("want the partial failure reported")
 	}
 	if n != 2 {
-		t.Fatalf("Flush published %d, want 2", n)
+		t.Fatalf("PublishOnce published %d, want 2", n)
 	}
 	var unsentIDs []string
-	if err := db.Select(&unsentIDs, `SELECT headers->>'event_id' FROM outbox WHERE topic = $1 AND sent_at IS NULL AND parked_at IS NULL ORDER BY id`, topic); err != nil {
+	if err := db.Select(&unsentIDs, `SELECT headers->>'event_id' FROM outbox WHERE topic = $1 AND sent_at IS NULL AND refused_at IS NULL ORDER BY id`, topic); err != nil {
 		t.Fatal(err)
 	}
 	if !equal(unsentIDs, []string{a1.ID}) {

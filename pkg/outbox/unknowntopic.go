@@ -1,8 +1,8 @@
 // This file holds the unknown-topic grace. At first a topic Kafka does not
 // know is transient (being created, metadata catching up), so its rows are
 // retried; once it has stayed unknown without interruption for the grace
-// period it is a typo or a deleted topic, and its rows are parked.
-// TestUnknownTopicIsParkedOnlyAfterGrace and
+// period it is a typo or a deleted topic, and its rows are refused.
+// TestUnknownTopicIsRefusedOnlyAfterGrace and
 // TestUnknownTopicGraceNeedsContinuousUnknown show why.
 
 package outbox
@@ -16,7 +16,7 @@ import (
 )
 
 // unknownTopicGrace is how long a topic may stay unknown to Kafka, without
-// interruption, before its rows are parked.
+// interruption, before its rows are refused.
 const unknownTopicGrace = 5 * time.Minute
 
 // unknownTopic reports whether err says that Kafka does not know the topic.

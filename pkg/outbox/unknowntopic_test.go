@@ -12,9 +12,9 @@ import (
 	"github.com/choreo-saga/choreo/pkg/outbox"
 )
 
-// TestUnknownTopicIsParkedOnlyAfterGrace: a topic unknown to Kafka may be
-// being created; its rows are retried for a while, then parked.
-func TestUnknownTopicIsParkedOnlyAfterGrace(t *testing.T) {
+// TestUnknownTopicIsRefusedOnlyAfterGrace: a topic unknown to Kafka may be
+// being created; its rows are retried for a while, then refused.
+func TestUnknownTopicIsRefusedOnlyAfterGrace(t *testing.T) {
 	db := newDB(t)
 	ctx := context.Background()
 	gone := addRaw(t, db, outbox.Message{Topic: "gone", Value: []byte("{}")})
@@ -24,26 +24,26 @@ func TestUnknownTopicIsParkedOnlyAfterGrace(t *testing.T) {
 	r := newRelay(t, db, failTopic("gone", sarama.ErrUnknownTopicOrPartition), func(c *outbox.RelayConfig) {
 		c.Clock = clock
 	})
-	n, err := r.Flush(ctx)
+	n, err := r.PublishOnce(ctx)
 	if err == nil || n != 1 {
-		t.Fatalf("first Flush = %d, %v; want 1 and the unknown topic reported", n, err)
+		t.Fatalf("first PublishOnce = %d, %v; want 1 and the unknown topic reported", n, err)
 	}
-	if ids := parkedRows(t, db); len(ids) != 0 {
-		t.Fatalf("parked %v at once, want the row retried during the grace period", ids)
+	if ids := refusedRows(t, db); len(ids) != 0 {
+		t.Fatalf("refused %v at once, want the row retried during the grace period", ids)
 	}
 	clock.Advance(outbox.UnknownTopicGrace - time.Second)
-	if n, err := r.Flush(ctx); err == nil || n != 0 {
-		t.Fatalf("Flush within the grace period = %d, %v; want 0 and the unknown topic reported", n, err)
+	if n, err := r.PublishOnce(ctx); err == nil || n != 0 {
+		t.Fatalf("PublishOnce within the grace period = %d, %v; want 0 and the unknown topic reported", n, err)
 	}
-	if ids := parkedRows(t, db); len(ids) != 0 {
-		t.Fatalf("parked %v within the grace period, want the row retried", ids)
+	if ids := refusedRows(t, db); len(ids) != 0 {
+		t.Fatalf("refused %v within the grace period, want the row retried", ids)
 	}
 	clock.Advance(time.Second) // the grace is over, counted from the first failure
-	if n, err := r.Flush(ctx); err != nil || n != 0 {
-		t.Fatalf("Flush after the grace period = %d, %v; want 0, nil", n, err)
+	if n, err := r.PublishOnce(ctx); err != nil || n != 0 {
+		t.Fatalf("PublishOnce after the grace period = %d, %v; want 0, nil", n, err)
 	}
-	if ids := parkedRows(t, db); !equalIDs(ids, []int64{gone}) {
-		t.Fatalf("parked rows = %v, want [%d]", ids, gone)
+	if ids := refusedRows(t, db); !equalIDs(ids, []int64{gone}) {
+		t.Fatalf("refused rows = %v, want [%d]", ids, gone)
 	}
 }
 
@@ -62,7 +62,7 @@ func (s *switchable) SendMessages(msgs []*sarama.ProducerMessage) error {
 
 // TestUnknownTopicGraceNeedsContinuousUnknown: one unknown-topic error, a
 // broker outage longer than the grace period, and one more unknown-topic
-// error do not park the row: the outage interrupted the evidence. Unknown
+// error do not refuse the row: the outage interrupted the evidence. Unknown
 // without interruption for the whole grace period does.
 func TestUnknownTopicGraceNeedsContinuousUnknown(t *testing.T) {
 	db := newDB(t)
@@ -73,11 +73,11 @@ func TestUnknownTopicGraceNeedsContinuousUnknown(t *testing.T) {
 	r := newRelay(t, db, pub, func(c *outbox.RelayConfig) { c.Clock = clock })
 	flush := func(what string) {
 		t.Helper()
-		if n, err := r.Flush(ctx); err == nil || n != 0 {
-			t.Fatalf("Flush (%s) = %d, %v; want 0 and the failure reported", what, n, err)
+		if n, err := r.PublishOnce(ctx); err == nil || n != 0 {
+			t.Fatalf("PublishOnce (%s) = %d, %v; want 0 and the failure reported", what, n, err)
 		}
-		if ids := parkedRows(t, db); len(ids) != 0 {
-			t.Fatalf("parked %v after %s, want the row retried", ids, what)
+		if ids := refusedRows(t, db); len(ids) != 0 {
+			t.Fatalf("refused %v after %s, want the row retried", ids, what)
 		}
 	}
 
@@ -92,16 +92,16 @@ func TestUnknownTopicGraceNeedsContinuousUnknown(t *testing.T) {
 	clock.Advance(time.Minute) // the row's retry is due
 	flush("an unknown-topic error after an outage longer than the grace period")
 
-	// From here the topic stays unknown: parked once the grace is over.
+	// From here the topic stays unknown: refused once the grace is over.
 	for elapsed := time.Minute; elapsed < outbox.UnknownTopicGrace; elapsed += time.Minute {
 		clock.Advance(time.Minute)
 		flush(fmt.Sprintf("%v of continuous unknown-topic errors", elapsed))
 	}
 	clock.Advance(time.Minute)
-	if n, err := r.Flush(ctx); err != nil || n != 0 {
-		t.Fatalf("Flush after the grace period = %d, %v; want 0, nil", n, err)
+	if n, err := r.PublishOnce(ctx); err != nil || n != 0 {
+		t.Fatalf("PublishOnce after the grace period = %d, %v; want 0, nil", n, err)
 	}
-	if ids := parkedRows(t, db); !equalIDs(ids, []int64{gone}) {
-		t.Fatalf("parked rows = %v, want [%d] after %v of continuous unknown-topic errors", ids, gone, outbox.UnknownTopicGrace)
+	if ids := refusedRows(t, db); !equalIDs(ids, []int64{gone}) {
+		t.Fatalf("refused rows = %v, want [%d] after %v of continuous unknown-topic errors", ids, gone, outbox.UnknownTopicGrace)
 	}
 }

@@ -14,32 +14,29 @@ import (
 	"github.com/choreo-saga/choreo/pkg/web"
 )
 
-// Admin returns the service's operator API, which Run mounts at /admin on
-// the service's router, and choreoctl calls:
-//
-//	GET  /admin/parked[?order=ID][&limit=N]          the rows parked now, in order (default limit 1000)
-//	POST /admin/parked/replay?order=ID[&through=N]   replay an order's rows (or ?event=ID, ?row=N)
-//	POST /admin/parked/release?order=ID[&through=N]  release them unapplied (or ?event=ID, ?row=N)
-//	GET  /admin/outbox/parked[?limit=N]              the outbox rows Kafka refused (default limit 1000)
-//	POST /admin/outbox/parked/{id}/release           publish one again
-//
-// through=N leaves out rows parked after row N, those the operator has not
-// seen. Every answer is JSON; every failure application/problem+json.
-// Who may call it is the service's to decide: Run serves it to the
-// operator role only (package bearer), and not at all with authentication
-// off (see Off). Every POST must also carry the header X-Choreo-Admin (any
-// value), which a browser sends cross-site only after a CORS preflight
-// this API never grants: a web page cannot replay or release.
+// Admin returns the service's operator API, which Run mounts at /admin and
+// choreoctl calls; its routes are listed in its body. Who may call it is
+// the service's to decide: Run serves it to the operator role only
+// (package bearer), and not at all with authentication off (Off). Every
+// POST must carry the header X-Choreo-Admin, which a browser sends
+// cross-site only after a CORS preflight this API never grants: a web page
+// cannot replay or release. Answers are JSON, failures
+// application/problem+json.
 func Admin(op *Operator, db *sqlx.DB, log *slog.Logger) http.Handler {
 	r := chi.NewRouter() // mounted: the service's router logs, recovers and names requests
 	r.Use(requireAdminHeader(log))
 	r.NotFound(web.NotFound(log))
 	r.MethodNotAllowed(web.MethodNotAllowed(log))
+	// GET /parked[?order=ID][&limit=N]: the rows parked now, in order (limit 1000 unless asked).
 	r.Method(http.MethodGet, "/parked", listParked(op, log))
+	// POST /parked/replay?order=ID[&through=N] (or ?event=ID, ?row=N): apply them, in order.
 	r.Method(http.MethodPost, "/parked/replay", resolveParked(op.Replay, log))
+	// POST /parked/release?order=ID[&through=N] (or ?event=ID, ?row=N): let them go unapplied.
 	r.Method(http.MethodPost, "/parked/release", resolveParked(op.Release, log))
-	r.Method(http.MethodGet, "/outbox/parked", listOutboxParked(db, log))
-	r.Method(http.MethodPost, "/outbox/parked/{id}/release", releaseOutboxRow(db, log))
+	// GET /outbox/refused[?limit=N]: the outbox rows Kafka refused (limit 1000 unless asked).
+	r.Method(http.MethodGet, "/outbox/refused", listRefused(db, log))
+	// POST /outbox/refused/{id}/retry: put one back in line for the relay.
+	r.Method(http.MethodPost, "/outbox/refused/{id}/retry", retryRefused(db, log))
 	return r
 }
 
@@ -111,18 +108,18 @@ func listParked(op *Operator, log *slog.Logger) http.Handler {
 	})
 }
 
-func resolveParked(resolve func(ctx context.Context, sel Selector) (Result, error), log *slog.Logger) http.Handler {
+func resolveParked(resolve func(ctx context.Context, target Target) (Report, error), log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
-		sel := Selector{Key: q.Get("order"), EventID: q.Get("event")}
+		target := Target{Key: q.Get("order"), EventID: q.Get("event")}
 		var err error
-		for name, n := range map[string]*int64{"row": &sel.Seq, "through": &sel.Through} {
+		for name, n := range map[string]*int64{"row": &target.Seq, "through": &target.Through} {
 			if *n, err = param(r, name, 0); err != nil {
 				web.Respond(w, r, log, err)
 				return
 			}
 		}
-		res, err := resolve(r.Context(), sel)
+		res, err := resolve(r.Context(), target)
 		var failing *StillFailing
 		if errors.As(err, &failing) {
 			err = &web.Error{Status: http.StatusConflict, Detail: failing.Error(), Err: err}
@@ -132,7 +129,7 @@ func resolveParked(resolve func(ctx context.Context, sel Selector) (Result, erro
 			return
 		}
 		if res.Resolved == nil {
-			res.Resolved = []Resolved{}
+			res.Resolved = []ResolvedRow{}
 		}
 		web.Encode(w, http.StatusOK, res)
 	})
@@ -151,34 +148,34 @@ func param(r *http.Request, name string, def int64) (int64, error) {
 	return n, nil
 }
 
-func listOutboxParked(db *sqlx.DB, log *slog.Logger) http.Handler {
+func listRefused(db *sqlx.DB, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		limit, err := listLimit(r)
 		if err != nil {
 			web.Respond(w, r, log, err)
 			return
 		}
-		rows, err := outbox.ListParked(r.Context(), db, limit)
+		rows, err := outbox.ListRefused(r.Context(), db, limit)
 		if err != nil {
 			web.Respond(w, r, log, err)
 			return
 		}
-		web.Encode(w, http.StatusOK, map[string]any{"rows": append([]outbox.ParkedRow{}, rows...)})
+		web.Encode(w, http.StatusOK, map[string]any{"rows": append([]outbox.RefusedRow{}, rows...)})
 	})
 }
 
-func releaseOutboxRow(db *sqlx.DB, log *slog.Logger) http.Handler {
+func retryRefused(db *sqlx.DB, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id, err := strconv.ParseInt(chi.URLParam(r, "id"), 10, 64)
 		if err != nil || id <= 0 {
 			web.Respond(w, r, log, web.Errorf(http.StatusBadRequest, "%q is not an outbox row id", chi.URLParam(r, "id")))
 			return
 		}
-		released, err := outbox.Release(r.Context(), db, id)
+		retried, err := outbox.Retry(r.Context(), db, id)
 		if err != nil {
 			web.Respond(w, r, log, err)
 			return
 		}
-		web.Encode(w, http.StatusOK, map[string]any{"id": id, "released": released})
+		web.Encode(w, http.StatusOK, map[string]any{"id": id, "retried": retried})
 	})
 }

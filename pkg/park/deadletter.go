@@ -54,24 +54,14 @@ const (
 // a poison message redelivered after a crash is dead-lettered once.
 var dlqNamespace = uuid.MustParse("6f1c1a52-9b4e-4a4e-8f0e-5e2d3c7a9d10")
 
-// DeadLetter returns a function that dead-letters a message its consumer
-// group can never process: it keeps the message and the reason in
-// parked_events, for an operator to replay or release — parking its order
-// if the failure was of an event the service routes (see ParksOrder) — and
-// publishes it on topic (e.g. "payment.dlq"),
-// where alerts and tools watch: the original key and value, the original
-// headers, and the reason and origin as extra headers. Both happen in one
-// transaction. The publish goes
-// through the outbox like every other publish, so a dead letter is never
-// lost between a failed handler and the DLQ topic, and it is recorded once
-// per origin offset even if the message is delivered again. Its signature
-// matches consumer.DeadLetterFunc.
-//
-// Whatever the message holds, the dead letter can be stored and published —
-// otherwise the path meant to unblock a consumer would block it: header
-// values PostgreSQL cannot store are base64-encoded (see Base64Suffix), a
-// value over MaxDeadLetterValue is truncated (see HeaderDLQValueTruncated),
-// and the reason is cut to a few KiB.
+// DeadLetter returns the consumer.DeadLetterFunc of group. In one
+// transaction it keeps the message and its reason in parked_events, for an
+// operator to replay or release (parking its order, see ParksOrder), and
+// puts it in the outbox for topic (e.g. "payment.dlq"), with the reason and
+// origin as headers, once per origin offset. Whatever the message holds, it
+// can be stored, or the path meant to unblock a consumer would block it:
+// headers PostgreSQL cannot store go base64 (Base64Suffix), a value over
+// MaxDeadLetterValue is truncated, the reason cut to a few KiB.
 func DeadLetter(db *sqlx.DB, topic, group string) func(ctx context.Context, m *sarama.ConsumerMessage, reason error) error {
 	return func(ctx context.Context, m *sarama.ConsumerMessage, reason error) error {
 		origin := fmt.Sprintf("%s/%d/%d", m.Topic, m.Partition, m.Offset)
@@ -157,7 +147,7 @@ func deadEntry(m *sarama.ConsumerMessage, reason string, cause error) Entry {
 }
 
 // EntryOf is m as parked_events keeps it: the envelope's id and type when
-// it decodes, why it failed (empty for a message held behind a failure),
+// it decodes, why it failed (empty for a message parked behind a failure),
 // and the order it parks. A key PostgreSQL text cannot hold parks nothing:
 // no valid event carries one, and the path that unblocks a partition must
 // never fail.

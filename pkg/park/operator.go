@@ -16,6 +16,7 @@ import (
 	"github.com/choreo-saga/choreo/pkg/fault"
 	"github.com/choreo-saga/choreo/pkg/idem"
 	"github.com/choreo-saga/choreo/pkg/pg"
+	"github.com/choreo-saga/choreo/pkg/tick"
 )
 
 // Operator is what an operator does with a service's parked orders once
@@ -47,45 +48,46 @@ func NewOperator(service string, db *sqlx.DB, log *slog.Logger, replay ReplayFun
 // answer of a replay that took this long still arrives.
 const ResolveTimeout = 30 * time.Second
 
-// Selector picks parked rows: all of one order's (Key), or one row, by
-// its event's id (EventID) or its number (Seq). Set one.
-type Selector struct {
+// Target picks the parked rows an operator acts on: all of one order's
+// (Key), or one row, by its event's id (EventID) or its number (Seq). Set
+// one.
+type Target struct {
 	Key     string
 	EventID string
 	Seq     int64
 	// Through, with Key, leaves out the rows parked after row Through:
-	// those the operator has not seen. Held since, they stay parked.
+	// those the operator has not seen. Parked since, they stay parked.
 	Through int64
 }
 
-func (s Selector) filter() Filter {
-	return Filter{Key: s.Key, EventID: s.EventID, Seq: s.Seq, Through: s.Through}
+func (t Target) filter() Filter {
+	return Filter{Key: t.Key, EventID: t.EventID, Seq: t.Seq, Through: t.Through}
 }
 
-func (s Selector) String() string {
+func (t Target) String() string {
 	switch {
-	case s.Key != "":
-		return "order " + s.Key
-	case s.EventID != "":
-		return "event " + s.EventID
+	case t.Key != "":
+		return "order " + t.Key
+	case t.EventID != "":
+		return "event " + t.EventID
 	default:
-		return fmt.Sprintf("row %d", s.Seq)
+		return fmt.Sprintf("row %d", t.Seq)
 	}
 }
 
-// Resolved is a row an Operator resolved, and how it ended: applied,
+// ResolvedRow is a row an Operator resolved, and how it ended: applied,
 // duplicate (it had been applied already), not_routed (not this service's
 // event) or released.
-type Resolved struct {
+type ResolvedRow struct {
 	Row
 	Outcome string `json:"outcome"`
 }
 
-// Result is what a replay or a release did.
-type Result struct {
+// Report is what a replay or a release did.
+type Report struct {
 	Service string `json:"service"`
 	// Resolved are the rows resolved now, in order.
-	Resolved []Resolved `json:"resolved"`
+	Resolved []ResolvedRow `json:"resolved"`
 	// Already lists the selected rows resolved before: asked again,
 	// nothing changes.
 	Already []Row `json:"already,omitempty"`
@@ -115,27 +117,27 @@ func (o *Operator) List(ctx context.Context, key string, limit int) ([]Row, erro
 // duplicate. An order's rows replay from its first: a single row replays
 // only if no row of its order is parked before it. If a row fails again,
 // nothing is applied and a *StillFailing says why.
-func (o *Operator) Replay(ctx context.Context, sel Selector) (Result, error) {
-	return o.resolve(ctx, sel, Replayed)
+func (o *Operator) Replay(ctx context.Context, target Target) (Report, error) {
+	return o.resolve(ctx, target, Replayed)
 }
 
 // Release resolves the selected rows without applying them, and marks
 // their events processed, so that a redelivery of one is a duplicate: the
 // operator has settled them by other means. An order whose rows are all
 // resolved flows again.
-func (o *Operator) Release(ctx context.Context, sel Selector) (Result, error) {
-	return o.resolve(ctx, sel, Released)
+func (o *Operator) Release(ctx context.Context, target Target) (Report, error) {
+	return o.resolve(ctx, target, Released)
 }
 
-func (o *Operator) resolve(ctx context.Context, sel Selector, how string) (Result, error) {
-	res := Result{Service: o.service}
-	if n := btoi(sel.Key != "") + btoi(sel.EventID != "") + btoi(sel.Seq > 0); n != 1 {
+func (o *Operator) resolve(ctx context.Context, target Target, how string) (Report, error) {
+	res := Report{Service: o.service}
+	if n := btoi(target.Key != "") + btoi(target.EventID != "") + btoi(target.Seq > 0); n != 1 {
 		return res, fault.Errorf(fault.Invalid, "select the rows by one of order, event and row")
 	}
-	if sel.Through < 0 || (sel.Through > 0 && sel.Key == "") {
+	if target.Through < 0 || (target.Through > 0 && target.Key == "") {
 		return res, fault.Errorf(fault.Invalid, "through: a row number, with an order")
 	}
-	f := sel.filter()
+	f := target.filter()
 	f.Resolved = true
 	seen, err := Rows(ctx, o.db, o.service, f)
 	if err != nil {
@@ -153,7 +155,7 @@ func (o *Operator) resolve(ctx context.Context, sel Selector, how string) (Resul
 		}
 	}
 	if len(seen) == 0 {
-		return res, fault.Errorf(fault.NotFound, "nothing of %s was ever parked by %s", sel, o.service)
+		return res, fault.Errorf(fault.NotFound, "nothing of %s was ever parked by %s", target, o.service)
 	}
 	if key == nil {
 		return res, nil // all resolved before: nothing to do
@@ -165,7 +167,7 @@ func (o *Operator) resolve(ctx context.Context, sel Selector, how string) (Resul
 	for attempt := 1; ; attempt++ {
 		res.Resolved, failing = nil, nil
 		err = pg.InTx(ctx, o.db, func(tx *sqlx.Tx) error {
-			r, f, err := o.resolveLocked(ctx, tx, sel, *key, how)
+			r, f, err := o.resolveLocked(ctx, tx, target, *key, how)
 			res.Resolved, failing = r, f
 			if f != nil {
 				return f // roll back what the replay applied
@@ -181,11 +183,11 @@ func (o *Operator) resolve(ctx context.Context, sel Selector, how string) (Resul
 		if ferr := Fail(ctx, o.db, failing.Row.Seq, failing.Err.Error()); ferr != nil {
 			return res, errors.Join(failing, ferr)
 		}
-		o.log.Warn("replay failed again; the order stays parked", "selected", sel.String(), "seq", failing.Row.Seq, "err", failing.Err)
+		o.log.Warn("replay failed again; the order stays parked", "selected", target.String(), "seq", failing.Row.Seq, "err", failing.Err)
 		return res, failing
 	}
 	if err != nil {
-		return res, fmt.Errorf("%s %s: %w", how, sel, err)
+		return res, fmt.Errorf("%s %s: %w", how, target, err)
 	}
 	for _, r := range res.Resolved {
 		o.log.Info("parked row resolved", "resolution", how, "outcome", r.Outcome, "seq", r.Seq,
@@ -196,10 +198,10 @@ func (o *Operator) resolve(ctx context.Context, sel Selector, how string) (Resul
 
 // resolveLocked resolves, within tx and holding the order's lock, the
 // selected rows of order key (empty: a row with no key).
-func (o *Operator) resolveLocked(ctx context.Context, tx *sqlx.Tx, sel Selector, key, how string) ([]Resolved, *StillFailing, error) {
-	f := Filter{Key: key, Through: sel.Through, ForUpdate: true}
+func (o *Operator) resolveLocked(ctx context.Context, tx *sqlx.Tx, target Target, key, how string) ([]ResolvedRow, *StillFailing, error) {
+	f := Filter{Key: key, Through: target.Through, ForUpdate: true}
 	if key == "" {
-		f = sel.filter()
+		f = target.filter()
 		f.ForUpdate = true
 	} else if err := Lock(ctx, tx, o.service, key); err != nil {
 		return nil, nil, err
@@ -208,27 +210,27 @@ func (o *Operator) resolveLocked(ctx context.Context, tx *sqlx.Tx, sel Selector,
 	if err != nil {
 		return nil, nil, err
 	}
-	targets := open
-	if sel.Key == "" { // one row
-		targets = nil
+	chosen := open
+	if target.Key == "" { // one row
+		chosen = nil
 		for i, r := range open {
-			if (sel.EventID != "" && deref(r.EventID) == sel.EventID) || (sel.Seq != 0 && r.Seq == sel.Seq) {
+			if (target.EventID != "" && deref(r.EventID) == target.EventID) || (target.Seq != 0 && r.Seq == target.Seq) {
 				if how == Replayed && i > 0 {
-					return nil, nil, fault.Errorf(fault.Conflict, "%s of order %s is behind row %d, parked before it: replay the order, or that row first", sel, key, open[0].Seq)
+					return nil, nil, fault.Errorf(fault.Conflict, "%s of order %s is behind row %d, parked before it: replay the order, or that row first", target, key, open[0].Seq)
 				}
-				targets = []Row{r}
+				chosen = []Row{r}
 				break
 			}
 		}
 	}
-	var done []Resolved
-	seqs := make([]int64, 0, len(targets))
-	for _, r := range targets {
+	var done []ResolvedRow
+	seqs := make([]int64, 0, len(chosen))
+	for _, r := range chosen {
 		outcome, failing, err := o.apply(ctx, tx, r, how)
 		if failing != nil || err != nil {
 			return nil, failing, err
 		}
-		done = append(done, Resolved{Row: r, Outcome: outcome})
+		done = append(done, ResolvedRow{Row: r, Outcome: outcome})
 		seqs = append(seqs, r.Seq)
 	}
 	return done, nil, Resolve(ctx, tx, seqs, how)
@@ -289,7 +291,7 @@ var (
 	}, []string{"service"})
 	parkedEvents = promauto.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "choreo_parked_events",
-		Help: "Messages kept in parked_events, failed or held behind a failure, unresolved, by service.",
+		Help: "Messages kept in parked_events, failed or parked behind a failure, unresolved, by service.",
 	}, []string{"service"})
 	parkedOldest = promauto.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "choreo_parked_oldest_seconds",
@@ -297,9 +299,9 @@ var (
 	}, []string{"service"})
 )
 
-// Watch keeps the parked gauges of service current, from now every 15s,
-// until ctx ends.
-func Watch(ctx context.Context, db *sqlx.DB, service string, log *slog.Logger) error {
+// WatchGauges keeps the parked gauges of service current, from now every
+// 15s, until ctx ends.
+func WatchGauges(ctx context.Context, db *sqlx.DB, service string, log *slog.Logger) error {
 	update := func(ctx context.Context) {
 		c, err := Count(ctx, db, service)
 		if err == nil {
@@ -311,14 +313,5 @@ func Watch(ctx context.Context, db *sqlx.DB, service string, log *slog.Logger) e
 		}
 	}
 	update(ctx)
-	t := time.NewTicker(15 * time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-		update(ctx)
-	}
+	return tick.Every(ctx, 15*time.Second, update)
 }

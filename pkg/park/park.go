@@ -1,15 +1,6 @@
-// Package park sets aside the messages a consumer can never apply, holds
-// their orders' later events, and lets an operator replay or release them.
-//
-// A key (an order) is parked while it has an unresolved row in
-// parked_events: DeadLetter adds the failed message's row, the runtime's
-// hold step adds the row of every later message of that key instead of
-// applying it, and every other key keeps flowing. An Operator (served by
-// Admin and choreoctl) replays the rows once the cause is fixed, or
-// releases them; either resolves them and the key flows again. Parked and
-// Lock make the hand-over exact: a transaction that finds a key parked
-// takes the key's lock shared and asks again, and the one that resolves
-// the key holds it exclusively.
+// Package park sets aside the orders a consumer cannot apply an event of,
+// parks their later events behind them, and lets an operator replay or
+// release them.
 package park
 
 import (
@@ -51,7 +42,7 @@ type Entry struct {
 	Headers map[string]string
 	// EventID and EventType are the envelope's, if the message decoded.
 	EventID, EventType string
-	// Reason is why it failed; empty for a message held behind a failure.
+	// Reason is why it failed; empty for a message parked behind a failure.
 	Reason string
 }
 
@@ -104,7 +95,10 @@ func Add(ctx context.Context, tx sqlx.ExecerContext, consumer string, e Entry) e
 	return nil
 }
 
-// Parked returns which of keys are parked for consumer, as of tx. For
+// Parked returns which of keys are parked for consumer, as of tx: a key
+// (an order) is parked while it has an unresolved row, which DeadLetter
+// adds for the failed message and the runtime's parkBehind for each later
+// one, until an Operator resolves them. For
 // the ones that are, it waits for the key's lock (shared: many may hold
 // it) and asks again, so that a key whose rows an operator is resolving
 // right now is answered after that ends. The common answer, nothing
@@ -163,7 +157,7 @@ type Filter struct {
 	// Resolved includes resolved rows too.
 	Resolved bool
 	// Through, if set, leaves out rows parked after row Through: an
-	// operator acts on the rows they saw, not on ones held since.
+	// operator acts on the rows they saw, not on ones parked since.
 	Through int64
 	// ForUpdate locks the rows until tx ends.
 	ForUpdate bool

@@ -67,14 +67,14 @@ func TestAdminAPI(t *testing.T) {
 		{"NeverParked", "POST", "/parked/replay?order=nope", op, http.StatusNotFound, true, "was ever parked"},
 		{"TwoSelectors", "POST", "/parked/release?order=" + order + "&row=1", op, http.StatusUnprocessableEntity, true, "one of order, event and row"},
 		{"BadRow", "POST", "/parked/release?row=x", op, http.StatusBadRequest, true, "not a row number"},
-		{"OutboxList", "GET", "/outbox/parked", op, http.StatusOK, false, ""},
-		{"OutboxBadID", "POST", "/outbox/parked/x/release", op, http.StatusBadRequest, true, "not an outbox row id"},
-		{"OutboxReleaseNothing", "POST", "/outbox/parked/12345/release", op, http.StatusOK, false, ""},
+		{"OutboxList", "GET", "/outbox/refused", op, http.StatusOK, false, ""},
+		{"OutboxBadID", "POST", "/outbox/refused/x/retry", op, http.StatusBadRequest, true, "not an outbox row id"},
+		{"OutboxRetryNothing", "POST", "/outbox/refused/12345/retry", op, http.StatusOK, false, ""},
 		{"UnknownRoute", "GET", "/nope", op, http.StatusNotFound, true, ""},
 		{"ThroughWithoutOrder", "POST", "/parked/release?event=" + eventID(t, msgs[1]) + "&through=3", op, http.StatusUnprocessableEntity, true, "with an order"},
 		{"LimitTooLarge", "GET", "/parked?limit=20000", op, http.StatusBadRequest, true, "limit"},
-		{"OutboxLimitTooLarge", "GET", "/outbox/parked?limit=20000", op, http.StatusBadRequest, true, "limit"},
-		{"OutboxLimit", "GET", "/outbox/parked?limit=1", op, http.StatusOK, false, ""},
+		{"OutboxLimitTooLarge", "GET", "/outbox/refused?limit=20000", op, http.StatusBadRequest, true, "limit"},
+		{"OutboxLimit", "GET", "/outbox/refused?limit=1", op, http.StatusOK, false, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -132,7 +132,7 @@ func TestAdminIsOffWithAuthDisabled(t *testing.T) {
 		{"ListWithEmptyBearer", "GET", "/parked", "Bearer "},
 		{"ReleaseWithEmptyBearer", "POST", "/parked/release?order=" + order, "Bearer "},
 		{"ReplayWithAnOperatorToken", "POST", "/parked/replay?order=" + order, "Bearer " + testenv.Keys(t).Operator(t)},
-		{"OutboxRelease", "POST", "/outbox/parked/1/release", ""},
+		{"OutboxRetry", "POST", "/outbox/refused/1/retry", ""},
 		{"UnknownPath", "GET", "/nope", ""},
 	}
 	for _, tt := range tests {

@@ -11,7 +11,6 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/choreo-saga/choreo/pkg/consumer"
 	"github.com/choreo-saga/choreo/pkg/park"
@@ -42,17 +41,13 @@ var batchSize = promauto.NewHistogramVec(prometheus.HistogramOpts{
 
 // BatchHandler returns the service's consumer handler: the events of one
 // partition that are ready (a batch, of one on a quiet system) go through
-// the chain alone (Decode, Guard, Route, DecodePayload; another service's
-// event is acknowledged there), and the routed ones into one transaction
-// (transact), after which the consumer marks the last offset.
-//
-// A message that fails permanently ends the batch: what came before it is
-// applied and committed, and it is returned to be dead-lettered (which
-// parks its order), so the messages after it, handed over again, find its
-// order parked. A database error rolls the whole batch back to be retried,
-// and a deadlock between batches makes them apply one event per
-// transaction (applyOrSplit). Per-order ordering holds: a batch is one
-// partition's messages in order, applied one after the other.
+// the chain alone, another service's event acknowledged there, and the
+// routed ones into one transaction (transact); then the consumer marks the
+// last offset. A permanent failure ends the batch: what came before it is
+// committed, and it is returned to be dead-lettered, which parks its order,
+// so the messages after it, handed over again, are parked behind it. A
+// database error rolls the batch back to be retried; a deadlock makes it
+// apply one event per transaction (applyOrSplit).
 func (s Spec) BatchHandler(db *sqlx.DB, log *slog.Logger) consumer.BatchHandler {
 	now := s.Now
 	if now == nil {
@@ -169,26 +164,14 @@ func (b *batcher) HandleBatch(ctx context.Context, msgs []*sarama.ConsumerMessag
 	return failed, nil
 }
 
-// delivery is a Delivery of a batch with its own span and context.
-type delivery struct {
-	*Delivery
-	ctx    context.Context
-	span   trace.Span
-	failed error // permanent: left out of the batch, to be dead-lettered
-	replay bool  // an operator's replay of a parked row: not held
-}
-
 // applyOrSplit applies ds in one transaction. If a reaction fails
-// permanently, the transaction is rolled back, the deliveries before the
-// failed one are applied and committed without it, and the failure is
-// returned: the batch ends there.
-//
-// If PostgreSQL aborted the transaction for a deadlock or a serialization
-// failure, the events are applied again one transaction per event, in
-// order. Each reaction locks its own rows in one global order (e.g. stock
-// rows by SKU), but a batch holds every event's locks until it commits, so
-// batches of two instances can take the same rows in opposite orders; one
-// event per transaction cannot.
+// permanently, the deliveries before it are applied without it and the
+// failure is returned: the batch ends there. If PostgreSQL aborted the
+// transaction for a deadlock or a serialization failure, the events are
+// applied again one transaction per event, in order: each reaction locks
+// its rows in one global order (stock rows by SKU), but a batch holds every
+// event's locks until it commits, so two instances' batches can take the
+// same rows in opposite orders; one event cannot.
 func (b *batcher) applyOrSplit(ctx context.Context, ds []*delivery) (*consumer.Failure, error) {
 	err := b.inTurn(ctx, ds)
 	var lo *leftOut
@@ -216,16 +199,6 @@ func (b *batcher) applyOrSplit(ctx context.Context, ds []*delivery) (*consumer.F
 		return nil, err
 	}
 }
-
-// leftOut is the error apply returns when a reaction failed permanently:
-// the delivery that failed, and why.
-type leftOut struct {
-	d   *delivery
-	err error
-}
-
-func (e *leftOut) Error() string { return e.err.Error() }
-func (e *leftOut) Unwrap() error { return e.err }
 
 // inTurn runs transact once this instance's other batch transaction, if
 // any, has committed (see batcher.turn).

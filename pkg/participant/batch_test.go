@@ -131,8 +131,9 @@ func consume(t *testing.T, spec participant.Spec, db *sqlx.DB, h consumer.BatchH
 	return failed, nil
 }
 
-// parkedRows lists the messages parked for an order: failed ones with
-// their reason, held ones without, in the order they were parked.
+// parkedRows lists the messages parked for an order: failed ones with their
+// reason, the ones parked behind them without, in the order they were
+// parked.
 func parkedRows(t *testing.T, db *sqlx.DB, order string) (offsets []int64, failed []bool) {
 	t.Helper()
 	var rows []struct {
@@ -172,7 +173,7 @@ func TestBatchAppliesEachEventOnceInOrder(t *testing.T) {
 		wantFailed  []*sarama.ConsumerMessage // to dead-letter
 		wantApplied []*sarama.ConsumerMessage // by this batch, in order
 		wantMarked  []*sarama.ConsumerMessage // in the end
-		wantHeld    []*sarama.ConsumerMessage // parked behind a failure of their order
+		wantParked  []*sarama.ConsumerMessage // parked behind a failure of their order
 	}{
 		{name: "InOffsetOrderOneOrderAfterAnother",
 			batch: []*sarama.ConsumerMessage{a, b, c}, wantApplied: []*sarama.ConsumerMessage{a, b, c}, wantMarked: []*sarama.ConsumerMessage{a, b, c}},
@@ -185,11 +186,12 @@ func TestBatchAppliesEachEventOnceInOrder(t *testing.T) {
 		{name: "PermanentReactionFailureRollsBackOnlyItsEvent",
 			batch: []*sarama.ConsumerMessage{a, poison, c}, wantFailed: []*sarama.ConsumerMessage{poison}, wantApplied: []*sarama.ConsumerMessage{a, c}, wantMarked: []*sarama.ConsumerMessage{a, c}},
 		// The failure parks its order: the order's later events, in this
-		// batch or the next, are held, not applied; other orders flow.
+		// batch or the next, are parked behind it, not applied; other
+		// orders flow.
 		{name: "FailureParksItsOrderOthersFlow",
-			batch: []*sarama.ConsumerMessage{p1, a, p2, c}, wantFailed: []*sarama.ConsumerMessage{p1}, wantApplied: []*sarama.ConsumerMessage{a, c}, wantMarked: []*sarama.ConsumerMessage{a, c}, wantHeld: []*sarama.ConsumerMessage{p2}},
-		{name: "ParkedOrderHeldInALaterBatch", before: []*sarama.ConsumerMessage{p1},
-			batch: []*sarama.ConsumerMessage{a, p2}, wantFailed: []*sarama.ConsumerMessage{p1}, wantApplied: []*sarama.ConsumerMessage{a}, wantMarked: []*sarama.ConsumerMessage{a}, wantHeld: []*sarama.ConsumerMessage{p2}},
+			batch: []*sarama.ConsumerMessage{p1, a, p2, c}, wantFailed: []*sarama.ConsumerMessage{p1}, wantApplied: []*sarama.ConsumerMessage{a, c}, wantMarked: []*sarama.ConsumerMessage{a, c}, wantParked: []*sarama.ConsumerMessage{p2}},
+		{name: "ParkedBehindInALaterBatch", before: []*sarama.ConsumerMessage{p1},
+			batch: []*sarama.ConsumerMessage{a, p2}, wantFailed: []*sarama.ConsumerMessage{p1}, wantApplied: []*sarama.ConsumerMessage{a}, wantMarked: []*sarama.ConsumerMessage{a}, wantParked: []*sarama.ConsumerMessage{p2}},
 		{name: "TransientFailureRetriesTheWholeBatch",
 			batch: []*sarama.ConsumerMessage{a, dbDown, c}, retry: true},
 		// A deadlock between batches is broken by applying the batch again
@@ -254,7 +256,7 @@ func TestBatchAppliesEachEventOnceInOrder(t *testing.T) {
 				}
 				offsets, failed := parkedRows(t, db, string(f.Key))
 				want, wantFailed := []int64{f.Offset}, []bool{true}
-				for _, h := range tt.wantHeld {
+				for _, h := range tt.wantParked {
 					if string(h.Key) == string(f.Key) {
 						want, wantFailed = append(want, h.Offset), append(wantFailed, false)
 					}
@@ -301,7 +303,7 @@ func TestConcurrentBatchesApplyOnce(t *testing.T) {
 // failure rolls the batch back; what came before it is committed at once
 // and the rest is handed over again, so no reaction runs more than twice
 // however many fail — and a copy of a failed event, even after a deadlock
-// split the batch, is held behind it, not a second dead letter.
+// split the batch, is parked behind it, not a second dead letter.
 func TestPermanentFailuresDoNotReapplyTheBatchOverAndOver(t *testing.T) {
 	db := testenv.DB(t)
 	var mu sync.Mutex
@@ -361,6 +363,6 @@ func TestPermanentFailuresDoNotReapplyTheBatchOverAndOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(failed) != 1 {
-		t.Fatalf("%d failures after a split, want 1 (the poison, its copy held behind it)", len(failed))
+		t.Fatalf("%d failures after a split, want 1 (the poison, its copy parked behind it)", len(failed))
 	}
 }

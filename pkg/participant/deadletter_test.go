@@ -165,7 +165,7 @@ func publishAll(t *testing.T, db *sqlx.DB, topic string) {
 	}
 	t.Cleanup(func() { r.Close() })
 	testenv.Eventually(t, 30*time.Second, "every row of "+topic+" published", func() bool {
-		if _, err := r.Flush(context.Background()); err != nil {
+		if _, err := r.PublishOnce(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		var n int

@@ -5,21 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"time"
 
 	"github.com/IBM/sarama"
 	"github.com/lib/pq"
 	"github.com/lib/pq/pqerror"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promauto"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/choreo-saga/choreo/pkg/consumer"
 	"github.com/choreo-saga/choreo/pkg/events"
-	"github.com/choreo-saga/choreo/pkg/idem"
-	"github.com/choreo-saga/choreo/pkg/tracing"
 )
 
 // A Delivery is one Kafka message on its way to the transaction: each step
@@ -32,7 +24,8 @@ type Delivery struct {
 	Log     *slog.Logger    // set by Decode: carries the event's ids
 	Tx      *Tx             // set by transact, for the reaction
 	// Outcome is how the message ended: "applied", "duplicate" (already
-	// processed: skipped) or "not_routed" (another service's event).
+	// processed: skipped), "not_routed" (another service's event) or
+	// "parked" (behind its parked order).
 	Outcome string
 
 	reaction Reaction // set by Route
@@ -53,95 +46,6 @@ func Chain(h Handler, mw ...Middleware) Handler {
 		h = mw[i](h)
 	}
 	return h
-}
-
-// Handler metrics, labelled by service, event type and outcome (see
-// Delivery.Outcome). A rising duplicate rate is the redelivery the
-// runtime absorbs.
-var (
-	handled = promauto.NewCounterVec(prometheus.CounterOpts{
-		Name: "choreo_events_handled_total",
-		Help: "Events handled by the idempotent consumer, by service, event type and outcome.",
-	}, []string{"service", "type", "outcome"})
-	handleSeconds = promauto.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "choreo_event_handle_duration_seconds",
-		Help:    "Time to handle one delivery of an event, transaction included, by service, event type and outcome (failed attempts as retry or dead_letter).",
-		Buckets: prometheus.DefBuckets,
-	}, []string{"service", "type", "outcome"})
-)
-
-// Outcomes of a failed attempt, for the latency histogram only: the
-// counter counts deliveries that ended, and the consumer counts retries
-// and dead letters itself.
-const (
-	outcomeRetry      = "retry"
-	outcomeDeadLetter = "dead_letter"
-)
-
-// record counts a delivery that ended (applied, duplicate, not routed) and
-// times it, or times a failed attempt as retry or dead_letter.
-func record(service string, d *Delivery, err error, took time.Duration) {
-	outcome := d.Outcome
-	switch {
-	case consumer.IsPermanent(err):
-		outcome = outcomeDeadLetter
-	case err != nil:
-		outcome = outcomeRetry
-	case outcome != "":
-		handled.WithLabelValues(service, d.Event.Type, outcome).Inc()
-	}
-	if outcome != "" {
-		handleSeconds.WithLabelValues(service, knownType(d.Event.Type), outcome).Observe(took.Seconds())
-	}
-}
-
-// knownType is t if it is an event type this code knows, else "unknown":
-// a poison message must not add a series per made-up type.
-func knownType(t string) string {
-	if _, ok := events.TopicOf(t); ok {
-		return t
-	}
-	return "unknown"
-}
-
-// startSpan starts the consumer span of m, the child of the span whose
-// context m's headers carry.
-func startSpan(ctx context.Context, service string, m *sarama.ConsumerMessage) (context.Context, trace.Span) {
-	ctx = tracing.ExtractRecord(ctx, m.Headers)
-	return tracing.Tracer().Start(ctx, "process "+m.Topic,
-		trace.WithSpanKind(trace.SpanKindConsumer),
-		trace.WithAttributes(
-			tracing.AttrService.String(service),
-			attribute.String("messaging.system", "kafka"),
-			attribute.String("messaging.operation.type", "process"),
-			attribute.String("messaging.destination.name", m.Topic),
-			attribute.Int("messaging.destination.partition.id", int(m.Partition)),
-			attribute.Int64("messaging.kafka.offset", m.Offset),
-		))
-}
-
-// endSpan names the span after the event, records how the delivery ended
-// and ends it.
-func endSpan(span trace.Span, d *Delivery, err error) {
-	defer span.End()
-	if e := d.Event; e.Type != "" {
-		span.SetName("handle " + knownType(e.Type))
-		span.SetAttributes(
-			tracing.AttrEventType.String(e.Type),
-			tracing.AttrEventID.String(e.ID),
-			tracing.AttrOrderID.String(e.OrderID),
-		)
-	}
-	outcome := d.Outcome
-	if err != nil {
-		outcome = outcomeRetry
-		if consumer.IsPermanent(err) {
-			outcome = outcomeDeadLetter
-		}
-		span.RecordError(err)
-		span.SetStatus(codes.Error, outcome)
-	}
-	span.SetAttributes(tracing.AttrOutcome.String(outcome))
 }
 
 // Decode parses the message's envelope (events.DecodeEnvelope); a message
@@ -239,12 +143,6 @@ func Classify(next Handler) Handler {
 	}
 }
 
-// TxTimeout bounds one delivery's transaction: past it, the context ends,
-// database/sql rolls the transaction back and the message is retried. A
-// process that freezes mid-transaction cannot honour it; the server ends
-// that session instead (pg.SessionDefaults).
-const TxTimeout = 30 * time.Second
-
 // React runs the routed reaction; it is the end of the chain.
 func React(ctx context.Context, d *Delivery) error {
 	if err := d.reaction.react(ctx, d.Tx, d.Event, d.Payload); err != nil {
@@ -265,9 +163,4 @@ func React(ctx context.Context, d *Delivery) error {
 func isDataException(err error) bool {
 	var pqErr *pq.Error
 	return errors.As(err, &pqErr) && len(pqErr.Code) >= 2 && pqErr.Code.Class() == pqerror.ClassDataException
-}
-
-// origin is where m was read, as a processed_events mark keeps it.
-func origin(m *sarama.ConsumerMessage) idem.Origin {
-	return idem.Origin{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset}
 }

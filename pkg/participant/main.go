@@ -15,19 +15,13 @@ import (
 	"github.com/choreo-saga/choreo/pkg/tracing"
 )
 
-// Main is the whole of a service's command: cmd/<service>/main.go only
-// names the service, its defaults and its Run,
+// Main is the whole of a service's command: it reads the environment over
+// the defaults in cfg (the envconfig tags of cfg's type), logs JSON to
+// stdout at LOG_LEVEL, exports traces when OTEL_EXPORTER_OTLP_ENDPOINT is
+// set, runs run until SIGINT or SIGTERM, and exits 1 with the error on
+// stderr if it fails. Tests and deploy/local call run in-process instead:
 //
 //	func main() { participant.Main(order.Name, order.DefaultConfig(), order.Run) }
-//
-// Main reads the environment over the defaults in cfg (the variables the
-// envconfig tags of cfg's type name: HTTP_ADDR, DATABASE_URL, KAFKA_BROKERS
-// and the service's own), logs JSON to stdout at LOG_LEVEL, exports traces
-// over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is set (see package tracing),
-// runs the service until SIGINT or SIGTERM, and exits 1 with the error on
-// stderr if it fails.
-// Everything else happens in run, so tests and the embedded mode
-// (deploy/local) run the same service in-process.
 func Main[C any](name string, cfg C, run func(context.Context, C) error) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := configure(ctx, name, cfg, run)

@@ -18,7 +18,7 @@ import (
 )
 
 // poisoned consumes, through the batch handler, an order whose first event
-// fails ("XX") and two more of its events, held behind it, with another
+// fails ("XX") and two more of its events, parked behind it, with another
 // order's event between them, which is applied. It returns the spec, the
 // database and the order's three messages.
 func poisoned(t *testing.T) (participant.Spec, *sqlx.DB, string, []*sarama.ConsumerMessage) {
@@ -53,7 +53,7 @@ func fix(t *testing.T, db *sqlx.DB) {
 }
 
 // TestReplayAppliesAParkedOrderOnceInOrder: once the cause is fixed, a
-// replay of the order applies its failed event and the ones held behind
+// replay of the order applies its failed event and the ones parked behind
 // it, in order, once; a second replay, and a redelivery of any of them,
 // changes nothing; the order flows again.
 func TestReplayAppliesAParkedOrderOnceInOrder(t *testing.T) {
@@ -63,11 +63,11 @@ func TestReplayAppliesAParkedOrderOnceInOrder(t *testing.T) {
 
 	rows, err := op.List(ctx, order, 0)
 	if err != nil || len(rows) != 3 || rows[0].Reason == nil || rows[1].Reason != nil {
-		t.Fatalf("parked rows %+v (err %v), want the failure with its reason, then two held", rows, err)
+		t.Fatalf("parked rows %+v (err %v), want the failure with its reason, then two parked behind it", rows, err)
 	}
 
 	// Not fixed yet: the replay fails, applies nothing, keeps the order parked.
-	_, err = op.Replay(ctx, park.Selector{Key: order})
+	_, err = op.Replay(ctx, park.Target{Key: order})
 	var failing *park.StillFailing
 	if !errors.As(err, &failing) || failing.Row.Seq != rows[0].Seq {
 		t.Fatalf("replay before the fix: err %v, want StillFailing on row %d", err, rows[0].Seq)
@@ -80,7 +80,7 @@ func TestReplayAppliesAParkedOrderOnceInOrder(t *testing.T) {
 	}
 
 	fix(t, db)
-	res, err := op.Replay(ctx, park.Selector{Key: order})
+	res, err := op.Replay(ctx, park.Target{Key: order})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func TestReplayAppliesAParkedOrderOnceInOrder(t *testing.T) {
 		t.Fatalf("replay applied %v, want %v: the order's events in order", got, ids(t, msgs...))
 	}
 
-	again, err := op.Replay(ctx, park.Selector{Key: order})
+	again, err := op.Replay(ctx, park.Target{Key: order})
 	if err != nil || len(again.Resolved) != 0 || len(again.Already) != 3 {
 		t.Fatalf("second replay: %+v, err %v; want nothing resolved, three already", again, err)
 	}
@@ -124,40 +124,40 @@ func TestReleaseLetsAnOrderGoWithoutApplying(t *testing.T) {
 	op := spec.Operator(db, testenv.Logger(t))
 	ctx := context.Background()
 
-	_, err := op.Replay(ctx, park.Selector{EventID: eventID(t, msgs[1])})
+	_, err := op.Replay(ctx, park.Target{EventID: eventID(t, msgs[1])})
 	if !errors.Is(err, fault.Conflict) {
 		t.Fatalf("replaying a row behind the failure: err %v, want a conflict", err)
 	}
-	if _, err := op.Release(ctx, park.Selector{EventID: eventID(t, msgs[0])}); err != nil {
+	if _, err := op.Release(ctx, park.Target{EventID: eventID(t, msgs[0])}); err != nil {
 		t.Fatal(err)
 	}
-	// The held ones are now at the head: replay them one by one.
+	// The ones parked behind are now at the head: replay them one by one.
 	for _, m := range msgs[1:] {
-		if _, err := op.Replay(ctx, park.Selector{EventID: eventID(t, m)}); err != nil {
+		if _, err := op.Replay(ctx, park.Target{EventID: eventID(t, m)}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if got := appliedIDs(t, db)[1:]; !slices.Equal(got, ids(t, msgs[1:]...)) {
-		t.Fatalf("applied %v, want the two held events, not the released one", got)
+		t.Fatalf("applied %v, want the two events parked behind, not the released one", got)
 	}
 	// Redelivered, the released event is a duplicate: never applied.
 	if failed, err := consume(t, spec, db, spec.BatchHandler(db, testenv.Logger(t)), msgs[:1]); err != nil || len(failed) != 0 {
 		t.Fatalf("redelivering the released event: failed %v, err %v", failed, err)
 	}
 	if got := appliedIDs(t, db)[1:]; len(got) != 2 {
-		t.Fatalf("applied %v after the redelivery, want still the two held events", got)
+		t.Fatalf("applied %v after the redelivery, want still the two events parked behind", got)
 	}
-	if _, err := op.Release(ctx, park.Selector{Key: order}); err != nil {
+	if _, err := op.Release(ctx, park.Target{Key: order}); err != nil {
 		t.Fatalf("releasing an order already resolved: %v, want nothing to do", err)
 	}
-	if _, err := op.Replay(ctx, park.Selector{Key: "never-parked"}); !errors.Is(err, fault.NotFound) {
+	if _, err := op.Replay(ctx, park.Target{Key: "never-parked"}); !errors.Is(err, fault.NotFound) {
 		t.Fatalf("replaying an order never parked: err %v, want not found", err)
 	}
 }
 
-// TestOneAtATimeHoldsAParkedOrder: a batch of one (Spec.Handler, as with
-// CONSUMER_BATCH=1) holds a parked order's events too.
-func TestOneAtATimeHoldsAParkedOrder(t *testing.T) {
+// TestOneAtATimeParksBehindAParkedOrder: a batch of one (Spec.Handler, as
+// with CONSUMER_BATCH=1) parks a parked order's events behind it too.
+func TestOneAtATimeParksBehindAParkedOrder(t *testing.T) {
 	spec, db := recorder(t)
 	order := uuid.NewString()
 	poison, next := reserved(t, order, "XX"), reserved(t, order, "JP")
@@ -177,7 +177,7 @@ func TestOneAtATimeHoldsAParkedOrder(t *testing.T) {
 	}
 	offsets, failed := parkedRows(t, db, order)
 	if !slices.Equal(offsets, []int64{poison.Offset, next.Offset}) || !slices.Equal(failed, []bool{true, false}) {
-		t.Fatalf("parked %v (failed %v), want the poison then the held event", offsets, failed)
+		t.Fatalf("parked %v (failed %v), want the poison then the event parked behind it", offsets, failed)
 	}
 }
 
@@ -199,7 +199,7 @@ func TestReplayOfADeadLetterThatParkedNothing(t *testing.T) {
 		t.Fatalf("%d rows without a park key for the dead letter (err %v), want 1", parks, err)
 	}
 
-	res, err := spec.Operator(db, testenv.Logger(t)).Replay(ctx, park.Selector{EventID: id})
+	res, err := spec.Operator(db, testenv.Logger(t)).Replay(ctx, park.Target{EventID: id})
 	if err != nil || len(res.Resolved) != 1 || res.Resolved[0].Outcome != "applied" {
 		t.Fatalf("replay = %+v, %v; want the dead letter applied", res, err)
 	}

@@ -14,24 +14,25 @@ import (
 	"github.com/choreo-saga/choreo/pkg/park"
 )
 
-// Holding the events of a parked order (package park): once a routed
-// event of an order fails permanently and is dead-lettered, its order's
-// later events are kept aside in the same transaction that would have
-// applied them, until an operator replays or releases them. The consumer
-// ends a batch at its failure, so the events behind it find the order
-// parked. Within one partition the hand-over is exact; across topics an
-// event applied between the failure's batch and the dead letter's commit
-// is applied, as it would have been a moment earlier, which the saga's
+// Parking behind a parked order (package park): once a routed event of an
+// order fails permanently and is dead-lettered, its order's later events
+// are parked behind it in the same transaction that would have applied
+// them, until an operator replays or releases them. The consumer ends a
+// batch at its failure, so the events behind it find the order parked.
+// Within one partition the hand-over is exact; across topics an event
+// applied between the failure's batch and the dead letter's commit is
+// applied, as it would have been a moment earlier, which the saga's
 // reactions tolerate.
 
-// Outcome of a delivery held behind a parked order.
-const outcomeHeld = "held"
+// Outcome of a delivery parked behind its order.
+const outcomeParked = "parked"
 
-// hold keeps, within tx, the deliveries of parked orders aside: each is
-// stored in its order's parked rows, unmarked, and acknowledged. A copy of
-// an event already applied is a duplicate, as ever: it is not held, so a
-// replay never meets it. It returns the others, in order.
-func hold(ctx context.Context, tx sqlx.ExtContext, service string, ds []*Delivery) ([]*Delivery, error) {
+// parkBehind parks, within tx, the deliveries of parked orders behind
+// them: each is stored in its order's parked rows, unmarked, and
+// acknowledged. A copy of an event already applied is a duplicate, as ever:
+// it is not parked, so a replay never meets it. It returns the others, in
+// order.
+func parkBehind(ctx context.Context, tx sqlx.ExtContext, service string, ds []*Delivery) ([]*Delivery, error) {
 	keys := make([]string, 0, len(ds))
 	for _, d := range ds {
 		keys = append(keys, string(d.Msg.Key))
@@ -62,8 +63,8 @@ func hold(ctx context.Context, tx sqlx.ExtContext, service string, ds []*Deliver
 			if err := park.Add(ctx, tx, service, park.EntryOf(d.Msg, "")); err != nil {
 				return nil, err
 			}
-			d.Log.Warn("order is parked: event held until an operator replays or releases it")
-			d.Outcome = outcomeHeld
+			d.Log.Warn("order is parked: event parked behind it until an operator replays or releases it")
+			d.Outcome = outcomeParked
 		}
 	}
 	return kept, nil

@@ -58,10 +58,10 @@ func TestOnlyARoutedEventsFailureParksItsOrder(t *testing.T) {
 	}
 }
 
-// TestAHeldEventAtAReusedOffsetIsKept: a topic deleted and created again
-// reuses offsets; an event held at an offset an old, resolved row holds
+// TestAnEventParkedAtAReusedOffsetIsKept: a topic deleted and created
+// again reuses offsets; an event parked at an offset an old, resolved row holds
 // is kept all the same, and the replay applies it.
-func TestAHeldEventAtAReusedOffsetIsKept(t *testing.T) {
+func TestAnEventParkedAtAReusedOffsetIsKept(t *testing.T) {
 	spec, db := recorder(t)
 	ctx := context.Background()
 	op := spec.Operator(db, testenv.Logger(t))
@@ -69,7 +69,7 @@ func TestAHeldEventAtAReusedOffsetIsKept(t *testing.T) {
 	if _, err := consume(t, spec, db, spec.BatchHandler(db, testenv.Logger(t)), []*sarama.ConsumerMessage{old}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := op.Release(ctx, park.Selector{Key: string(old.Key)}); err != nil {
+	if _, err := op.Release(ctx, park.Target{Key: string(old.Key)}); err != nil {
 		t.Fatal(err)
 	}
 	order := uuid.NewString()
@@ -79,18 +79,18 @@ func TestAHeldEventAtAReusedOffsetIsKept(t *testing.T) {
 		t.Fatal(err)
 	}
 	fix(t, db)
-	if _, err := op.Replay(ctx, park.Selector{Key: order}); err != nil {
+	if _, err := op.Replay(ctx, park.Target{Key: order}); err != nil {
 		t.Fatal(err)
 	}
 	if got := appliedIDs(t, db); !slices.Contains(got, eventID(t, next)) {
-		t.Fatalf("applied %v: the event held at a reused offset was lost", got)
+		t.Fatalf("applied %v: the event parked at a reused offset was lost", got)
 	}
 }
 
-// TestACopyOfAnAppliedEventIsNotHeld: behind a parked order, a copy of an
-// event applied before the failure is a duplicate, not a held row — a
+// TestACopyOfAnAppliedEventIsNotParked: behind a parked order, a copy of
+// an event applied before the failure is a duplicate, not a parked row — a
 // replay much later, once its mark is pruned, cannot apply it again.
-func TestACopyOfAnAppliedEventIsNotHeld(t *testing.T) {
+func TestACopyOfAnAppliedEventIsNotParked(t *testing.T) {
 	spec, db := recorder(t)
 	order := uuid.NewString()
 	applied, poison := reserved(t, order, "JP"), reserved(t, order, "XX")
@@ -110,7 +110,7 @@ func TestACopyOfAnAppliedEventIsNotHeld(t *testing.T) {
 }
 
 // TestReleaseThroughLeavesLaterRowsParked: releasing the rows an operator
-// saw leaves one held since parked.
+// saw leaves one parked since parked.
 func TestReleaseThroughLeavesLaterRowsParked(t *testing.T) {
 	spec, db, order, _ := poisoned(t)
 	ctx := context.Background()
@@ -123,13 +123,13 @@ func TestReleaseThroughLeavesLaterRowsParked(t *testing.T) {
 	if _, err := consume(t, spec, db, spec.BatchHandler(db, testenv.Logger(t)), []*sarama.ConsumerMessage{later}); err != nil {
 		t.Fatal(err)
 	}
-	res, err := op.Release(ctx, park.Selector{Key: order, Through: seen[2].Seq})
+	res, err := op.Release(ctx, park.Target{Key: order, Through: seen[2].Seq})
 	if err != nil || len(res.Resolved) != 3 {
 		t.Fatalf("released %+v, err %v; want the three rows seen", res, err)
 	}
 	left, err := op.List(ctx, order, 0)
 	if err != nil || len(left) != 1 || *left[0].EventID != eventID(t, later) {
-		t.Fatalf("left parked %+v, err %v; want the row held after the listing", left, err)
+		t.Fatalf("left parked %+v, err %v; want the row parked after the listing", left, err)
 	}
 }
 
@@ -187,7 +187,7 @@ func TestABatchWaitsForAResolutionInProgress(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got := appliedIDs(t, db); !slices.Contains(got, eventID(t, next)) {
-		t.Fatalf("applied %v: the event was held behind rows already resolved", got)
+		t.Fatalf("applied %v: the event was parked behind rows already resolved", got)
 	}
 	if offsets, _ := parkedRows(t, db, order); len(offsets) != 0 {
 		t.Fatalf("still parked: %v", offsets)

@@ -1,26 +1,5 @@
-// Package participant is the runtime every service of the saga runs on:
-// its configuration, its wiring and the consumer's one transaction path.
-//
-// A service supplies a Spec (its name, tables, reactions and HTTP API) and
-// Run does the rest:
-//
-//  1. open the service's database and apply the shared schemas
-//     (processed_events, outbox, parked_events) and its own;
-//  2. create the topics it produces, dead-letters to and consumes;
-//  3. start the outbox relay, which alone publishes to Kafka;
-//  4. start the consumer group: each message goes through the chain
-//     Decode → Guard → Route → DecodePayload, and the routed messages of
-//     a batch go into one transaction (transact: hold → mark → react →
-//     outbox → commit) that runs each service's typed Reaction (see On);
-//  5. serve its HTTP API, every route behind a bearer token (package
-//     bearer) but health, readiness, metrics and the OpenAPI document,
-//     with metrics per request, and the operator's API under /admin/
-//     (package park) for the operator role;
-//
-// and stop them together when the context ends, finishing the message in
-// hand and committing its offset. Operations (dead letters, parking,
-// replay and release, the admin API) live in package park, and the
-// retention of processed_events in package idem.
+// Package participant is the runtime every service of the saga runs on: its
+// configuration, its wiring and the consumer's one transaction path.
 package participant
 
 import (
@@ -208,27 +187,33 @@ func (s Spec) DeadLetterTo(db *sqlx.DB) consumer.DeadLetterFunc {
 	return park.DeadLetter(db, events.DeadLetterTopic(s.Name), s.Name)
 }
 
-// Configured is a service's own configuration: a struct that embeds Config,
-// with settings of its own or none.
-type Configured interface{ participant() Config }
+// ServiceConfig is a service's own configuration: a struct that embeds
+// Config, with settings of its own or none.
+type ServiceConfig interface{ participant() Config }
 
 func (c Config) participant() Config { return c }
 
-// RunService runs, with Run, the service whose Spec follows from its own
-// configuration: every service's Run is
+// Run runs the service whose Spec follows from its configuration until ctx
+// ends: it applies the shared schemas and the service's own, creates its
+// topics, and runs the outbox relay (which alone publishes), the consumer
+// group and the HTTP API, with the operator's under /admin (package park).
+// Each message goes through the chain Decode → Guard → Route →
+// DecodePayload, then into one transaction (transact: parkBehind → mark →
+// react → outbox → commit) that runs the service's Reaction. It returns the
+// first component's error, or nil after a clean shutdown. Every service's
+// Run is one line, and Main is the command around it:
 //
-//	func Run(ctx context.Context, cfg Config) error { return participant.RunService(ctx, cfg, Spec) }
-func RunService[C Configured](ctx context.Context, cfg C, spec func(C) (Spec, error)) error {
+//	func Run(ctx context.Context, cfg Config) error { return participant.Run(ctx, cfg, Spec) }
+func Run[C ServiceConfig](ctx context.Context, cfg C, spec func(C) (Spec, error)) error {
 	s, err := spec(cfg)
 	if err != nil {
 		return err
 	}
-	return Run(ctx, cfg.participant(), s)
+	return run(ctx, cfg.participant(), s)
 }
 
-// Run runs the participant until ctx ends. It returns the first component's
-// error, or nil after a clean shutdown.
-func Run(ctx context.Context, cfg Config, spec Spec) error {
+// run is Run once the Spec is known.
+func run(ctx context.Context, cfg Config, spec Spec) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
@@ -313,7 +298,7 @@ func Run(ctx context.Context, cfg Config, spec Spec) error {
 	if cfg.PprofAddr != "" {
 		g.Go(func() error { return web.Serve(ctx, cfg.PprofAddr, web.Pprof(), log.With("component", "pprof")) })
 	}
-	g.Go(func() error { return park.Watch(ctx, db, spec.Name, log) })
+	g.Go(func() error { return park.WatchGauges(ctx, db, spec.Name, log) })
 	for _, job := range spec.Jobs {
 		g.Go(func() error { return job(ctx, db, log) })
 	}

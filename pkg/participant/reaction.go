@@ -22,19 +22,16 @@ type Reaction struct {
 // EventType is the type of event the reaction handles.
 func (r Reaction) EventType() string { return r.eventType }
 
-// On declares the reaction fn to events whose payload is a P, e.g.
+// On declares the reaction fn to events whose payload is a P. The runtime
+// decodes and validates the payload before fn runs, and runs fn in the
+// transaction that marks the event processed: fn changes everything
+// through tx, and a redelivered event never reaches it. An error rolls back
+// and retries the message, unless it wraps events.ErrInvalid or is a
+// PostgreSQL data exception, which no retry fixes: then it is dead-lettered.
 //
 //	participant.On(func(ctx context.Context, tx *participant.Tx, e events.Envelope, p events.PaymentCompleted) error {
-//		…
 //		return tx.Emit(ctx, events.InventoryReserved{…})
 //	})
-//
-// The runtime decodes and validates the payload once, before fn runs, and
-// runs fn inside the transaction that also marks the event processed: fn
-// makes every change through tx, and a redelivered event never reaches it.
-// An error makes the runtime roll back and retry the message, unless it
-// wraps events.ErrInvalid or is a PostgreSQL data exception, which no
-// retry can fix: then the message is dead-lettered.
 func On[P events.Payload](fn func(ctx context.Context, tx *Tx, e events.Envelope, p P) error) Reaction {
 	var zero P
 	return Reaction{
@@ -88,15 +85,15 @@ func (tx *Tx) Emit(ctx context.Context, p events.Payload) error {
 	if err != nil {
 		return err
 	}
-	return tx.outbox.Add(ctx, m)
+	return tx.outbox.Queue(ctx, m)
 }
 
-// Enqueue stores the event e in the outbox within tx, on the topic its type
+// Emit stores the event e in the outbox within tx, on the topic its type
 // is produced to, keyed by its order id so that all of one order's events
-// share a partition and keep their order. Reactions use Tx.Emit; Enqueue
-// is for an API handler that starts a saga (the order service's POST
+// share a partition and keep their order. Reactions use Tx.Emit; Emit is
+// for an API handler that starts a saga (the order service's POST
 // /orders) in a transaction of its own.
-func Enqueue(ctx context.Context, tx outbox.Execer, e events.Envelope) error {
+func Emit(ctx context.Context, tx outbox.Execer, e events.Envelope) error {
 	m, err := message(e)
 	if err != nil {
 		return err
@@ -109,7 +106,7 @@ func Enqueue(ctx context.Context, tx outbox.Execer, e events.Envelope) error {
 func message(e events.Envelope) (outbox.Message, error) {
 	topic, ok := events.TopicOf(e.Type)
 	if !ok {
-		return outbox.Message{}, fmt.Errorf("enqueue %s: %w: %q", e.ID, events.ErrUnknownType, e.Type)
+		return outbox.Message{}, fmt.Errorf("emit %s: %w: %q", e.ID, events.ErrUnknownType, e.Type)
 	}
 	return outbox.EventMessage(topic, e)
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/IBM/sarama"
 	"github.com/jmoiron/sqlx"
 	"go.opentelemetry.io/otel/trace"
 
@@ -17,8 +18,8 @@ import (
 
 // transact is the consumer's transaction. For the routed deliveries of one
 // partition, in offset order, it begins one database transaction, applies
-// them (hold → mark → react → outbox, see apply) and commits: all of it,
-// or none of it.
+// them (parkBehind → mark → react → outbox, see apply) and commits: all of
+// it, or none of it.
 //
 // The consumer marks the offset only after transact returned nil, so a
 // crash before the commit redelivers the events and one after it makes
@@ -53,16 +54,16 @@ func (s Spec) apply(ctx context.Context, tx *sqlx.Tx, ds []*delivery, at time.Ti
 		d.Outcome, d.Tx = "", nil // from an earlier attempt, rolled back
 	}
 
-	// 1. hold
-	// The events of a parked order are kept aside, not applied. A replay
-	// is how an operator resolves the order: it is not held.
-	var held []*Delivery
+	// 1. parkBehind
+	// The events of a parked order are parked behind it, not applied. A
+	// replay is how an operator resolves the order: it is not parked.
+	var consumed []*Delivery
 	for _, d := range ds {
 		if !d.replay {
-			held = append(held, d.Delivery)
+			consumed = append(consumed, d.Delivery)
 		}
 	}
-	if _, err := hold(ctx, tx, s.Name, held); err != nil {
+	if _, err := parkBehind(ctx, tx, s.Name, consumed); err != nil {
 		return err
 	}
 	ds = slices.DeleteFunc(slices.Clone(ds), func(d *delivery) bool { return d.Outcome != "" })
@@ -103,5 +104,35 @@ func (s Spec) apply(ctx context.Context, tx *sqlx.Tx, ds []*delivery, at time.Ti
 
 	// 4. outbox
 	// What the reactions emitted goes into the outbox, in one statement.
-	return emitted.Flush(ctx, tx)
+	return emitted.Insert(ctx, tx)
 }
+
+// TxTimeout bounds one delivery's transaction: past it, the context ends,
+// database/sql rolls the transaction back and the message is retried. A
+// process that freezes mid-transaction cannot honour it; the server ends
+// that session instead (pg.SessionDefaults).
+const TxTimeout = 30 * time.Second
+
+// origin is where m was read, as a processed_events mark keeps it.
+func origin(m *sarama.ConsumerMessage) idem.Origin {
+	return idem.Origin{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset}
+}
+
+// delivery is a Delivery of a batch with its own span and context.
+type delivery struct {
+	*Delivery
+	ctx    context.Context
+	span   trace.Span
+	failed error // permanent: left out of the batch, to be dead-lettered
+	replay bool  // an operator's replay of a parked row: not parked behind
+}
+
+// leftOut is the error apply returns when a reaction failed permanently:
+// the delivery that failed, and why.
+type leftOut struct {
+	d   *delivery
+	err error
+}
+
+func (e *leftOut) Error() string { return e.err.Error() }
+func (e *leftOut) Unwrap() error { return e.err }

@@ -14,27 +14,16 @@ import (
 // Once applies a request at most once per Idempotency-Key, as POST /orders
 // does, for writes that commute and so cannot tell a retry from a second
 // request by the state they leave (a deposit, a restock). table is the
-// service's own, created by its migration as
-//
-//	CREATE TABLE <table> (
-//	    scope           text        NOT NULL, -- the resource: an account, a SKU
-//	    idempotency_key text        NOT NULL,
-//	    request_hash    text        NOT NULL,
-//	    response        bytea       NOT NULL, -- the answer, in gob
-//	    created_at      timestamptz NOT NULL DEFAULT now(),
-//	    PRIMARY KEY (scope, idempotency_key)
-//	);
-//
-// The first request with (scope, key) runs apply in the transaction that
-// records it and its answer; a later one with the same hash gets that
-// answer back (replayed) and changes nothing, one with another hash is a
-// fault.Invalid. Requests racing with one key are serialised by the
-// primary key: the losers' INSERTs wait for the winner to commit and then
-// conflict. If apply fails, nothing is recorded and the key stays free.
+// service's own, shaped as deposit_requests in payment's baseline
+// migration: (scope, idempotency_key) its primary key, request_hash, and
+// the answer in gob. The first request runs apply in the transaction that
+// records it; a later one with the same hash gets that answer back
+// (replayed), one with another hash is a fault.Invalid. Racing requests are
+// serialised by the primary key. If apply fails, the key stays free.
 func Once[T any](ctx context.Context, db *sqlx.DB, table, scope, key, hash string, apply func(tx *sqlx.Tx) (T, error)) (v T, replayed bool, err error) {
 	err = InTx(ctx, db, func(tx *sqlx.Tx) error {
 		var zero T
-		v, replayed = zero, false // fn may run twice: see InTx
+		v, replayed = zero, false // InTx may run this again, from the start
 		res, err := tx.ExecContext(ctx, `INSERT INTO `+table+` (scope, idempotency_key, request_hash, response)
 			VALUES ($1, $2, $3, '') ON CONFLICT DO NOTHING`, scope, key, hash)
 		if err != nil {

@@ -29,26 +29,21 @@ import (
 
 // SessionDefaults are the server-side limits every session opened by Open
 // runs under, unless its URL sets them itself. They bound how long a
-// process that froze (SIGSTOP, a paused container, a suspended VM) or
-// vanished (a partitioned host) can keep what its session holds — row
-// locks, the relay's leadership, and the snapshot that holds back every
-// relay's xmin horizon:
-//
-//   - idle_in_transaction_session_timeout: a transaction left open and idle
-//     (its process stopped mid-handler) is ended, its locks released, after
-//     15 s;
-//   - tcp_keepalives_*: a client whose host is gone is noticed after about
-//     5 + 3×2 = 11 s instead of the kernel's two hours.
-//
-// A live handler's transaction is bounded on the client side (see
-// participant.TxTimeout), which cancels its statement. There is no
-// server-side statement_timeout: it would also cut a migration or a
-// housekeeping DELETE that legitimately runs long, failing every restart.
+// process that froze (SIGSTOP, a paused container) or vanished (a
+// partitioned host) keeps what its session holds: row locks, the relay's
+// leadership, the snapshot that holds back every relay's xmin. A live
+// handler's transaction is bounded by the client (participant.TxTimeout); a
+// server-side statement_timeout would also cut a long migration, failing
+// every restart.
 var SessionDefaults = map[string]string{
+	// A transaction left open and idle (its process stopped mid-handler) is
+	// ended, its locks released, after 15 s.
 	"idle_in_transaction_session_timeout": "15000", // ms
-	"tcp_keepalives_idle":                 "5",     // s
-	"tcp_keepalives_interval":             "2",     // s
-	"tcp_keepalives_count":                "3",
+	// A client whose host is gone is noticed after about 5 + 3×2 = 11 s
+	// instead of the kernel's two hours.
+	"tcp_keepalives_idle":     "5", // s
+	"tcp_keepalives_interval": "2", // s
+	"tcp_keepalives_count":    "3",
 }
 
 // WithSessionDefaults returns rawURL with every SessionDefaults parameter

@@ -1,3 +1,19 @@
+// This file holds the statement cache of Open's connections: each statement
+// with arguments becomes a named prepared statement of its connection,
+// parsed once (a payment step commits ~1.8x more transactions a second). A
+// statement whose text varies with the data (a VALUES list of n rows) takes
+// an entry and a plan (~100 KiB) per shape: write it with arrays
+// (outbox.Pending does). After five runs PostgreSQL may keep a generic
+// plan, made without the arguments: a statement whose best plan depends on
+// a value should say so in its shape (an ORDER BY on the indexed column
+// with a LIMIT). A prepared statement keeps the types it was prepared with,
+// so a migration that changes a column's type under a running instance can
+// make it fail or, where a cast exists, coerce a value silently; no
+// statement is kept past StatementMaxAge, but change a type in place only
+// with every instance restarted after it, or add a column and move to it.
+// TestAStatementIsPreparedAnewAfterItsTableChanged and
+// TestADataExceptionOfAnOlderStatementIsNotFinal show why.
+
 package pg
 
 import (
@@ -13,39 +29,12 @@ import (
 )
 
 // StatementCacheSize is how many parameterised statements each connection
-// opened by Open keeps prepared, least recently used first out.
-//
-// lib/pq sends a statement with arguments as an unnamed statement, which
-// PostgreSQL parses and plans anew on every execution. A consumer's or the
-// relay's transaction runs the same handful of statements thousands of
-// times a second; a pgbench of one payment step (mark, lock, debit, outbox
-// row) commits ~1.8× more transactions a second prepared than unnamed.
-// The cache makes every statement with arguments a named prepared
-// statement of its connection, parsed once: callers keep writing
-// tx.ExecContext(ctx, query, args...) and see the same results.
-//
-// Statements whose text varies with the data (a VALUES list of n rows)
-// would take one entry, and one plan in the server's memory (~100 KiB),
-// per shape: write such a statement with arrays instead (outbox.Pending
-// does). The bound keeps a connection's prepared statements in check.
-//
-// After five runs PostgreSQL may switch a prepared statement to a generic
-// plan, made without the arguments' values, and keep it. A statement whose
-// best plan depends on a value (a range over a timestamp) should say so in
-// its shape: an ORDER BY on the indexed column with a LIMIT leads both plans
-// to the index.
-//
-// A prepared statement also keeps the parameter types it was prepared
-// with. A migration that changes a column's type under a running instance
-// can make it fail (see forgetIfStale) or, where a cast exists, coerce a
-// value the old way (timestamp to timestamptz) without an error. The first
-// failure drops every statement of the pool, and the statement is run
-// again where that is safe: outside a transaction at once, and a
-// transaction of InTx once more from its start. So no caller sees the
-// failure but one in a transaction of its own, which retries it. Where no
-// error says so, no statement is kept longer than StatementMaxAge, however
-// busy its connection; change a column's type in place only with every
-// instance restarted after it, or, better, add a column and move to it.
+// opened by Open keeps prepared, least recently used first out: lib/pq
+// would parse and plan each anew on every execution. Callers keep writing
+// tx.ExecContext(ctx, query, args...). After an error that says a statement
+// went stale, every statement of the pool is dropped and the statement run
+// again where that is safe: at once outside a transaction, from its start
+// in InTx.
 const StatementCacheSize = 256
 
 // StatementMaxAge is how long a prepared statement is used before it is
@@ -215,30 +204,15 @@ func (c *cachingConn) prepared(ctx context.Context, query string) (driver.Stmt, 
 	return st, true, nil
 }
 
-// forgetIfStale drops query's statement when PostgreSQL's error may be
-// the statement's own rather than the data's, and returns the error the
-// caller should see.
-//
-// A prepared statement keeps the parameter and result types it was
-// prepared with, so after a migration changed a table under a running
-// instance it can fail on every call ("cached plan must not change result
-// type", "operator does not exist: status = text", a column or table
-// gone) where the same text prepared anew succeeds: the call fails, and
-// the next one prepares afresh. A data exception (class 22: "value out of
-// range for type integer" after the column became bigint) from a
-// statement prepared on an earlier call is not final either: it is
-// returned without its *pq.Error, so that callers which take class 22 for
-// bad data (a consumer dead-letters it) retry instead, on a statement
-// prepared afresh; a data exception then is the data's. Errors of the
-// data or the transaction (a constraint, a deadlock, a cancel) keep the
-// statement.
-//
-// Of a statement prepared on an earlier call, the errors PostgreSQL raises
-// while it checks the statement against the tables, before it runs it
-// (planStale), come back marked (IsStale) and take every statement of the
-// pool with them: the migration that made this one stale reached the
-// others' copies too. A data exception comes back marked but does not, as
-// bad data can cause it at will.
+// forgetIfStale drops query's statement when PostgreSQL's error may be the
+// statement's own rather than the data's, and returns the error the caller
+// should see. After a migration a prepared statement can fail on every call
+// where the same text prepared anew succeeds: the errors raised while it is
+// checked against the tables (planStale) come back marked (IsStale) and
+// drop every statement of the pool. A data exception (class 22) of a
+// statement prepared earlier comes back without its *pq.Error, so a
+// consumer retries it rather than dead-letter it. Errors of the data or the
+// transaction keep the statement.
 func (c *cachingConn) forgetIfStale(query string, fresh bool, err error) error {
 	var pqErr *pq.Error
 	if err == nil || !errors.As(err, &pqErr) {

@@ -1,20 +1,6 @@
-// Package tracing carries one saga's trace across every hop it makes: HTTP
-// request → transaction → outbox row → relay → Kafka record → consumer →
-// transaction → outbox row → …
-//
-// The hop that needs care is the outbox. The span that writes a row ends
-// long before the relay publishes it, in another goroutine, maybe in
-// another process after a crash. So the span's context is stored in the
-// row itself — a W3C traceparent header (propagation.TraceContext) written
-// by outbox.Add in the same transaction — and the relay starts its publish
-// span as that context's child and hands the publish span's context on in
-// the Kafka record's headers, where the consumer's handling span finds its
-// parent.
-//
-// Spans go to the global TracerProvider. Setup installs an OTLP/HTTP one
-// when OTEL_EXPORTER_OTLP_ENDPOINT is set; otherwise
-// the global provider stays the no-op default and tracing costs next to
-// nothing. Propagation works either way.
+// Package tracing carries one saga's trace across every hop it makes, the
+// outbox row included, and exports it over OTLP when
+// OTEL_EXPORTER_OTLP_ENDPOINT is set.
 package tracing
 
 import (
@@ -102,7 +88,9 @@ func Setup(ctx context.Context, cfg Config, service string) (shutdown func(conte
 
 // Inject writes the trace context of ctx's span into headers (traceparent,
 // and tracestate if any). It writes nothing when ctx has no valid span, so
-// headers copied from elsewhere keep theirs.
+// headers copied from elsewhere keep theirs. outbox.Add stores it in the
+// row, so the relay's publish, long after and maybe in another process,
+// continues the writer's trace.
 func Inject(ctx context.Context, headers map[string]string) {
 	if !trace.SpanContextFromContext(ctx).IsValid() {
 		return

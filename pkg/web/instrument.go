@@ -36,24 +36,15 @@ var (
 // scanners probing random paths add one series, not one per path.
 const unmatchedRoute = "unmatched"
 
-// Instrument wraps a service's API — the handler its httpapi builds on
-// NewRouter — with one span and one set of metrics per request, under the
-// service's name. The service's routes stay unaware of it.
-//
-// The route pattern is known only once chi has routed the request, deep
-// inside h. So Instrument hands h a chi RouteContext of its own: a chi.Mux
-// that finds one already in the request's context uses it instead of a
-// pooled one, and after h returns the pattern is still there to read.
-//
-// Probes and scrapes (/healthz, /readyz, /metrics) are counted but get no
-// span: they would bury the requests worth tracing. Every other request's
-// span continues the caller's trace if the request carries a W3C
-// traceparent, and reaches every handler through the request's context —
-// and from there, via outbox.Add, the events the request causes.
-//
-// Middleware in mw runs around h, inside the span, before routing: a
-// request it refuses (bearer.Authenticate's 401) is counted as unmatched,
-// as a request of a scanner is.
+// Instrument wraps a service's API, the handler its httpapi builds on
+// NewRouter, with one span and one set of metrics per request, under the
+// service's name; its routes stay unaware of it. A span continues the
+// caller's trace if the request carries a W3C traceparent, and reaches
+// every handler through the request's context, and from there, via
+// outbox.Add, the events the request causes. Probes and scrapes are counted
+// but get no span. Middleware in mw runs around h, inside the span, before
+// routing: a request it refuses (bearer.Authenticate's 401) is counted as
+// unmatched, as a scanner's is.
 func Instrument(service string, h http.Handler, mw ...func(http.Handler) http.Handler) http.Handler {
 	routes, _ := h.(chi.Routes)
 	for i := len(mw) - 1; i >= 0; i-- {
@@ -75,6 +66,10 @@ func Instrument(service string, h http.Handler, mw ...func(http.Handler) http.Ha
 			defer span.End()
 		}
 
+		// The route pattern is known only once chi has routed the request,
+		// deep inside h: a chi.Mux that finds a RouteContext in the
+		// request's context uses it instead of a pooled one, so after h
+		// returns the pattern is still there to read.
 		rctx := chi.NewRouteContext()
 		rctx.Routes = routes // middleware such as GetHead match against it
 		ctx = context.WithValue(ctx, chi.RouteCtxKey, rctx)

@@ -1,10 +1,6 @@
-// Package web holds the HTTP plumbing the four services share: JSON request
-// decoding with size, type and schema checks, RFC 9457 problem responses,
-// health endpoints and a server that shuts down gracefully.
-//
-// Handlers in the services stay small: decode, call the domain, encode —
-// and hand every error to Respond, the one place that turns errors into
-// statuses.
+// Package web holds the HTTP plumbing the services share: JSON decoding
+// with its checks, problem responses from one error mapping (Respond),
+// health endpoints and a graceful server.
 package web
 
 import (
@@ -132,17 +128,23 @@ type Validator interface {
 	Validate() error
 }
 
-// CheckAmount is the rule for an amount field of a request body, named
-// name, for a Validator: v is a pointer so that a missing field is an
-// error rather than a silent zero (that would empty an account or a
-// shelf); it must be at least 0, above 0 if positive (an addition), and at
-// most events.MaxAmount, which keeps what a store adds to it in SQL inside
-// bigint.
-func CheckAmount(name string, v *int64, positive bool) error {
+// CheckAmount is the rule for an amount field of a request body that sets
+// a level (a balance, the units on a shelf), named name, for a Validator:
+// v is a pointer so that a missing field is an error rather than a silent
+// zero (that would empty an account or a shelf); it must be at least 0 and
+// at most events.MaxAmount, which keeps what a store adds to it in SQL
+// inside bigint.
+func CheckAmount(name string, v *int64) error { return checkAmount(name, v, false) }
+
+// CheckAddition is CheckAmount for an amount added to a level (a deposit,
+// a restock), which must be above 0.
+func CheckAddition(name string, v *int64) error { return checkAmount(name, v, true) }
+
+func checkAmount(name string, v *int64, addition bool) error {
 	switch {
 	case v == nil:
 		return fmt.Errorf("%s is required", name)
-	case positive && *v <= 0:
+	case addition && *v <= 0:
 		return fmt.Errorf("%s must be > 0", name)
 	case *v < 0:
 		return fmt.Errorf("%s must be >= 0", name)
@@ -453,14 +455,14 @@ func Post[Req, T any](log *slog.Logger, param string, act func(ctx context.Conte
 	})
 }
 
-// Add serves a POST that adds a positive amount to one resource named by
-// the path parameter param, e.g. a deposit to an account: a body whose one
-// field, named field, holds the amount, checked by CheckAmount; an unknown
-// field fails with 400 as Decode fails one. The request's Idempotency-Key
-// ("" without one, see IdempotencyKey) goes to add, which applies a key
-// once; an answer it replays carries Idempotent-Replayed: true and the
-// same status as the first.
-func Add[T any](log *slog.Logger, param, field string, add func(ctx context.Context, id string, amount int64, key string) (T, bool, error)) http.Handler {
+// AddAmount serves a POST that adds a positive amount to one resource named
+// by the path parameter param, e.g. a deposit to an account: a body whose
+// one field, named field, holds the amount, checked by CheckAddition; an
+// unknown field fails with 400 as Decode fails one. The request's
+// Idempotency-Key ("" without one, see IdempotencyKey) goes to add, which
+// applies a key once; an answer it replays carries Idempotent-Replayed:
+// true and the same status as the first.
+func AddAmount[T any](log *slog.Logger, param, field string, add func(ctx context.Context, id string, amount int64, key string) (T, bool, error)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id, err := PathID(r, param)
 		if err != nil {
@@ -483,7 +485,7 @@ func Add[T any](log *slog.Logger, param, field string, add func(ctx context.Cont
 				return
 			}
 		}
-		if err := CheckAmount(field, body[field], true); err != nil {
+		if err := CheckAddition(field, body[field]); err != nil {
 			Respond(w, r, log, &Error{Status: http.StatusBadRequest, Detail: err.Error()})
 			return
 		}

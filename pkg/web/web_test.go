@@ -350,11 +350,11 @@ func TestGetPutPost(t *testing.T) {
 }
 
 // TestAdd serves an addition to a counter: the body's one field, checked
-// by CheckAmount, is handed over; any other field is refused as Decode
+// by CheckAddition, is handed over; any other field is refused as Decode
 // refuses one.
 func TestAdd(t *testing.T) {
 	r := chi.NewRouter()
-	r.Method(http.MethodPost, "/counters/{id}/additions", web.Add(slog.New(slog.DiscardHandler), "id", "n",
+	r.Method(http.MethodPost, "/counters/{id}/additions", web.AddAmount(slog.New(slog.DiscardHandler), "id", "n",
 		func(_ context.Context, id string, n int64, key string) (map[string]int64, bool, error) {
 			return map[string]int64{id: n}, key == "seen", nil
 		}))
@@ -398,25 +398,28 @@ func TestAdd(t *testing.T) {
 
 func TestCheckAmount(t *testing.T) {
 	n := func(v int64) *int64 { return &v }
+	level, addition := web.CheckAmount, web.CheckAddition
 	tests := []struct {
-		name     string
-		v        *int64
-		positive bool
-		want     string // "" means valid
+		name  string
+		check func(string, *int64) error
+		v     *int64
+		want  string // "" means valid
 	}{
-		{"Missing", nil, false, "n is required"},
-		{"ZeroLevel", n(0), false, ""},
-		{"ZeroAddition", n(0), true, "n must be > 0"},
-		{"Negative", n(-1), false, "n must be >= 0"},
-		{"NegativeAddition", n(-1), true, "n must be > 0"},
-		{"Max", n(events.MaxAmount), true, ""},
-		{"AboveMax", n(events.MaxAmount + 1), false, "n must be at most 1000000000000000"},
+		{"Missing", level, nil, "n is required"},
+		{"MissingAddition", addition, nil, "n is required"},
+		{"ZeroLevel", level, n(0), ""},
+		{"ZeroAddition", addition, n(0), "n must be > 0"},
+		{"Negative", level, n(-1), "n must be >= 0"},
+		{"NegativeAddition", addition, n(-1), "n must be > 0"},
+		{"Max", addition, n(events.MaxAmount), ""},
+		{"AboveMax", level, n(events.MaxAmount + 1), "n must be at most 1000000000000000"},
+		{"AboveMaxAddition", addition, n(events.MaxAmount + 1), "n must be at most 1000000000000000"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := web.CheckAmount("n", tt.v, tt.positive)
+			err := tt.check("n", tt.v)
 			if got := fmt.Sprint(err); (tt.want == "" && err != nil) || (tt.want != "" && got != tt.want) {
-				t.Fatalf("CheckAmount = %v, want %q", err, tt.want)
+				t.Fatalf("check = %v, want %q", err, tt.want)
 			}
 		})
 	}

@@ -1,12 +1,6 @@
-// Command cluster-smoke is the Go half of scripts/infra-cluster-smoke.sh: it
-// creates topics through broker.EnsureTopicsWith on a multi-node cluster,
-// shows what the brokers recorded, waits for leadership to leave a killed
-// node, and produces with the services' producer settings (acks=all,
-// idempotent).
-//
-//	cluster-smoke -brokers B create -topic T -rf 3 -min-isr 2
-//	cluster-smoke -brokers B await-failover -topic T -dead 2
-//	cluster-smoke -brokers B produce -topic T -n 20 [-want-error NOT_ENOUGH_REPLICAS]
+// Command cluster-smoke is the Go half of scripts/infra-cluster-smoke.sh:
+// it creates topics on a multi-node cluster, waits for leadership to leave
+// a killed node, and produces with the services' producer settings.
 package main
 
 import (
@@ -24,6 +18,11 @@ import (
 	"github.com/choreo-saga/choreo/pkg/broker"
 )
 
+// Usage:
+//
+//	cluster-smoke -brokers B create -topic T -rf 3 -min-isr 2
+//	cluster-smoke -brokers B await-failover -topic T -dead 2
+//	cluster-smoke -brokers B produce -topic T -n 20 [-want-error NOT_ENOUGH_REPLICAS]
 func main() {
 	if err := run(os.Args[1:]); err != nil {
 		fmt.Fprintln(os.Stderr, "cluster-smoke:", err)

@@ -86,7 +86,7 @@ func afterReserve(undo func(*testing.T, string) events.Envelope) func(*testing.T
 // returns a PaymentCompleted for quantity of them, not delivered.
 func payment(t *testing.T, db *sqlx.DB, orderID string, available int64) events.Envelope {
 	t.Helper()
-	if _, err := store.New(db).PutStock(context.Background(), skuOf(orderID), available, nil, true); err != nil {
+	if _, err := store.New(db).PutStock(context.Background(), skuOf(orderID), available, store.Precondition{CreateOnly: true}); err != nil {
 		t.Fatal(err)
 	}
 	return testenv.Event(t, orderID, events.PaymentCompleted{

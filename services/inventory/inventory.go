@@ -1,9 +1,6 @@
 // Package inventory is the inventory service: it keeps the units per SKU,
-// reserves a paid order's items and releases them when shipping fails.
-//
-// Run wires the service from its parts; cmd/inventory only reads the
-// environment and calls it, so tests and the embedded mode can run the
-// service in-process.
+// reserves a paid order's items and releases them when shipping fails or
+// the order is cancelled.
 package inventory
 
 import (
@@ -36,7 +33,7 @@ func DefaultConfig() Config {
 // Run runs the service until ctx ends: its HTTP API, its consumer group and
 // its outbox relay (see package participant). It returns after all three
 // stopped, the message in hand finished and its offset committed.
-func Run(ctx context.Context, cfg Config) error { return participant.RunService(ctx, cfg, Spec) }
+func Run(ctx context.Context, cfg Config) error { return participant.Run(ctx, cfg, Spec) }
 
 // Spec is what makes this service itself: its tables, reactions and API.
 // It never fails today; it returns an error like every service's Spec, so
@@ -48,6 +45,7 @@ func Spec(cfg Config) (participant.Spec, error) {
 		Schema:    Schema,
 		Reactions: eventapi.Reactions(),
 		API:       httpapi.Routes,
+		Jobs:      []participant.Job{pg.ForgetOnceKeysJob("restock_requests")},
 	}, nil
 }
 

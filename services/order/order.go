@@ -1,11 +1,6 @@
 // Package order is the order service: it takes orders over HTTP, starts a
-// saga for each by publishing OrderCreated, cancels it on the customer's
-// request or when it outlives its deadline (OrderCancelRequested), and
-// records how the saga ended — COMPLETED, or CANCELLED with the reason.
-//
-// Run wires the service from its parts; cmd/order only reads the
-// environment and calls it, so tests and the embedded mode can run the
-// service in-process.
+// saga for each, cancels it on request or past its deadline, and records
+// how the saga ended.
 package order
 
 import (
@@ -68,7 +63,7 @@ func (c Config) validateOwn() error {
 // Run runs the service until ctx ends: its HTTP API, its consumer group and
 // its outbox relay (see package participant). It returns after all three
 // stopped, the message in hand finished and its offset committed.
-func Run(ctx context.Context, cfg Config) error { return participant.RunService(ctx, cfg, Spec) }
+func Run(ctx context.Context, cfg Config) error { return participant.Run(ctx, cfg, Spec) }
 
 // Spec is what makes this service itself: its tables, reactions, API and
 // deadline sweep. POST /orders starts a saga by storing OrderCreated with

@@ -79,7 +79,7 @@ func uncharged(compensate func(*testing.T, string) events.Envelope) func(*testin
 // account opens the account of the order's customer with balance in JPY.
 func account(t *testing.T, db *sqlx.DB, orderID string, balance int64) {
 	t.Helper()
-	if _, err := store.New(db).PutAccount(context.Background(), customerOf(orderID), balance, "JPY", nil, true); err != nil {
+	if _, err := store.New(db).PutAccount(context.Background(), customerOf(orderID), balance, "JPY", store.Precondition{CreateOnly: true}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -1,10 +1,6 @@
 // Package payment is the payment service: it keeps customers' balances,
 // charges an order when it is created and refunds it when a later step of
-// the saga fails.
-//
-// Run wires the service from its parts; cmd/payment only reads the
-// environment and calls it, so tests and the embedded mode can run the
-// service in-process.
+// the saga fails or the order is cancelled.
 package payment
 
 import (
@@ -36,7 +32,7 @@ func DefaultConfig() Config {
 // Run runs the service until ctx ends: its HTTP API, its consumer group and
 // its outbox relay (see package participant). It returns after all three
 // stopped, the message in hand finished and its offset committed.
-func Run(ctx context.Context, cfg Config) error { return participant.RunService(ctx, cfg, Spec) }
+func Run(ctx context.Context, cfg Config) error { return participant.Run(ctx, cfg, Spec) }
 
 // Spec is what makes this service itself: its tables, reactions and API.
 func Spec(cfg Config) (participant.Spec, error) {
@@ -46,6 +42,7 @@ func Spec(cfg Config) (participant.Spec, error) {
 		Schema:    Schema,
 		Reactions: eventapi.Reactions(),
 		API:       httpapi.Routes,
+		Jobs:      []participant.Job{pg.ForgetOnceKeysJob("deposit_requests")},
 	}, nil
 }
 

@@ -1,11 +1,6 @@
-// Package shipping is the shipping service: once an order's items are
-// reserved it schedules the shipment, or fails it when the destination
-// country is not served, which makes inventory release the items and
-// payment refund the charge.
-//
-// Run wires the service from its parts; cmd/shipping only reads the
-// environment and calls it, so tests and the embedded mode can run the
-// service in-process.
+// Package shipping is the shipping service: it schedules an order's
+// shipment once its items are reserved, or fails it when the destination is
+// not served, which starts the compensations.
 package shipping
 
 import (
@@ -83,7 +78,7 @@ func isLetter(b byte) bool { return 'A' <= b && b <= 'Z' || 'a' <= b && b <= 'z'
 // Run runs the service until ctx ends: its HTTP API, its consumer group and
 // its outbox relay (see package participant). It returns after all three
 // stopped, the message in hand finished and its offset committed.
-func Run(ctx context.Context, cfg Config) error { return participant.RunService(ctx, cfg, Spec) }
+func Run(ctx context.Context, cfg Config) error { return participant.Run(ctx, cfg, Spec) }
 
 // Spec is what makes this service itself: its tables, reactions and API.
 func Spec(cfg Config) (participant.Spec, error) {

@@ -12,7 +12,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/choreo-saga/choreo/pkg/broker"
-	"github.com/choreo-saga/choreo/pkg/participant"
+	"github.com/choreo-saga/choreo/pkg/tick"
 	"github.com/choreo-saga/choreo/services/tracker/internal/store"
 )
 
@@ -45,7 +45,7 @@ type forgetter struct {
 // run forgets every interval until ctx ends; failures are logged and tried
 // again at the next round.
 func (f forgetter) run(ctx context.Context, every time.Duration) error {
-	return participant.Every(ctx, every, func(ctx context.Context) {
+	return tick.Every(ctx, every, func(ctx context.Context) {
 		n, err := f.once(ctx)
 		if n > 0 {
 			forgottenSagas.WithLabelValues(Name).Add(float64(n))

@@ -1,17 +1,6 @@
 // Package tracker is the saga tracker: a passive observer that reads every
-// event the four services publish and shows each saga's timeline, where it
-// stands (running, completed, cancelled, stuck), why it ended or is turning
-// back (the reason the services gave), which step it waits for, over HTTP (GET
-// /sagas/{order_id}, GET /sagas, and an HTML page at GET /) and in Prometheus
-// metrics.
-//
-// It is no participant: it has a consumer group of its own over the saga's
-// topics and a database of its own, emits nothing (no outbox, no dead
-// letters), and no service depends on it. It sees only what is published,
-// may lag, and must never be used to drive the saga; see docs/tracker.md.
-//
-// Run wires it; cmd/tracker only reads the environment and calls it, so
-// tests and the embedded mode run it in-process.
+// event the four services publish and shows each saga's timeline and where
+// it stands, over HTTP and in metrics.
 package tracker
 
 import (
@@ -102,7 +91,9 @@ var Schema = pg.Schema{Name: Name, FS: store.Migrations, Dir: "migrations"}
 // Run runs the tracker until ctx ends: its consumer group, its HTTP API,
 // the stuck-saga gauge and the forgetting of ended sagas Kafka no longer
 // holds. It returns after all four stopped, the message in hand recorded
-// and its offset committed.
+// and its offset committed. It is no participant: its group and database
+// are its own, it emits nothing, no service depends on it, and it must
+// never drive the saga (docs/tracker.md).
 func Run(ctx context.Context, cfg Config) error {
 	if err := cfg.Validate(); err != nil {
 		return err

@@ -1,45 +1,7 @@
-// Command chaos is Choreo's Jepsen-style chaos suite: it runs two
-// instances of every service against its own 3-broker Kafka cluster
-// (replication factor 3, min.insync.replicas 2) and PostgreSQL, sends
-// orders open-loop at a set rate with a seeded mix (a fifth of them
-// compensate), injects faults on a seeded schedule — kill -9 and crash
-// loops, SIGSTOP of the relay leader and of a consumer, kill -9 of a
-// partition-leader broker, a PostgreSQL restart, a pass that re-produces
-// every saga message, the compiled-in crash points — and, once quiet,
-// checks through every service's API that no accepted order was lost, no
-// effect doubled and the services agree.
-//
-//	go run ./tools/chaos -short                 # the CI profile, ~4 minutes
-//	go run ./tools/chaos -orders 10000 -rate 25 # a full run
-//	go run ./tools/chaos -defaults              # one instance each, no instance ids
-//	go run ./tools/chaos -rolling               # a rolling restart with orders flowing
-//
-// -defaults and -rolling (profile.go) measure the services' default
-// configuration and a deploy, each with its longest stall against a bound.
-//
-// The last line is `chaos: lost=N doubled=N inconsistent=N unproven=N
-// terminal=X/Y`. The verdict needs evidence, in every profile:
-//   - orders: some accepted, all of them terminal; planned orders refused
-//     (4xx) or never answered beyond -max-refused and -max-unsettled, by
-//     kind, are unproven. Money and stock are the client's: each
-//     completed order moved its request's total and items, and an
-//     unsettled key bounds its customer and SKUs by none or one of its
-//     order's effects.
-//   - at rest: after the drain, every outbox sent and every consumer
-//     group committed to the partitions' ends (waited for, up to a
-//     minute), then two reads 3 s apart, which must agree.
-//   - faults: every scheduled one fired; a pause that hit an instance of
-//     the wrong role fails -short; a paused relay leader was taken over;
-//     a duplicating pass raised each service's duplicate counters by at
-//     least the copies of the event types it reacts to; every armed crash
-//     point fired.
-//
-// The exit status is non-zero when any of these fails. Every run starts
-// its infrastructure afresh in a state dir of its own, on ports it checked
-// free (Kafka 19092–19097, PostgreSQL 15432 and the services' 18080–18083,
-// 18180–18183, or the next free set), never the shared 9092/5432, and
-// stops and removes it at the end unless -keep. -infra-dir, -kafka-port,
-// -pg-port and -port-base fix them instead, e.g. to reuse a kept cluster.
+// Command chaos is Choreo's Jepsen-style chaos suite: it runs two instances
+// of every service on a 3-broker Kafka cluster, injects seeded faults while
+// orders flow, and checks that no accepted order was lost, no effect
+// doubled and the services agree.
 package main
 
 import (
@@ -60,6 +22,18 @@ import (
 	"github.com/choreo-saga/choreo/internal/workload"
 )
 
+// Usage:
+//
+//	go run ./tools/chaos -short                 # the CI profile, ~4 minutes
+//	go run ./tools/chaos -orders 10000 -rate 25 # a full run
+//	go run ./tools/chaos -defaults              # one instance each, no instance ids
+//	go run ./tools/chaos -rolling               # a rolling restart with orders flowing
+//
+// The last line is `chaos: lost=N doubled=N inconsistent=N unproven=N
+// terminal=X/Y`, and the exit status is non-zero unless every order, the
+// rest after the drain and every scheduled fault is proven (docs/chaos.md).
+// Each run starts its infrastructure afresh on ports it checked free, never
+// the shared 9092/5432, and removes it unless -keep.
 func main() {
 	cli.Main("chaos", func(ctx context.Context) error { return run(ctx, os.Args[1:], os.Stdout) })
 }

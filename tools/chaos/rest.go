@@ -90,7 +90,7 @@ func WaitAtRest(ctx context.Context, brokers []string, databases map[string]stri
 	}
 }
 
-// unsent counts the outbox rows not sent, parked ones included: a parked
+// unsent counts the outbox rows not sent, refused ones included: a refused
 // row is a message that never left.
 func unsent(ctx context.Context, db *sql.DB) (int, error) {
 	var n int

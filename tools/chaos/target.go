@@ -15,18 +15,13 @@ type instState struct {
 	Leads   bool // leads its service's relay
 }
 
-// pickTarget returns the Index of the instance that a process fault of
-// kind k hits now, or 0 if none fits yet. A fault hits a running instance
-// only — one that another fault killed or froze a moment ago would make
-// it a silent no-op — preferring the scheduled one:
-//   - pause-leader: the relay leader;
-//   - pause-consumer: an instance that does not lead the relay, so that
-//     the pause is about the consumer group;
-//   - kill, crash-loop: any.
-//
-// relaxed (the caller waited long enough for the first choice) lets the
-// pauses take any running instance: a pause of the wrong role is worth
-// more than none.
+// pickTarget returns the Index of the running instance that a process fault
+// of kind k hits now, or 0 if none fits yet (one another fault killed or
+// froze a moment ago would make it a silent no-op), preferring the
+// scheduled one: pause-leader hits the relay leader, pause-consumer an
+// instance that does not lead the relay, kill and crash-loop any. relaxed
+// (the caller waited long enough) lets a pause take any running instance: a
+// pause of the wrong role is worth more than none.
 func pickTarget(k Kind, scheduled int, states []instState, relaxed bool) int {
 	first := func(fits func(instState) bool) int {
 		for _, s := range states {

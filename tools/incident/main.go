@@ -1,19 +1,7 @@
 // Command incident replays the seed incident side by side: the same
 // OrderCreated events, redelivered and delivered concurrently, go to a
 // naive check-then-act payment consumer and to Choreo's payment handler,
-// each with accounts of its own, and the money taken is compared with the
-// money owed.
-//
-// Against the local Kafka and PostgreSQL (scripts/infra.sh up):
-//
-//	eval "$(bash scripts/infra.sh env)"
-//	go run ./tools/incident [-orders 200] [-seed 1] [-copies 3] [-concurrent 0.25] [-work 5ms]
-//
-// It creates a topic and two PostgreSQL schemas of its own and removes them
-// when it ends. It exits non-zero if Choreo's side ever charges an order
-// twice, charges one not at all, or takes more or less than it is owed, so
-// it doubles as a check. The naive side is expected to overcharge; that is
-// the incident.
+// and the money taken is compared with the money owed.
 package main
 
 import (
@@ -28,6 +16,13 @@ import (
 	"github.com/choreo-saga/choreo/internal/cli"
 )
 
+// It creates a topic and two PostgreSQL schemas of its own and removes them
+// when it ends. It exits non-zero if Choreo's side ever charges an order
+// twice, not at all, or takes more or less than owed, so it doubles as a
+// check; the naive side is expected to overcharge.
+//
+//	eval "$(bash scripts/infra.sh env)"
+//	go run ./tools/incident [-orders 200] [-seed 1] [-copies 3] [-concurrent 0.25] [-work 5ms]
 func main() {
 	cli.Main("incident", func(ctx context.Context) error { return run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr) })
 }

@@ -1,37 +1,9 @@
 // Command load drives a running system with orders and reports saga
 // throughput and latency.
 //
-//	make run     # or: go run ./deploy/local
-//	go run ./tools/load -rate 100 -duration 30s                 # open loop
-//	go run ./tools/load -clients 16 -duration 30s               # closed loop
-//	go run ./tools/load -clients 64 -customers 1 -skus 1        # one hot customer and SKU
-//	go run ./tools/load -sweep 50:400:50 -p99 1s -chart sweep.svg -out sweep.json
-//
 // It signs its tokens with the development key the services verify with
-// (-dev-key-dir, as make run and deploy/local use it): an operator's for
-// the accounts and stock, and each customer's own for their orders.
-//
-// Orders follow a seeded plan (internal/workload): spread over -customers
-// and -skus, with a -mix of orders built to compensate (declined, out of
-// stock, unserved country), each under its own Idempotency-Key; every
-// saga must end the way its kind says, or the run reports it unexpected.
-//
-// Saga latency is the order's own updated_at − created_at, as the order
-// service stamps them, so it is exact whatever the polling interval; the
-// client also records how long POST /orders took. Percentiles come from
-// HdrHistograms. Throughput is ended sagas over the server's window, from
-// the first order created to the last one ended.
-//
-// An open loop looks at most orders only once it has sent them all, so
-// that polling does not load what it measures; meanwhile it follows one in
-// twenty live, and its progress line scales that sample to all it sent
-// ("ended ~480 (~48/s) … estimated from the 1 in 20 followed live"). The
-// line printed after each step counts every order.
-//
-// -sweep runs one open-loop step per rate (each drained before the next)
-// and reports the highest rate sustained: every order ended as planned,
-// throughput within 95% of the offered rate and p99 saga latency under
-// -p99. It only talks to the addresses given (loopback by default).
+// (-dev-key-dir): an operator's for the accounts and stock, each
+// customer's own for their orders.
 package main
 
 import (
@@ -52,6 +24,18 @@ import (
 	"github.com/choreo-saga/choreo/internal/workload"
 )
 
+// Orders follow a seeded plan (internal/workload), and every saga must end
+// the way its kind says. Saga latency is the order's own updated_at −
+// created_at; throughput is ended sagas over the server's window. An open
+// loop follows one order in twenty live and looks at the rest once it sent
+// them all, so polling does not load what it measures. -sweep runs one
+// open-loop step per rate and reports the highest sustained
+// (docs/performance.md).
+//
+//	make run     # or: go run ./deploy/local
+//	go run ./tools/load -rate 100 -duration 30s                 # open loop
+//	go run ./tools/load -clients 16 -duration 30s               # closed loop
+//	go run ./tools/load -sweep 50:400:50 -p99 1s -chart sweep.svg -out sweep.json
 func main() {
 	cli.Main("load", func(ctx context.Context) error { return run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr) })
 }

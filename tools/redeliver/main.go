@@ -1,17 +1,6 @@
 // Command redeliver reproduces the incident this repository exists to
-// prevent: it re-produces every event of one order — unchanged, same event
-// ids — onto the saga's topics, as a broker does after an ack is lost.
-//
-// Against the running system (make run, or go run ./deploy/local):
-//
-//	go run ./tools/redeliver -order <order id> [-times 3]
-//
-// Each service then logs "duplicate event skipped" for every event it had
-// already applied, and no balance, stock or status changes.
-//
-// What the same redelivery, plus concurrent delivery, does to a naive
-// check-then-act consumer, side by side with the payment service's handler
-// and with the figures, is tools/incident (go run ./tools/incident).
+// prevent: it re-produces every event of one order, same event ids, onto
+// the saga's topics, as a broker does after an ack is lost.
 package main
 
 import (
@@ -29,6 +18,11 @@ import (
 	"github.com/choreo-saga/choreo/pkg/events"
 )
 
+// Each service then logs "duplicate event skipped" for every event it had
+// already applied, and no balance, stock or status changes. tools/incident
+// shows what the same does to a naive check-then-act consumer.
+//
+//	go run ./tools/redeliver -order <order id> [-times 3]   # against make run or go run ./deploy/local
 func main() {
 	cli.Main("redeliver", func(ctx context.Context) error { return run(ctx, os.Args[1:], os.Getenv, os.Stdout) })
 }

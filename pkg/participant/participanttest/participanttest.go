@@ -1,37 +1,6 @@
-// Package participanttest is the conformance suite of the participant
-// runtime: the guarantees every service of the saga must keep, run against
-// a service's Spec with a handful of its own events. A service's test
-// supplies Cases — an event that changes its state, and how to read that
-// state — and Run checks, for each:
-//
-//   - RedeliveryAppliesOnce: the same event delivered three times changes
-//     the state once, leaves one processed_events mark and queues each
-//     emitted event once;
-//   - ConcurrentDeliveriesApplyOnce: the same event handed to many
-//     goroutines at once ends exactly as one delivery does;
-//   - ForwardCompatibleEventIsApplied: the event with a field this code
-//     does not know added to its envelope and to its payload, as a newer
-//     producer may send it, ends exactly as the plain event does;
-//   - InvalidPayloadIsDeadLettered: a payload that does not decode is a
-//     permanent error, changes nothing, and is dead-lettered once to the
-//     service's dead-letter topic;
-//   - PoisonParksItsOrderUntilReplayed: after an undecodable event of the
-//     order is dead-lettered, the order's event is held, not applied; a
-//     replay fails while the poison is there, and once it is released,
-//     applies the held event once, as one delivery does; a second replay
-//     and a redelivery change nothing;
-//   - OtherServicesEventsAreAcknowledged: every event type the service has
-//     no reaction to is acknowledged without a mark, an outbox row or a
-//     change;
-//   - ChangeMarkAndOutboxCommitTogether: when the commit fails, neither the
-//     state change, nor the mark, nor the emitted events remain; the
-//     redelivery then applies it.
-//
-// Every check delivers through Spec.Handler, a batch of one on the path the
-// consumer runs, and RedeliveriesInOneBatchApplyOnce hands three copies of
-// the event to Spec.BatchHandler in one batch: they end as one delivery.
-// Deliveries run on a real PostgreSQL database, exactly as the consumer
-// group hands Kafka messages over.
+// Package participanttest is the conformance suite of the runtime: the
+// guarantees every service of the saga must keep, run against its Spec with
+// a few of its own events.
 package participanttest
 
 import (
@@ -84,7 +53,9 @@ type Suite struct {
 // handler is the handler the checks deliver through.
 func (s Suite) handler(db *sqlx.DB) consumer.Handler { return s.Spec.Handler(db, discard) }
 
-// Run runs the suite's checks for every case.
+// Run runs the suite's checks for every case. Each delivers through
+// Spec.Handler, a batch of one on the path the consumer runs, on a real
+// PostgreSQL database, as the consumer group hands Kafka messages over.
 func Run(t *testing.T, s Suite) {
 	t.Helper()
 	if len(s.Cases) == 0 {
@@ -92,13 +63,31 @@ func Run(t *testing.T, s Suite) {
 	}
 	for _, c := range s.Cases {
 		t.Run(c.Name, func(t *testing.T) {
+			// Three deliveries change the state once, with one mark, and queue
+			// each emitted event once.
 			t.Run("RedeliveryAppliesOnce", func(t *testing.T) { redelivery(t, s, c) })
+			// Three copies in one batch (Spec.BatchHandler) end as one
+			// delivery.
 			t.Run("RedeliveriesInOneBatchApplyOnce", func(t *testing.T) { redeliveryInBatch(t, s, c) })
+			// Many goroutines at once end as one delivery does.
 			t.Run("ConcurrentDeliveriesApplyOnce", func(t *testing.T) { concurrent(t, s, c) })
+			// Fields this code does not know, in the envelope and the
+			// payload, as a newer producer sends them: the event applies as
+			// the plain one.
 			t.Run("ForwardCompatibleEventIsApplied", func(t *testing.T) { forwardCompatible(t, s, c) })
+			// A payload that does not decode changes nothing and is
+			// dead-lettered once.
 			t.Run("InvalidPayloadIsDeadLettered", func(t *testing.T) { invalid(t, s, c) })
+			// Behind a dead-lettered poison, the order's event is parked; a
+			// replay fails while the poison is there, and once it is released
+			// applies the event once; a second replay and a redelivery change
+			// nothing.
 			t.Run("PoisonParksItsOrderUntilReplayed", func(t *testing.T) { parks(t, s, c) })
+			// Event types without a reaction: acknowledged without a mark, an
+			// outbox row or a change.
 			t.Run("OtherServicesEventsAreAcknowledged", func(t *testing.T) { others(t, s, c) })
+			// A failed commit leaves neither change, nor mark, nor emitted
+			// events; the redelivery applies it.
 			t.Run("ChangeMarkAndOutboxCommitTogether", func(t *testing.T) { atomic(t, s, c) })
 		})
 	}
@@ -320,7 +309,7 @@ func parks(t *testing.T, s Suite, c Case) {
 	}
 	since := lastOutboxID(t, db)
 
-	deliver(t, s, db, e) // held behind the poison
+	deliver(t, s, db, e) // parked behind the poison
 	if got := c.State(t, db, e); !reflect.DeepEqual(got, before) {
 		t.Errorf("state changed by an event of a parked order: %+v, was %+v", got, before)
 	}
@@ -329,16 +318,16 @@ func parks(t *testing.T, s Suite, c Case) {
 
 	op := s.Spec.Operator(db, discard)
 	var failing *park.StillFailing
-	if _, err := op.Replay(ctx, park.Selector{Key: e.OrderID}); !errors.As(err, &failing) {
+	if _, err := op.Replay(ctx, park.Target{Key: e.OrderID}); !errors.As(err, &failing) {
 		t.Fatalf("replay with the poison at the head: err = %v, want StillFailing", err)
 	}
 	wantMarks(t, db, e, 0)
-	if _, err := op.Release(ctx, park.Selector{EventID: poison.ID}); err != nil {
+	if _, err := op.Release(ctx, park.Target{EventID: poison.ID}); err != nil {
 		t.Fatalf("release the poison: %v", err)
 	}
-	res, err := op.Replay(ctx, park.Selector{Key: e.OrderID})
+	res, err := op.Replay(ctx, park.Target{Key: e.OrderID})
 	if err != nil || len(res.Resolved) != 1 || res.Resolved[0].Outcome != "applied" {
-		t.Fatalf("replay: %+v, err %v; want the held event applied", res, err)
+		t.Fatalf("replay: %+v, err %v; want the event parked behind it applied", res, err)
 	}
 	after := c.State(t, db, e)
 	if reflect.DeepEqual(after, before) {
@@ -347,7 +336,7 @@ func parks(t *testing.T, s Suite, c Case) {
 	wantMarks(t, db, e, 1)
 	wantEmitted(t, s, db, e, since, c.Emits)
 
-	if res, err := op.Replay(ctx, park.Selector{Key: e.OrderID}); err != nil || len(res.Resolved) != 0 {
+	if res, err := op.Replay(ctx, park.Target{Key: e.OrderID}); err != nil || len(res.Resolved) != 0 {
 		t.Fatalf("second replay: %+v, err %v; want nothing resolved", res, err)
 	}
 	deliver(t, s, db, e) // a redelivery: the order flows again, the event is a duplicate

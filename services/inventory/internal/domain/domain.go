@@ -1,7 +1,6 @@
-// Package domain holds the inventory service's decisions as pure functions:
-// whether a paid order's items can be reserved, and what a release must do.
-// They take the current state and return what to change, so every rule is
-// tested without a database or a broker.
+// Package domain holds the inventory service's decisions as pure functions
+// of the current state: whether a paid order's items can be reserved, and
+// what a release or a cancel must do.
 package domain
 
 import (

@@ -1,9 +1,6 @@
-// Package eventapi is the inventory service's event API, as httpapi is its
-// HTTP API: its reactions to the events it consumes. It reserves a paid
-// order's items, and releases them when shipping fails or the order is
-// cancelled. The runtime
-// (package participant) decodes each event, runs the reaction in the
-// transaction that marks the event processed, and publishes what it emits.
+// Package eventapi is the inventory service's reactions to the events it
+// consumes: it reserves a paid order's items, and releases them when
+// shipping fails or the order is cancelled.
 package eventapi
 
 import (
@@ -28,7 +25,7 @@ func Reactions() []participant.Reaction {
 	}
 }
 
-// reserve holds a paid order's items, or rejects the order when any is
+// reserve reserves a paid order's items, or rejects the order when any is
 // short.
 func reserve(ctx context.Context, tx *participant.Tx, e events.Envelope, p events.PaymentCompleted) error {
 	// The reservation row first, then stock rows in byte order

@@ -44,7 +44,7 @@ func newFixture(t *testing.T) *fixture {
 func (f *fixture) sku(available int64) string {
 	f.t.Helper()
 	sku := testenv.ID("sku")
-	if _, err := f.st.PutStock(context.Background(), sku, available, nil, true); err != nil {
+	if _, err := f.st.PutStock(context.Background(), sku, available, store.Precondition{CreateOnly: true}); err != nil {
 		f.t.Fatal(err)
 	}
 	return sku
@@ -284,7 +284,7 @@ func TestReserveAndReleaseShareOneLockOrder(t *testing.T) {
 	}
 	const initial = 1_000_000
 	for _, sku := range skus {
-		if _, err := f.st.PutStock(ctx, sku, initial, nil, true); err != nil {
+		if _, err := f.st.PutStock(ctx, sku, initial, store.Precondition{CreateOnly: true}); err != nil {
 			t.Fatal(err)
 		}
 	}

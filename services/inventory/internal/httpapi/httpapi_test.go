@@ -34,7 +34,7 @@ func TestReads(t *testing.T) {
 	t.Cleanup(srv.Close)
 
 	sku, orderID, rejectedID := "sku-"+uuid.NewString()[:13], uuid.NewString(), uuid.NewString()
-	if _, err := st.PutStock(ctx, sku, 7, nil, true); err != nil {
+	if _, err := st.PutStock(ctx, sku, 7, store.Precondition{CreateOnly: true}); err != nil {
 		t.Fatal(err)
 	}
 	items := []events.Item{{SKU: sku, Quantity: 2, UnitPrice: 150}}

@@ -28,7 +28,7 @@ func Routes(log *slog.Logger, db *sqlx.DB, checks map[string]web.Check) http.Han
 	r := web.NewRouter(log, checks)
 	operator := bearer.RequireOperator(log)
 	r.Method(http.MethodPut, "/stock/{sku}", operator(web.Put(log, "sku", putStock(st))))
-	r.Method(http.MethodPost, "/stock/{sku}/restock", operator(web.Add(log, "sku", "quantity", st.Restock)))
+	r.Method(http.MethodPost, "/stock/{sku}/restock", operator(web.AddAmount(log, "sku", "quantity", st.Restock)))
 	r.Method(http.MethodGet, "/stock/{sku}", operator(web.Get(log, "sku", st.Stock)))
 	r.Method(http.MethodGet, "/reservations/{order_id}", operator(web.Get(log, "order_id", st.ReservationRecord)))
 	r.Method(http.MethodGet, "/openapi.yaml", web.OpenAPI(spec))

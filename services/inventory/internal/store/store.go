@@ -1,10 +1,6 @@
-// Package store is the inventory service's PostgreSQL adapter. Reads used
-// by the reactions lock the rows they decide on (SELECT … FOR UPDATE), so
-// two orders cannot both reserve the same last unit; stock rows are always
-// locked in byte order (LockStock). Every change of a stock row raises its
-// version (a trigger), which a PUT must name to replace the units. The functions the
-// reactions call take the transaction as sqlx.QueryerContext or
-// sqlx.ExecerContext, so a *participant.Tx and a *sqlx.Tx both fit.
+// Package store is the inventory service's PostgreSQL adapter, whose reads
+// for the reactions lock the rows they decide on, stock rows in byte order,
+// so two orders cannot both reserve the last unit.
 package store
 
 import (
@@ -40,18 +36,26 @@ func New(db *sqlx.DB) *Store { return &Store{db: db} }
 // stockColumns are the columns of a domain.Stock.
 const stockColumns = `sku, available, reserved, version`
 
+// Precondition is what a Put asks of the row it writes, as a PUT's
+// If-Match and If-None-Match ask it (web.Precondition): to be at the
+// version the caller read (IfVersion), or not to exist yet (CreateOnly).
+type Precondition struct {
+	IfVersion  *int64
+	CreateOnly bool
+}
+
 // PutStock sets a SKU's available units. Units reserved for paid orders are
 // kept: they belong to those orders.
 //
-// With ifVersion it replaces the units of an existing SKU at that version
+// With pre.IfVersion it replaces the units of an existing SKU at that version
 // only; any other version, or no SKU, is a fault.PreconditionFailed, so a
 // reserve or release committed since the caller read the SKU is never
-// erased. Without it, it creates the SKU (createOnly: only that, a
+// erased. Without it, it creates the SKU (pre.CreateOnly: only that, a
 // fault.PreconditionFailed if the SKU exists); an existing SKU is left as
 // it is — answered unchanged if it already has these units (a retried
 // create), a fault.PreconditionRequired otherwise.
-func (s *Store) PutStock(ctx context.Context, sku string, available int64, ifVersion *int64, createOnly bool) (domain.Stock, error) {
-	if ifVersion != nil {
+func (s *Store) PutStock(ctx context.Context, sku string, available int64, pre Precondition) (domain.Stock, error) {
+	if ifVersion := pre.IfVersion; ifVersion != nil {
 		st, err := pg.Get[domain.Stock](ctx, s.db, "stock "+sku, `
 			UPDATE stock SET available = $2, updated_at = now()
 			WHERE sku = $1 AND version = $3
@@ -79,7 +83,7 @@ func (s *Store) PutStock(ctx context.Context, sku string, available int64, ifVer
 	switch {
 	case err != nil:
 		return cur, err
-	case createOnly:
+	case pre.CreateOnly:
 		return cur, fault.Errorf(fault.PreconditionFailed, "stock %s exists (If-None-Match: *)", sku)
 	case cur.Available == available:
 		return cur, nil

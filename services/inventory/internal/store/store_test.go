@@ -20,7 +20,7 @@ import (
 // putStock creates a SKU.
 func putStock(t *testing.T, st *store.Store, sku string, available int64) {
 	t.Helper()
-	if _, err := st.PutStock(context.Background(), sku, available, nil, true); err != nil {
+	if _, err := st.PutStock(context.Background(), sku, available, store.Precondition{CreateOnly: true}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -61,29 +61,29 @@ func TestPutStock(t *testing.T) {
 	sku, ghost := testenv.ID("put"), testenv.ID("ghost")
 	putStock(t, st, sku, 5)                  // version 1
 	reserve(t, db, map[string]int64{sku: 2}) // version 2: 3 available, 2 reserved
-	v := func(n int64) *int64 { return &n }
+	none, createOnly := store.Precondition{}, store.Precondition{CreateOnly: true}
+	at := func(n int64) store.Precondition { return store.Precondition{IfVersion: &n} }
 
 	tests := []struct {
-		name       string
-		sku        string
-		available  int64
-		ifVersion  *int64
-		createOnly bool
-		wantErr    error
-		want       domain.Stock // the row afterwards
+		name      string
+		sku       string
+		available int64
+		pre       store.Precondition
+		wantErr   error
+		want      domain.Stock // the row afterwards
 	}{
-		{"WithoutVersionIsRefused", sku, 10, nil, false, fault.PreconditionRequired, domain.Stock{SKU: sku, Available: 3, Reserved: 2, Version: 2}},
-		{"WithoutVersionSameUnitsIsRetriedCreate", sku, 3, nil, false, nil, domain.Stock{SKU: sku, Available: 3, Reserved: 2, Version: 2}},
-		{"CreateOnlyOnExistingIsRefused", sku, 3, nil, true, fault.PreconditionFailed, domain.Stock{SKU: sku, Available: 3, Reserved: 2, Version: 2}},
-		{"StaleVersionIsRefused", sku, 10, v(1), false, fault.PreconditionFailed, domain.Stock{SKU: sku, Available: 3, Reserved: 2, Version: 2}},
-		{"CurrentVersionReplacesAvailableKeepsReserved", sku, 10, v(2), false, nil, domain.Stock{SKU: sku, Available: 10, Reserved: 2, Version: 3}},
-		{"SameVersionTwiceIsRefused", sku, 11, v(2), false, fault.PreconditionFailed, domain.Stock{SKU: sku, Available: 10, Reserved: 2, Version: 3}},
-		{"VersionOfUnknownSKUIsRefused", ghost, 1, v(1), false, fault.PreconditionFailed, domain.Stock{}},
-		{"CreateOnlyCreates", ghost, 4, nil, true, nil, domain.Stock{SKU: ghost, Available: 4, Version: 1}},
+		{"WithoutVersionIsRefused", sku, 10, none, fault.PreconditionRequired, domain.Stock{SKU: sku, Available: 3, Reserved: 2, Version: 2}},
+		{"WithoutVersionSameUnitsIsRetriedCreate", sku, 3, none, nil, domain.Stock{SKU: sku, Available: 3, Reserved: 2, Version: 2}},
+		{"CreateOnlyOnExistingIsRefused", sku, 3, createOnly, fault.PreconditionFailed, domain.Stock{SKU: sku, Available: 3, Reserved: 2, Version: 2}},
+		{"StaleVersionIsRefused", sku, 10, at(1), fault.PreconditionFailed, domain.Stock{SKU: sku, Available: 3, Reserved: 2, Version: 2}},
+		{"CurrentVersionReplacesAvailableKeepsReserved", sku, 10, at(2), nil, domain.Stock{SKU: sku, Available: 10, Reserved: 2, Version: 3}},
+		{"SameVersionTwiceIsRefused", sku, 11, at(2), fault.PreconditionFailed, domain.Stock{SKU: sku, Available: 10, Reserved: 2, Version: 3}},
+		{"VersionOfUnknownSKUIsRefused", ghost, 1, at(1), fault.PreconditionFailed, domain.Stock{}},
+		{"CreateOnlyCreates", ghost, 4, createOnly, nil, domain.Stock{SKU: ghost, Available: 4, Version: 1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := st.PutStock(ctx, tt.sku, tt.available, tt.ifVersion, tt.createOnly)
+			got, err := st.PutStock(ctx, tt.sku, tt.available, tt.pre)
 			testenv.WantResult(t, "PutStock", got, err, tt.want, tt.wantErr)
 			testenv.WantStored(t, st.Stock, tt.sku, tt.want)
 		})
@@ -105,7 +105,7 @@ func TestStockAmounts(t *testing.T) {
 	}
 	testenv.WantAmounts(t, testenv.Amounts{
 		Create: func(ctx context.Context, sku string, n int64) error {
-			_, err := st.PutStock(ctx, sku, n, nil, true)
+			_, err := st.PutStock(ctx, sku, n, store.Precondition{CreateOnly: true})
 			return err
 		},
 		Read: func(ctx context.Context, sku string) (testenv.AmountRow, error) { return row(st.Stock(ctx, sku)) },
@@ -114,7 +114,7 @@ func TestStockAmounts(t *testing.T) {
 			return row(s, err)
 		},
 		Put: func(ctx context.Context, sku string, n, v int64) error {
-			_, err := st.PutStock(ctx, sku, n, &v, false)
+			_, err := st.PutStock(ctx, sku, n, store.Precondition{IfVersion: &v})
 			return err
 		},
 		Take:  move(store.Reserve),
@@ -133,7 +133,7 @@ func TestRestockIdempotencyKey(t *testing.T) {
 	_, st := testenv.Store(t, inventory.Schema, store.New)
 	testenv.WantIdempotentAdd(t, testenv.IdempotentAdd{
 		Create: func(ctx context.Context, sku string, n int64) error {
-			_, err := st.PutStock(ctx, sku, n, nil, true)
+			_, err := st.PutStock(ctx, sku, n, store.Precondition{CreateOnly: true})
 			return err
 		},
 		Read: func(ctx context.Context, sku string) (testenv.AmountRow, error) {

@@ -1,17 +1,6 @@
 // Package deadline is the order service's saga deadline: a sweep that
 // cancels every order still PENDING a deadline after it was created,
-// exactly as a customer's cancel would (store.TimeOut: CANCELLING and
-// OrderCancelRequested in one transaction), with reason timeout. A saga
-// stuck behind a service that is down, a parked event or a dead letter so
-// ends instead of holding the customer's money and stock for ever; the
-// steps that arrive afterwards find the participants' tombstones and
-// change nothing.
-//
-// Every instance of the order service sweeps. The sweep locks the orders it
-// cancels with FOR UPDATE SKIP LOCKED, so instances share the work, and a
-// cancel is decided under the same row lock as every other change of the
-// order, so a deadline never overrides an order that completed or was
-// cancelled meanwhile.
+// exactly as a customer's cancel would, with reason timeout.
 package deadline
 
 import (
@@ -24,7 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
-	"github.com/choreo-saga/choreo/pkg/participant"
+	"github.com/choreo-saga/choreo/pkg/tick"
 	"github.com/choreo-saga/choreo/services/order/internal/store"
 )
 
@@ -36,7 +25,13 @@ var timedOut = promauto.NewCounter(prometheus.CounterOpts{
 	Help: "Orders cancelled with reason timeout because their saga outlived ORDER_DEADLINE.",
 })
 
-// Sweeper cancels the orders whose saga outlived Deadline.
+// Sweeper cancels the orders whose saga outlived Deadline, so that a saga
+// stuck behind a service that is down, a parked event or a dead letter
+// ends instead of holding the customer's money and stock for ever; the
+// steps that arrive afterwards find the participants' tombstones. Every
+// instance sweeps: the sweep locks the orders it cancels with FOR UPDATE
+// SKIP LOCKED, under the same row lock as every other change of the order,
+// so a deadline never overrides an order that ended meanwhile.
 type Sweeper struct {
 	Store *store.Store
 	// Deadline is how long an order may stay PENDING.
@@ -46,7 +41,7 @@ type Sweeper struct {
 	// Batch bounds the orders one transaction cancels; a sweep runs
 	// batches until one comes back short. 0 means 100.
 	Batch int
-	// Source names the service in the events the sweep queues.
+	// Source names the service in the events the sweep emits.
 	Source string
 	// Now stamps the cancel requests; nil means time.Now. The deadline is
 	// measured on the database's clock, which stamped created_at.
@@ -61,7 +56,7 @@ func (s Sweeper) Run(ctx context.Context) error {
 	if s.Every <= 0 || s.Deadline <= 0 {
 		return fmt.Errorf("deadline: Every %s and Deadline %s must be positive", s.Every, s.Deadline)
 	}
-	return participant.Every(ctx, s.Every, func(ctx context.Context) {
+	return tick.Every(ctx, s.Every, func(ctx context.Context) {
 		if _, err := s.Sweep(ctx); err != nil && !errors.Is(err, context.Canceled) {
 			s.log().Error("deadline sweep failed", "err", err)
 		}

@@ -1,11 +1,6 @@
-// Package eventapi is the order service's event API, as httpapi is its HTTP
-// API: its reactions to the events it consumes. They record how an order's
-// saga ended — COMPLETED when the shipment is scheduled, CANCELLED with a
-// reason when payment was declined, the last compensation (the refund) is
-// done, or every participant has acknowledged the order's cancel — and
-// publish that end (OrderCompleted, OrderCancelled). The runtime (package participant) decodes
-// each event and runs the reaction in the transaction that marks the event
-// processed.
+// Package eventapi is the order service's reactions to the events it
+// consumes: they record how an order's saga ended, COMPLETED or CANCELLED
+// with a reason, and publish that end.
 package eventapi
 
 import (

@@ -3,15 +3,12 @@ package httpapi
 import (
 	"log/slog"
 	"net/http"
-	"net/url"
 	"time"
 
-	"github.com/go-chi/chi/v5"
 	"github.com/google/uuid"
 
 	"github.com/choreo-saga/choreo/pkg/bearer"
 	"github.com/choreo-saga/choreo/pkg/events"
-	"github.com/choreo-saga/choreo/pkg/fault"
 	"github.com/choreo-saga/choreo/pkg/web"
 	"github.com/choreo-saga/choreo/services/order/internal/domain"
 	"github.com/choreo-saga/choreo/services/order/internal/store"
@@ -92,104 +89,6 @@ func createOrder(log *slog.Logger, st *store.Store, service string, now func() t
 		}
 		web.Encode(w, http.StatusCreated, got)
 	})
-}
-
-func getOrder(log *slog.Logger, st *store.Store) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id, err := uuid.Parse(chi.URLParam(r, "id"))
-		if err != nil {
-			web.Respond(w, r, log, web.Errorf(http.StatusBadRequest, "order id must be a UUID"))
-			return
-		}
-		o, err := ownOrder(r, st, id.String())
-		if err != nil {
-			web.Respond(w, r, log, err)
-			return
-		}
-		web.Encode(w, http.StatusOK, o)
-	})
-}
-
-// listOrders serves GET /orders: a page of orders, newest first, filtered
-// by customer_id and status, continued by the cursor the previous page
-// gave (domain.ParseListQuery).
-func listOrders(log *slog.Logger, st *store.Store) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		params, err := url.ParseQuery(r.URL.RawQuery)
-		if err != nil {
-			web.Respond(w, r, log, web.Errorf(http.StatusBadRequest, "malformed query string: %v", err))
-			return
-		}
-		q, err := domain.ParseListQuery(params)
-		if err != nil {
-			web.Respond(w, r, log, &web.Error{Status: http.StatusBadRequest, Detail: err.Error()})
-			return
-		}
-		// A customer's list holds their orders only: filtering by
-		// another customer's id finds none, as it would for a customer
-		// with no orders, so it tells nothing about theirs.
-		c, ok := bearer.From(r.Context())
-		if !ok {
-			bearer.Refuse(w, r, log, "")
-			return
-		}
-		if !c.Operator {
-			if q.CustomerID != "" && q.CustomerID != c.Subject {
-				web.Encode(w, http.StatusOK, domain.Page{Orders: []domain.Order{}})
-				return
-			}
-			q.CustomerID = c.Subject
-		}
-		page, err := st.List(r.Context(), q)
-		if err != nil {
-			web.Respond(w, r, log, err)
-			return
-		}
-		web.Encode(w, http.StatusOK, page)
-	})
-}
-
-// cancelOrder asks to cancel an order for the customer (store.Cancel): 202
-// with the order, CANCELLING, while the saga can still be undone — also for
-// a repeated request, so a client may retry — 409 once the order is
-// COMPLETED or CANCELLED, 404 for no such order. 202, not 200: the cancel
-// is accepted, and done only when the order reads CANCELLED. The request
-// needs no body; one sent is ignored.
-func cancelOrder(log *slog.Logger, st *store.Store, service string, now func() time.Time) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id, err := uuid.Parse(chi.URLParam(r, "id"))
-		if err != nil {
-			web.Respond(w, r, log, web.Errorf(http.StatusBadRequest, "order id must be a UUID"))
-			return
-		}
-		// The owner is checked first; an order's customer never changes,
-		// so the cancel that follows acts on an order the caller owns.
-		if _, err := ownOrder(r, st, id.String()); err != nil {
-			web.Respond(w, r, log, err)
-			return
-		}
-		o, err := st.Cancel(r.Context(), id.String(), events.ReasonCustomerCancelled, service, now())
-		if err != nil {
-			web.Respond(w, r, log, err)
-			return
-		}
-		log.InfoContext(r.Context(), "order cancel accepted", "order_id", o.ID, "status", o.Status)
-		web.Encode(w, http.StatusAccepted, o)
-	})
-}
-
-// ownOrder returns the order with id if the caller may see it: an
-// operator sees every order, a customer their own. Another customer's is
-// the fault.NotFound of no order at all, so its id is not confirmed.
-func ownOrder(r *http.Request, st *store.Store, id string) (domain.Order, error) {
-	o, err := st.Order(r.Context(), id)
-	if err != nil {
-		return domain.Order{}, err
-	}
-	if c, _ := bearer.From(r.Context()); !c.Operator && o.CustomerID != c.Subject {
-		return domain.Order{}, fault.Errorf(fault.NotFound, "order %s", id)
-	}
-	return o, nil
 }
 
 // idempotencyKey returns the request's Idempotency-Key, "" if it sent none.

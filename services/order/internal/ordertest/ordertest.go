@@ -1,7 +1,5 @@
-// Package ordertest makes the orders the order service's tests start
-// from, the way POST /orders and POST /orders/{id}/cancel make them, so
-// that the store, reaction, deadline and conformance tests share one
-// recipe. Only _test.go files import it.
+// Package ordertest makes the orders the order service's tests start from,
+// the way POST /orders and POST /orders/{id}/cancel make them.
 package ordertest
 
 import (

@@ -1,9 +1,6 @@
-// Package store is the order service's PostgreSQL adapter. Creating an order
-// writes the order and the OrderCreated event that starts its saga in one
-// transaction (transactional outbox), and the Idempotency-Key is enforced by
-// a unique index rather than a check before the insert. The read used by
-// the reactions locks the order row (SELECT … FOR UPDATE), so two events
-// about one order are applied one after the other.
+// Package store is the order service's PostgreSQL adapter: an order and the
+// OrderCreated that starts its saga are written in one transaction, and the
+// reactions lock the order's row.
 package store
 
 import (
@@ -84,18 +81,13 @@ func (r row) order() (domain.Order, error) {
 	return o, nil
 }
 
-// Create stores the new order o, together with created — the OrderCreated
-// event for o — in the outbox, in one transaction. key is the client's
-// Idempotency-Key, "" for none; a key is the customer's, and o.ID is then
-// domain.IdempotentOrderID(o.CustomerID, key).
-//
-// If the customer's key already belongs to an order, nothing is written and
-// no event is queued, so a retried request never starts a second saga: when
-// that order came from the same request (equal RequestHash) it is returned
-// with replayed true; otherwise the error is a fault.Invalid. Requests
-// racing with one key are serialised by the unique indexes on the id and on
-// (customer_id, idempotency_key): the losers' INSERTs wait for the winner
-// to commit and then conflict.
+// Create stores the new order o and, in the same transaction, created (its
+// OrderCreated) in the outbox. key is the client's Idempotency-Key, "" for
+// none; o.ID is then domain.IdempotentOrderID(o.CustomerID, key). If the
+// customer's key already belongs to an order, nothing is written, so a
+// retried request never starts a second saga: that order is returned with
+// replayed true if it came from the same request (equal RequestHash), else
+// the error is a fault.Invalid.
 func (s *Store) Create(ctx context.Context, o domain.Order, key string, created events.Envelope) (got domain.Order, replayed bool, err error) {
 	if created.OrderID != o.ID || created.Type != events.TypeOrderCreated {
 		return got, false, fmt.Errorf("create order %s: announcement is %s for order %q", o.ID, created.Type, created.OrderID)
@@ -110,9 +102,12 @@ func (s *Store) Create(ctx context.Context, o domain.Order, key string, created 
 	}
 
 	err = pg.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
-		replayed = false // fn may run twice: see pg.InTx
+		replayed = false // InTx may run this again, from the start
 		var r row
-		// jsonb parameters go as text: lib/pq would send []byte as bytea.
+		// Requests racing with one key are serialised by the unique indexes
+		// on the id and on (customer_id, idempotency_key): the losers wait
+		// for the winner to commit, then conflict. jsonb parameters go as
+		// text: lib/pq would send []byte as bytea.
 		err := tx.GetContext(ctx, &r, `
 			INSERT INTO orders (id, customer_id, items, total_amount, currency, shipping_address,
 			                    status, idempotency_key, request_hash)
@@ -126,7 +121,7 @@ func (s *Store) Create(ctx context.Context, o domain.Order, key string, created 
 			if got, err = r.order(); err != nil {
 				return err
 			}
-			if err := participant.Enqueue(ctx, tx, created); err != nil {
+			if err := participant.Emit(ctx, tx, created); err != nil {
 				return fmt.Errorf("create order %s: %w", o.ID, err)
 			}
 			return nil
@@ -239,106 +234,4 @@ func SetStateIf(ctx context.Context, tx sqlx.ExecerContext, id string, from, s d
 		return false, fmt.Errorf("set order %s from %s to %s: %w", id, from.Status, s.Status, err)
 	}
 	return n == 1, nil
-}
-
-// Cancel asks to cancel the order with id for reason, as decided by
-// domain.DecideCancel, and returns the order as it is then. A PENDING
-// order becomes CANCELLING and, in the same transaction, OrderCancelRequested
-// from source is queued; an order already CANCELLING is returned as it is,
-// nothing queued. The error is a fault.NotFound for no such order, a
-// fault.Conflict for an order that is COMPLETED or CANCELLED.
-//
-// The order row is locked for the decision, as the reactions lock it, so a
-// cancel and the ShipmentScheduled that would complete the order are
-// applied one after the other: the first one wins.
-func (s *Store) Cancel(ctx context.Context, id, reason, source string, now time.Time) (domain.Order, error) {
-	var got domain.Order
-	err := pg.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
-		o, err := LockOrder(ctx, tx, id)
-		if err != nil {
-			return err
-		}
-		if o == nil {
-			return fault.Errorf(fault.NotFound, "order %s", id)
-		}
-		switch domain.DecideCancel(o.Status) {
-		case domain.CancelRefused:
-			return fault.Errorf(fault.Conflict, "order %s is %s: its saga has ended and can no longer be cancelled", id, o.Status)
-		case domain.CancelAlreadyRequested:
-			got = *o
-			return nil
-		}
-		got, err = requestCancel(ctx, tx, *o, reason, source, now)
-		return err
-	})
-	if err != nil {
-		return domain.Order{}, err
-	}
-	return got, nil
-}
-
-// TimeOut cancels, for reason events.ReasonTimeout, up to limit PENDING
-// orders created more than age ago, oldest first, exactly as Cancel would,
-// in one transaction, and returns their ids. The age is measured on the
-// database's clock, which stamped created_at: an instance whose clock runs
-// ahead would otherwise cancel orders early; now stamps the events. Rows another transaction holds —
-// another instance's sweep, a reaction, a customer's cancel — are skipped
-// (FOR UPDATE SKIP LOCKED), so instances sweeping at once share the work
-// instead of queueing; a skipped order is PENDING still at the next sweep,
-// or ended meanwhile.
-func (s *Store) TimeOut(ctx context.Context, age time.Duration, limit int, source string, now time.Time) ([]string, error) {
-	var ids []string
-	err := pg.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
-		ids = nil
-		var rows []row
-		if err := tx.SelectContext(ctx, &rows, `
-			SELECT `+columns+` FROM orders
-			WHERE status = $1 AND created_at < now() - $2 * interval '1 microsecond'
-			ORDER BY created_at
-			LIMIT $3
-			FOR UPDATE SKIP LOCKED`, domain.StatusPending, age.Microseconds(), limit); err != nil {
-			return fmt.Errorf("select orders past the deadline: %w", err)
-		}
-		for _, r := range rows {
-			o, err := r.order()
-			if err != nil {
-				return err
-			}
-			if domain.DecideCancel(o.Status) != domain.CancelAccepted {
-				continue
-			}
-			if _, err := requestCancel(ctx, tx, o, events.ReasonTimeout, source, now); err != nil {
-				return err
-			}
-			ids = append(ids, o.ID)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return ids, nil
-}
-
-// requestCancel moves the locked PENDING order o to CANCELLING with reason
-// and queues OrderCancelRequested in tx: the change and its announcement
-// commit together, and only a transition out of PENDING announces, so the
-// order has one cancel request whoever asked and however often.
-func requestCancel(ctx context.Context, tx *sqlx.Tx, o domain.Order, reason, source string, now time.Time) (domain.Order, error) {
-	e, err := events.New(source, o.ID, events.OrderCancelRequested{Reason: reason}, now)
-	if err != nil {
-		return o, fmt.Errorf("cancel order %s: %w", o.ID, err)
-	}
-	var r row
-	err = tx.GetContext(ctx, &r, `
-		UPDATE orders SET status = $2, cancel_reason = $3, cancel_requested_at = $4, updated_at = $4
-		WHERE id = $1
-		RETURNING `+columns, o.ID, domain.StatusCancelling, reason, now)
-	if err != nil {
-		return o, fmt.Errorf("cancel order %s: %w", o.ID, err)
-	}
-	if err := participant.Enqueue(ctx, tx, e); err != nil {
-		return o, fmt.Errorf("cancel order %s: %w", o.ID, err)
-	}
-	return r.order()
 }

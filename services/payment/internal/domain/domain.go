@@ -1,7 +1,6 @@
-// Package domain holds the payment service's decisions as pure functions:
-// whether an order can be charged, and what a refund must do. They take the
-// current state and return what to change, so every rule is tested without a
-// database or a broker.
+// Package domain holds the payment service's decisions as pure functions of
+// the current state: whether an order can be charged, and what a refund or
+// a cancel must do.
 package domain
 
 import (

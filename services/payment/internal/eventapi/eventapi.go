@@ -1,9 +1,6 @@
-// Package eventapi is the payment service's event API, as httpapi is its
-// HTTP API: its reactions to the events it consumes. It charges an order
-// when it is created, refunds it when a later step fails, and undoes the
-// charge when the order is cancelled. The runtime
-// (package participant) decodes each event, runs the reaction in the
-// transaction that marks the event processed, and publishes what it emits.
+// Package eventapi is the payment service's reactions to the events it
+// consumes: it charges an order when it is created, refunds it when a later
+// step fails, and undoes the charge when the order is cancelled.
 package eventapi
 
 import (
@@ -78,12 +75,12 @@ func refund(ctx context.Context, tx *participant.Tx, orderID, reason string) err
 	case domain.RefundSkip:
 		return nil
 	case domain.RefundTombstone:
-		if err := store.InsertTombstone(ctx, tx, orderID, domain.NoteRefundBeforeCharge+reason, false); err != nil {
+		if err := store.InsertTombstone(ctx, tx, orderID, domain.NoteRefundBeforeCharge+reason, store.Compensation); err != nil {
 			return err
 		}
 		return tx.Emit(ctx, events.PaymentRefunded{Amount: 0, Reason: reason})
 	case domain.RefundCredit:
-		if err := store.CreditBack(ctx, tx, *existing, reason, false); err != nil {
+		if err := store.CreditBack(ctx, tx, *existing, reason, store.Compensation); err != nil {
 			return err
 		}
 		return tx.Emit(ctx, events.PaymentRefunded{CustomerID: existing.CustomerID, Amount: existing.Amount, Reason: reason})
@@ -108,7 +105,7 @@ func cancel(ctx context.Context, tx *participant.Tx, e events.Envelope, p events
 		tx.Log.Info("order cancel already handled")
 		return nil
 	case domain.CancelTombstone:
-		if err := store.InsertTombstone(ctx, tx, e.OrderID, domain.NoteCancelBeforeCharge+p.Reason, true); err != nil {
+		if err := store.InsertTombstone(ctx, tx, e.OrderID, domain.NoteCancelBeforeCharge+p.Reason, store.Cancellation); err != nil {
 			return err
 		}
 		return tx.Emit(ctx, events.PaymentCancelled{Amount: 0})
@@ -119,7 +116,7 @@ func cancel(ctx context.Context, tx *participant.Tx, e events.Envelope, p events
 		}
 		return tx.Emit(ctx, events.PaymentCancelled{CustomerID: existing.CustomerID, Amount: 0})
 	case domain.CancelCredit:
-		if err := store.CreditBack(ctx, tx, *existing, domain.NoteCancelled+p.Reason, true); err != nil {
+		if err := store.CreditBack(ctx, tx, *existing, domain.NoteCancelled+p.Reason, store.Cancellation); err != nil {
 			return err
 		}
 		return tx.Emit(ctx, events.PaymentCancelled{CustomerID: existing.CustomerID, Amount: existing.Amount})

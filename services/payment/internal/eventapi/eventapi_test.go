@@ -50,7 +50,7 @@ func (f *fixture) customer(balance int64) string {
 func (f *fixture) customerIn(balance int64, currency string) string {
 	f.t.Helper()
 	id := testenv.ID("c")
-	if _, err := f.st.PutAccount(context.Background(), id, balance, currency, nil, true); err != nil {
+	if _, err := f.st.PutAccount(context.Background(), id, balance, currency, store.Precondition{CreateOnly: true}); err != nil {
 		f.t.Fatal(err)
 	}
 	return id

@@ -24,7 +24,7 @@ func (a accountRequest) Validate() error {
 		return fmt.Errorf("currency must be 3 letters (ISO 4217, e.g. JPY), got %q", a.Currency)
 	}
 	// Refunds are added to the balance in SQL (web.CheckAmount).
-	return web.CheckAmount("balance", a.Balance, false)
+	return web.CheckAmount("balance", a.Balance)
 }
 
 var currencyCode = regexp.MustCompile(`^[A-Za-z]{3}$`)
@@ -33,6 +33,6 @@ var currencyCode = regexp.MustCompile(`^[A-Za-z]{3}$`)
 // request names the version it read (If-Match).
 func putAccount(st *store.Store) func(context.Context, string, web.Precondition, accountRequest) (domain.Account, error) {
 	return func(ctx context.Context, id string, pre web.Precondition, req accountRequest) (domain.Account, error) {
-		return st.PutAccount(ctx, id, *req.Balance, strings.ToUpper(req.Currency), pre.IfMatch, pre.CreateOnly)
+		return st.PutAccount(ctx, id, *req.Balance, strings.ToUpper(req.Currency), store.Precondition{IfVersion: pre.IfMatch, CreateOnly: pre.CreateOnly})
 	}
 }

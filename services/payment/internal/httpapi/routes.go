@@ -28,7 +28,7 @@ func Routes(log *slog.Logger, db *sqlx.DB, checks map[string]web.Check) http.Han
 	r := web.NewRouter(log, checks)
 	operator, owner := bearer.RequireOperator(log), bearer.OwnerOrOperator(log, "customer_id")
 	r.Method(http.MethodPut, "/accounts/{customer_id}", operator(web.Put(log, "customer_id", putAccount(st))))
-	r.Method(http.MethodPost, "/accounts/{customer_id}/deposits", operator(web.Add(log, "customer_id", "amount", st.Deposit)))
+	r.Method(http.MethodPost, "/accounts/{customer_id}/deposits", operator(web.AddAmount(log, "customer_id", "amount", st.Deposit)))
 	r.Method(http.MethodGet, "/accounts/{customer_id}", owner(web.Get(log, "customer_id", st.Account)))
 	r.Method(http.MethodGet, "/payments/{order_id}", operator(web.Get(log, "order_id", st.PaymentRecord)))
 	r.Method(http.MethodGet, "/openapi.yaml", web.OpenAPI(spec))

@@ -1,10 +1,6 @@
-// Package store is the payment service's PostgreSQL adapter. Reads used by
-// the reactions lock the rows they decide on (SELECT … FOR UPDATE), so two
-// charges of one customer cannot both spend the same balance. Every path
-// locks or changes one account only. Every change of an account raises
-// its version (a trigger), which a PUT must name to replace the balance. Functions the
-// reactions call take the transaction as an sqlx interface, so a
-// *participant.Tx and a *sqlx.Tx both fit.
+// Package store is the payment service's PostgreSQL adapter, whose reads
+// for the reactions lock the rows they decide on, so two charges of one
+// customer cannot both spend the same balance.
 package store
 
 import (
@@ -40,20 +36,25 @@ const accountColumns = `customer_id, balance, currency, version`
 // DefaultCurrency is the currency of an account opened without one.
 const DefaultCurrency = "JPY"
 
-// PutAccount sets a customer's balance. currency is the account's: ""
-// means its own, or DefaultCurrency for a new account; an existing
-// account's currency never changes (a fault.Conflict), so a refund always
-// credits the currency its order was charged in.
-//
-// With ifVersion it replaces the balance of an existing account at that
-// version only; any other version, or no account, is a
+// Precondition is what a Put asks of the row it writes, as a PUT's
+// If-Match and If-None-Match ask it (web.Precondition): to be at the
+// version the caller read (IfVersion), or not to exist yet (CreateOnly).
+type Precondition struct {
+	IfVersion  *int64
+	CreateOnly bool
+}
+
+// PutAccount sets a customer's balance. currency is the account's: "" means
+// its own, or DefaultCurrency for a new account; it never changes (a
+// fault.Conflict), so a refund credits the currency charged. With
+// pre.IfVersion it replaces the balance at that version only, else a
 // fault.PreconditionFailed, so a debit or refund committed since the caller
 // read the account is never erased. Without it, it opens the account
-// (createOnly: only that, a fault.PreconditionFailed if it exists); an
-// existing account is left as it is — answered unchanged if it already has
-// this balance (a retried create), a fault.PreconditionRequired otherwise.
-func (s *Store) PutAccount(ctx context.Context, customerID string, balance int64, currency string, ifVersion *int64, createOnly bool) (domain.Account, error) {
-	if ifVersion != nil {
+// (pre.CreateOnly: only that, a fault.PreconditionFailed if it exists); an
+// existing one is answered unchanged if it has this balance (a retried
+// create), a fault.PreconditionRequired otherwise.
+func (s *Store) PutAccount(ctx context.Context, customerID string, balance int64, currency string, pre Precondition) (domain.Account, error) {
+	if ifVersion := pre.IfVersion; ifVersion != nil {
 		a, err := pg.Get[domain.Account](ctx, s.db, "account "+customerID, `
 			UPDATE accounts SET balance = $2, updated_at = now()
 			WHERE customer_id = $1 AND version = $3 AND ($4 = '' OR currency = $4)
@@ -87,7 +88,7 @@ func (s *Store) PutAccount(ctx context.Context, customerID string, balance int64
 	switch {
 	case err != nil:
 		return cur, err
-	case createOnly:
+	case pre.CreateOnly:
 		return cur, fault.Errorf(fault.PreconditionFailed, "account %s exists (If-None-Match: *)", customerID)
 	case currency != "" && currency != cur.Currency:
 		return cur, currencyFixed(cur, currency)
@@ -322,11 +323,22 @@ func Debit(ctx context.Context, tx sqlx.ExecerContext, p domain.Payment) error {
 	return nil
 }
 
+// Undo is why a payment is given back.
+type Undo int
+
+const (
+	// Compensation: a later step of the saga failed.
+	Compensation Undo = iota + 1
+	// Cancellation: the order was cancelled, which stamps cancelled_at too.
+	Cancellation
+)
+
 // CreditBack returns p.Amount to p.CustomerID's balance and moves the
 // payment to REFUNDED for detail (stamping refunded_at, and cancelled_at
-// too if cancelled), in one statement: AddBalance and SetPaymentStatus (and
-// MarkPaymentCancelled) in one round trip. The account must exist.
-func CreditBack(ctx context.Context, tx sqlx.ExecerContext, p domain.Payment, detail string, cancelled bool) error {
+// too for a Cancellation), in one statement: AddBalance and
+// SetPaymentStatus (and MarkPaymentCancelled) in one round trip. The
+// account must exist.
+func CreditBack(ctx context.Context, tx sqlx.ExecerContext, p domain.Payment, detail string, why Undo) error {
 	res, err := tx.ExecContext(ctx, `
 		WITH credit AS (
 			UPDATE accounts SET balance = balance + $3, updated_at = now()
@@ -335,7 +347,7 @@ func CreditBack(ctx context.Context, tx sqlx.ExecerContext, p domain.Payment, de
 			refunded_at = coalesce(refunded_at, now()),
 			cancelled_at = CASE WHEN $6::boolean THEN now() ELSE cancelled_at END
 		WHERE order_id = $1 AND EXISTS (SELECT FROM credit)`,
-		p.OrderID, p.CustomerID, p.Amount, domain.StatusRefunded, detail, cancelled)
+		p.OrderID, p.CustomerID, p.Amount, domain.StatusRefunded, detail, why == Cancellation)
 	if err != nil {
 		return fmt.Errorf("credit %d back to %s for order %s: %w", p.Amount, p.CustomerID, p.OrderID, err)
 	}
@@ -347,13 +359,13 @@ func CreditBack(ctx context.Context, tx sqlx.ExecerContext, p domain.Payment, de
 
 // InsertTombstone records that nothing was charged for the order and
 // nothing ever will be: a REFUNDED payment with no amount, for detail,
-// stamped cancelled too if cancelled — InsertPayment (and
+// stamped cancelled too for a Cancellation — InsertPayment (and
 // MarkPaymentCancelled) in one statement.
-func InsertTombstone(ctx context.Context, tx sqlx.ExecerContext, orderID, detail string, cancelled bool) error {
+func InsertTombstone(ctx context.Context, tx sqlx.ExecerContext, orderID, detail string, why Undo) error {
 	_, err := tx.ExecContext(ctx, `
 		INSERT INTO payments (order_id, customer_id, amount, currency, status, detail, refunded_at, cancelled_at)
 		VALUES ($1, '', 0, '', $2, $3, now(), CASE WHEN $4::boolean THEN now() END)`,
-		orderID, domain.StatusRefunded, detail, cancelled)
+		orderID, domain.StatusRefunded, detail, why == Cancellation)
 	if err != nil {
 		return fmt.Errorf("insert payment tombstone %s: %w", orderID, err)
 	}

@@ -28,7 +28,7 @@ func addBalance(t *testing.T, db *sqlx.DB, customerID string, delta int64) {
 // open opens an account of balance JPY, failing the test on error.
 func open(t *testing.T, st *store.Store, customerID string, balance int64) {
 	t.Helper()
-	if _, err := st.PutAccount(context.Background(), customerID, balance, "JPY", nil, true); err != nil {
+	if _, err := st.PutAccount(context.Background(), customerID, balance, "JPY", store.Precondition{CreateOnly: true}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -51,7 +51,7 @@ func TestPutAccount(t *testing.T) {
 	db, st := testenv.Store(t, payment.Schema, store.New)
 	ctx := context.Background()
 	c, ghost, usd := testenv.ID("c"), testenv.ID("ghost"), testenv.ID("usd")
-	if _, err := st.PutAccount(ctx, c, 1000, "", nil, false); err != nil { // version 1, JPY by default
+	if _, err := st.PutAccount(ctx, c, 1000, "", store.Precondition{}); err != nil { // version 1, JPY by default
 		t.Fatal(err)
 	}
 	addBalance(t, db, c, -300) // version 2: 700
@@ -64,35 +64,35 @@ func TestPutAccount(t *testing.T) {
 		return at
 	}
 	before := updatedAt()
-	v := func(n int64) *int64 { return &n }
+	none, createOnly := store.Precondition{}, store.Precondition{CreateOnly: true}
+	at := func(n int64) store.Precondition { return store.Precondition{IfVersion: &n} }
 	acct := func(id string, balance int64, currency string, version int64) domain.Account {
 		return domain.Account{CustomerID: id, Balance: balance, Currency: currency, Version: version}
 	}
 
 	tests := []struct {
-		name       string
-		id         string
-		balance    int64
-		currency   string
-		ifVersion  *int64
-		createOnly bool
-		wantErr    error
-		want       domain.Account // the row afterwards; zero: none
+		name     string
+		id       string
+		balance  int64
+		currency string
+		pre      store.Precondition
+		wantErr  error
+		want     domain.Account // the row afterwards; zero: none
 	}{
-		{"WithoutVersionIsRefused", c, 5000, "", nil, false, fault.PreconditionRequired, acct(c, 700, "JPY", 2)},
-		{"WithoutVersionSameBalanceIsRetriedCreate", c, 700, "JPY", nil, false, nil, acct(c, 700, "JPY", 2)},
-		{"CreateOnlyOnExistingIsRefused", c, 700, "", nil, true, fault.PreconditionFailed, acct(c, 700, "JPY", 2)},
-		{"StaleVersionIsRefused", c, 5000, "", v(1), false, fault.PreconditionFailed, acct(c, 700, "JPY", 2)},
-		{"OtherCurrencyIsRefused", c, 5000, "USD", v(2), false, fault.Conflict, acct(c, 700, "JPY", 2)},
-		{"OtherCurrencyWithoutVersionIsRefused", c, 700, "USD", nil, false, fault.Conflict, acct(c, 700, "JPY", 2)},
-		{"CurrentVersionReplacesBalance", c, 5000, "", v(2), false, nil, acct(c, 5000, "JPY", 3)},
-		{"SameCurrencyNamedIsFine", c, 0, "JPY", v(3), false, nil, acct(c, 0, "JPY", 4)},
-		{"VersionOfUnknownAccountIsRefused", ghost, 1, "", v(1), false, fault.PreconditionFailed, domain.Account{}},
-		{"CreateOnlyOpensInCurrency", usd, 10, "USD", nil, true, nil, acct(usd, 10, "USD", 1)},
+		{"WithoutVersionIsRefused", c, 5000, "", none, fault.PreconditionRequired, acct(c, 700, "JPY", 2)},
+		{"WithoutVersionSameBalanceIsRetriedCreate", c, 700, "JPY", none, nil, acct(c, 700, "JPY", 2)},
+		{"CreateOnlyOnExistingIsRefused", c, 700, "", createOnly, fault.PreconditionFailed, acct(c, 700, "JPY", 2)},
+		{"StaleVersionIsRefused", c, 5000, "", at(1), fault.PreconditionFailed, acct(c, 700, "JPY", 2)},
+		{"OtherCurrencyIsRefused", c, 5000, "USD", at(2), fault.Conflict, acct(c, 700, "JPY", 2)},
+		{"OtherCurrencyWithoutVersionIsRefused", c, 700, "USD", none, fault.Conflict, acct(c, 700, "JPY", 2)},
+		{"CurrentVersionReplacesBalance", c, 5000, "", at(2), nil, acct(c, 5000, "JPY", 3)},
+		{"SameCurrencyNamedIsFine", c, 0, "JPY", at(3), nil, acct(c, 0, "JPY", 4)},
+		{"VersionOfUnknownAccountIsRefused", ghost, 1, "", at(1), fault.PreconditionFailed, domain.Account{}},
+		{"CreateOnlyOpensInCurrency", usd, 10, "USD", createOnly, nil, acct(usd, 10, "USD", 1)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := st.PutAccount(ctx, tt.id, tt.balance, tt.currency, tt.ifVersion, tt.createOnly)
+			got, err := st.PutAccount(ctx, tt.id, tt.balance, tt.currency, tt.pre)
 			testenv.WantResult(t, "PutAccount", got, err, tt.want, tt.wantErr)
 			testenv.WantStored(t, st.Account, tt.id, tt.want)
 		})
@@ -120,7 +120,7 @@ func TestAccountAmounts(t *testing.T) {
 	}
 	testenv.WantAmounts(t, testenv.Amounts{
 		Create: func(ctx context.Context, c string, n int64) error {
-			_, err := st.PutAccount(ctx, c, n, "JPY", nil, true)
+			_, err := st.PutAccount(ctx, c, n, "JPY", store.Precondition{CreateOnly: true})
 			return err
 		},
 		Read: func(ctx context.Context, c string) (testenv.AmountRow, error) { return row(st.Account(ctx, c)) },
@@ -129,7 +129,7 @@ func TestAccountAmounts(t *testing.T) {
 			return row(a, err)
 		},
 		Put: func(ctx context.Context, c string, n, v int64) error {
-			_, err := st.PutAccount(ctx, c, n, "", &v, false)
+			_, err := st.PutAccount(ctx, c, n, "", store.Precondition{IfVersion: &v})
 			return err
 		},
 		Take: addBalance(-1),
@@ -147,7 +147,7 @@ func TestDepositIdempotencyKey(t *testing.T) {
 	_, st := testenv.Store(t, payment.Schema, store.New)
 	testenv.WantIdempotentAdd(t, testenv.IdempotentAdd{
 		Create: func(ctx context.Context, c string, n int64) error {
-			_, err := st.PutAccount(ctx, c, n, "JPY", nil, true)
+			_, err := st.PutAccount(ctx, c, n, "JPY", store.Precondition{CreateOnly: true})
 			return err
 		},
 		Read: func(ctx context.Context, c string) (testenv.AmountRow, error) {
@@ -225,7 +225,7 @@ func TestCheckForbidsNegativeBalance(t *testing.T) {
 			return pg.InTx(ctx, db, func(tx *sqlx.Tx) error { return store.AddBalance(ctx, tx, c, -101) })
 		}},
 		{"PutNegativeBalance", func() error {
-			_, err := st.PutAccount(ctx, c, -1, "JPY", nil, false)
+			_, err := st.PutAccount(ctx, c, -1, "JPY", store.Precondition{})
 			return err
 		}},
 		{"RawNegativeBalance", func() error {
@@ -244,7 +244,7 @@ func TestCheckForbidsNegativeBalance(t *testing.T) {
 
 	t.Run("NewAccountWithNegativeBalance", func(t *testing.T) {
 		ghost := testenv.ID("c")
-		if _, err := st.PutAccount(ctx, ghost, -1, "JPY", nil, false); !testenv.IsViolation(err, "check_violation") {
+		if _, err := st.PutAccount(ctx, ghost, -1, "JPY", store.Precondition{}); !testenv.IsViolation(err, "check_violation") {
 			t.Fatalf("err = %v, want a check_violation", err)
 		}
 		if _, err := st.Account(ctx, ghost); !errors.Is(err, fault.NotFound) {

@@ -1,8 +1,6 @@
-// Package domain holds the shipping service's decisions as pure functions:
-// whether an order whose items are reserved can be shipped, and what the
-// order's cancel does to its shipment. They take the current state and
-// return what to change, so every rule is tested without a database or a
-// broker.
+// Package domain holds the shipping service's decisions as pure functions
+// of the current state: whether an order whose items are reserved can be
+// shipped, and what its cancel does to its shipment.
 package domain
 
 import (

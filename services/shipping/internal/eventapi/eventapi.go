@@ -1,10 +1,7 @@
-// Package eventapi is the shipping service's event API, as httpapi is its
-// HTTP API: its reactions to the events it consumes. Once an order's items
-// are reserved it schedules the shipment, or fails it when the destination
-// is not served, which starts the compensations; when the order is
-// cancelled it cancels the shipment, or makes sure none is ever scheduled. The runtime (package
-// participant) decodes each event, runs the reaction in the transaction
-// that marks the event processed, and publishes what it emits.
+// Package eventapi is the shipping service's reactions to the events it
+// consumes: it schedules an order's shipment once its items are reserved,
+// or fails it when the country is not served, and cancels it with the
+// order.
 package eventapi
 
 import (

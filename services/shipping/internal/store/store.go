@@ -1,6 +1,5 @@
-// Package store is the shipping service's PostgreSQL adapter. The read used
-// by the reactions locks the row it decides on (SELECT … FOR UPDATE), so a
-// decision and the record it leads to cannot interleave with another.
+// Package store is the shipping service's PostgreSQL adapter, whose read
+// for the reactions locks the row it decides on.
 package store
 
 import (

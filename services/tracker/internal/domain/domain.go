@@ -1,7 +1,6 @@
 // Package domain holds what the tracker concludes from a saga's events, as
-// pure functions: the order of its timeline, whether it ended and how, the
-// step it waits for, and whether it has waited longer than its SLA. The
-// tracker only observes — nothing here decides anything for the saga.
+// pure functions: the order of its timeline, whether and how it ended, the
+// step it waits for, and whether it is late.
 package domain
 
 import (
@@ -210,17 +209,14 @@ var (
 	}
 )
 
-// Derive returns the progress that evs, in timeline order (Sort), show.
-// The order service's announcement (OrderCompleted, OrderCancelled) ends a
-// saga; without one, the last step of a path ends it by inference. A
-// running saga waits for the step its last known event hands over to;
-// events of types the tracker does not know (a newer producer's) appear in
-// the timeline but neither end a saga nor move its step.
-//
-// Once a cancel was requested (OrderCancelRequested) nothing is inferred:
-// the order service ignores the other paths' ends until every participant
-// acknowledged the cancel, so only its announcement ends the saga, and the
-// saga waits for the first acknowledgement missing.
+// Derive returns the progress that evs, in timeline order (Sort), show. The
+// order service's announcement (OrderCompleted, OrderCancelled) ends a
+// saga; without one, the last step of a path ends it by inference, unless a
+// cancel was requested: the order ignores the other paths' ends until every
+// participant acknowledged the cancel, so then only its announcement ends
+// the saga. A running saga waits for the step its last known event hands
+// over to; events of types the tracker does not know appear in the timeline
+// but neither end a saga nor move its step.
 func Derive(evs []Event) Progress {
 	p := derive(evs)
 	if p.Reason == "" && p.State != Completed {

@@ -1,10 +1,6 @@
-// Package eventapi is the tracker's Kafka adapter: it reads every message
-// of the saga's topics as an event of some saga and records it. Unlike a
-// participant's reactions, it reads the envelope — id, type, order id,
-// source, time — and of the payload only a reason, if it holds one (never
-// failing on it), so an event type added after this code was written
-// shows up in the timeline as it is, and nothing it reads is ever worth
-// blocking a partition or a dead letter.
+// Package eventapi is the tracker's Kafka adapter: it records every message
+// of the saga's topics as an event of some saga, reading the envelope and
+// of the payload only a reason.
 package eventapi
 
 import (
@@ -82,7 +78,9 @@ var _ Recorder = (*store.Store)(nil)
 // never retried, never dead-lettered: the tracker observes, and the
 // participants already dead-letter such messages. A failure to record is
 // returned, so the consumer retries it (the tracker lags; it loses
-// nothing). ended is called once a recorded event ends its saga.
+// nothing). ended is called once a recorded event ends its saga. A payload
+// is never decoded beyond its reason, so an event type added after this
+// code shows up in the timeline as it is.
 func Handler(service string, rec Recorder, log *slog.Logger, ended func(store.Recorded)) consumer.Handler {
 	return consumer.HandlerFunc(func(ctx context.Context, m *sarama.ConsumerMessage) error {
 		e, err := Read(m)

@@ -1,12 +1,5 @@
 // Package store is the tracker's PostgreSQL adapter: the events it saw,
 // each once, and one summary row per saga derived from them.
-//
-// Record writes what the tracker reads. It locks the saga's row, inserts
-// the event with ON CONFLICT DO NOTHING — the unique event id, not a
-// look-up, decides what is a duplicate — and recomputes the saga from the
-// whole timeline, so neither a duplicate nor an event that arrives after
-// later ones can distort it. Forget deletes the ended sagas Kafka can no
-// longer bring back.
 package store
 
 import (

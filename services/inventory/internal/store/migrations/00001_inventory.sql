@@ -68,6 +68,9 @@ CREATE TABLE restock_requests (
     PRIMARY KEY (scope, idempotency_key)
 );
 
+-- pg.ForgetOnceKeys deletes the keys older than a week by created_at.
+CREATE INDEX restock_requests_created_at ON restock_requests (created_at);
+
 -- +goose Down
 DROP TABLE restock_requests;
 DROP TABLE reservations;

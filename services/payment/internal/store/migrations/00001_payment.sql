@@ -67,6 +67,9 @@ CREATE TABLE deposit_requests (
     PRIMARY KEY (scope, idempotency_key)
 );
 
+-- pg.ForgetOnceKeys deletes the keys older than a week by created_at.
+CREATE INDEX deposit_requests_created_at ON deposit_requests (created_at);
+
 -- +goose Down
 DROP TABLE deposit_requests;
 DROP TABLE payments;

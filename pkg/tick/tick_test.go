@@ -1,4 +1,4 @@
-package participant_test
+package tick_test
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/choreo-saga/choreo/internal/testenv"
-	"github.com/choreo-saga/choreo/pkg/participant"
+	"github.com/choreo-saga/choreo/pkg/tick"
 )
 
 // TestEveryRunsUntilTheContextEnds: a periodic job's function runs at each
@@ -16,7 +16,7 @@ import (
 func TestEveryRunsUntilTheContextEnds(t *testing.T) {
 	var calls atomic.Int64
 	stop := testenv.Background(t, "Every", 5*time.Second, func(ctx context.Context) error {
-		return participant.Every(ctx, time.Millisecond, func(context.Context) { calls.Add(1) })
+		return tick.Every(ctx, time.Millisecond, func(context.Context) { calls.Add(1) })
 	})
 	testenv.Eventually(t, 5*time.Second, "three ticks", func() bool { return calls.Load() >= 3 })
 	stop()
