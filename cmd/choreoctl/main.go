@@ -11,6 +11,7 @@
 //	choreoctl release -order ID [-service S]      let them go unapplied (marked processed)
 //	choreoctl outbox                              outbox rows Kafka refused
 //	choreoctl release-outbox -service S -id N     publish one again
+//	choreoctl kafka-acls [-brokers B]             create the services' Kafka ACLs (internal/kafkaacl)
 //
 // Replay and release are idempotent: run again, they report what was
 // already resolved and change nothing. Without -service, -order and -event
@@ -69,6 +70,7 @@ commands:
   release -order ID [-service S]    let them go unapplied (marked processed)
   outbox                            outbox rows Kafka refused
   release-outbox -service S -id N   publish one again
+  kafka-acls [-brokers B]           create the services' Kafka ACLs, as the administrator
 `
 
 // run is the command; -h prints the usage to errOut and is not an error.
@@ -114,6 +116,9 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 	if fs.NArg() == 0 {
 		usage()
 		return errors.New("no command")
+	}
+	if fs.Arg(0) == "kafka-acls" { // talks to Kafka, not to the services
+		return kafkaACLs(ctx, fs.Args()[1:], getenv, out, errOut)
 	}
 	tok, err := adminToken(cmp.Or(*token, getenv("ADMIN_TOKEN")), getenv)
 	if err != nil {
