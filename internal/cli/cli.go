@@ -7,6 +7,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -70,6 +71,7 @@ func Kafka(brokersFlag string, getenv func(string) string) (broker.Conn, error) 
 	if err := c.Validate(); err != nil {
 		return c, err
 	}
+	c.Warn(slog.Default())
 	return c, nil
 }
 

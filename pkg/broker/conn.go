@@ -108,7 +108,7 @@ func (c Conn) Validate() error {
 }
 
 // Warn logs, at WARN, that c connects without credentials, if it does.
-// Every command calls it at start.
+// The services and the tools call it at start.
 func (c Conn) Warn(log *slog.Logger) {
 	if c.Insecure {
 		log.Warn("KAFKA INSECURE: connecting to Kafka WITHOUT AUTHENTICATION (KAFKA_INSECURE=true); " +
