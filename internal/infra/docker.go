@@ -35,12 +35,12 @@ const dockerProbeTimeout = 2 * time.Second
 
 // Kafka inside its container: the host reaches it on the published
 // dockerKafkaPort, with SASL/SCRAM as the users of kafkaacl (the
-// administrator a super user) and every request authorized against ACLs;
-// the broker talks to itself on 9093 and the controller listens on 9094,
+// administrator a super user) and every request authorized against ACLs.
+// The broker talks to itself on 9093 and the controller listens on 9094,
 // both bound to the container's loopback address: only processes inside
 // the container reach them, so they are PLAINTEXT and their ANONYMOUS
-// principal is a super user. The advertised address of dockerKafkaPort is only known
-// once Docker has mapped the port, so the container waits for a start
+// principal is a super user. The advertised address of dockerKafkaPort is
+// only known once Docker has mapped the port, so the container waits for a start
 // script that the PostStart hook writes with that address (the approach of
 // testcontainers' own Kafka modules).
 const (
@@ -69,7 +69,7 @@ var dockerKafkaEnv = map[string]string{
 	"KAFKA_SUPER_USERS":                                           "User:" + kafkaAdmin + ";User:ANONYMOUS",
 	"KAFKA_INTER_BROKER_LISTENER_NAME":                            "BROKER",
 	"KAFKA_CONTROLLER_LISTENER_NAMES":                             "CONTROLLER",
-	"KAFKA_CONTROLLER_QUORUM_VOTERS":                              "1@localhost:9094",
+	"KAFKA_CONTROLLER_QUORUM_VOTERS":                              "1@127.0.0.1:9094",
 	"KAFKA_DEFAULT_REPLICATION_FACTOR":                            "1",
 	"KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR":                      "1",
 	"KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR":              "1",
@@ -321,7 +321,7 @@ func startKafka(ctx context.Context, c testcontainers.Container) error {
 	if err != nil {
 		return fmt.Errorf("kafka endpoint: %w", err)
 	}
-	script := fmt.Sprintf("#!/bin/bash\nexport KAFKA_ADVERTISED_LISTENERS=%s,BROKER://localhost:9093\nexec /etc/kafka/docker/run\n", endpoint)
+	script := fmt.Sprintf("#!/bin/bash\nexport KAFKA_ADVERTISED_LISTENERS=%s,BROKER://127.0.0.1:9093\nexec /etc/kafka/docker/run\n", endpoint)
 	if err := c.CopyToContainer(ctx, []byte(script), dockerKafkaStarter, 0o755); err != nil {
 		return fmt.Errorf("copy kafka start script: %w", err)
 	}
@@ -333,7 +333,7 @@ func startKafka(ctx context.Context, c testcontainers.Container) error {
 	}
 	// The administrator's SCRAM credential, set over the in-container
 	// listener; the services' users and ACLs follow from the host (grant).
-	code, out, err := c.Exec(ctx, []string{"/opt/kafka/bin/kafka-configs.sh", "--bootstrap-server", "localhost:9093",
+	code, out, err := c.Exec(ctx, []string{"/opt/kafka/bin/kafka-configs.sh", "--bootstrap-server", "127.0.0.1:9093",
 		"--alter", "--entity-type", "users", "--entity-name", kafkaAdmin,
 		"--add-config", "SCRAM-SHA-512=[password=" + dockerKafkaPasswords[kafkaAdmin] + "]"})
 	if err == nil && code != 0 {
