@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"os"
+	"path/filepath"
+	"regexp"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -209,4 +212,30 @@ func (h joinedHandler) Cleanup(sarama.ConsumerGroupSession) error { return nil }
 func (h joinedHandler) ConsumeClaim(s sarama.ConsumerGroupSession, _ sarama.ConsumerGroupClaim) error {
 	<-s.Context().Done()
 	return nil
+}
+
+// TestScriptsCreateEveryUser: the shell that formats the brokers' storage
+// (scripts/infra.sh, deploy/compose/kafka/start.sh) names the
+// administrator and every Grant's user, so no service starts without one.
+func TestScriptsCreateEveryUser(t *testing.T) {
+	want := append([]string{"admin"}, kafkaacl.Users()...)
+	tests := []struct{ file, list string }{
+		{"../../scripts/infra.sh", `KAFKA_USERS=\(([^)]*)\)`},
+		{"../../deploy/compose/kafka/start.sh", `for u in ([^;]*); do\s+scram\+=`},
+	}
+	for _, tt := range tests {
+		t.Run(filepath.Base(tt.file), func(t *testing.T) {
+			b, err := os.ReadFile(tt.file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := regexp.MustCompile(tt.list).FindSubmatch(b)
+			if m == nil {
+				t.Fatalf("%s: no user list matching %s", tt.file, tt.list)
+			}
+			if got := strings.Fields(string(m[1])); !slices.Equal(got, want) {
+				t.Errorf("%s creates users %v, want %v", tt.file, got, want)
+			}
+		})
+	}
 }
