@@ -53,6 +53,7 @@ commands:
   release -order ID [-service S]    let them go unapplied (marked processed)
   outbox-refused                    outbox rows Kafka refused
   outbox-retry -service S -id N     put one back in line for the relay
+  kafka-acls [-brokers B]           create the services' Kafka ACLs, as the administrator
 `
 
 // run is the command; -h prints the usage to errOut and is not an error.
@@ -98,6 +99,9 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 	if fs.NArg() == 0 {
 		usage()
 		return errors.New("no command")
+	}
+	if fs.Arg(0) == "kafka-acls" { // talks to Kafka, not to the services
+		return kafkaACLs(ctx, fs.Args()[1:], getenv, out, errOut)
 	}
 	tok, err := adminToken(cmp.Or(*token, getenv("ADMIN_TOKEN")), getenv)
 	if err != nil {

@@ -50,6 +50,7 @@ func TestRun(t *testing.T) {
 		"-tracker-addr", strings.TrimPrefix(svc["tracker"], "http://"),
 		"-control-addr", "127.0.0.1:" + strconv.Itoa(ports[7]),
 		"-admin-token-file", tokenFile,
+		"-kafka-admin-file", filepath.Join(filepath.Dir(tokenFile), "kafka-admin-password"),
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())

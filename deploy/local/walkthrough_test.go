@@ -65,7 +65,7 @@ func TestWalkthrough(t *testing.T) {
 	}
 
 	dir := t.TempDir()
-	args = append(args, "-admin-token-file", filepath.Join(dir, "admin-token"))
+	args = append(args, "-admin-token-file", filepath.Join(dir, "admin-token"), "-kafka-admin-file", filepath.Join(dir, "kafka-admin-password"))
 	logPath := filepath.Join(dir, "local.log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
@@ -98,7 +98,11 @@ func TestWalkthrough(t *testing.T) {
 
 	// The README's commands find the broker on its default address; here it
 	// is on a free port, told as the tools read it.
-	env := append(os.Environ(), "KAFKA_BROKERS="+addr(0))
+	env := append(os.Environ(), "KAFKA_BROKERS="+addr(0),
+		// and log in as the README's reader does, with no Kafka user in the
+		// environment: as the administrator whose password deploy/local
+		// wrote down.
+		"KAFKA_USERNAME=", "KAFKA_PASSWORD=", "KAFKA_PASSWORD_FILE=", "CHOREO_KAFKA_ADMIN_FILE="+filepath.Join(dir, "kafka-admin-password"))
 	for _, s := range steps {
 		command, err := s.rewrite(hosts, logPath)
 		if err != nil {

@@ -11,6 +11,9 @@ import (
 func TestConfigFromEnvironment(t *testing.T) {
 	t.Setenv("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/inventory_db?sslmode=disable")
 	t.Setenv("KAFKA_BROKERS", "127.0.0.1:9092")
+	t.Setenv("KAFKA_USERNAME", "svc")
+	t.Setenv("KAFKA_PASSWORD", "pw")
+	t.Setenv("KAFKA_PASSWORD_FILE", "")
 
 	t.Run("Defaults", func(t *testing.T) {
 		testenv.Unsetenv(t, "HTTP_ADDR")
@@ -25,7 +28,7 @@ func TestConfigFromEnvironment(t *testing.T) {
 	t.Run("EnvironmentOverridesDefaults", func(t *testing.T) {
 		t.Setenv("HTTP_ADDR", ":9082")
 		cfg := testenv.FromEnv(t, inventory.DefaultConfig())
-		if cfg.HTTPAddr != ":9082" || cfg.KafkaBrokers[0] != "127.0.0.1:9092" {
+		if cfg.HTTPAddr != ":9082" || cfg.Kafka.Brokers[0] != "127.0.0.1:9092" {
 			t.Fatalf("config = %+v, want HTTP_ADDR and KAFKA_BROKERS from the environment", cfg)
 		}
 	})

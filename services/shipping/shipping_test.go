@@ -53,6 +53,9 @@ func TestConfigServed(t *testing.T) {
 func TestConfigFromEnvironment(t *testing.T) {
 	t.Setenv("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/shipping_db?sslmode=disable")
 	t.Setenv("KAFKA_BROKERS", "127.0.0.1:9092")
+	t.Setenv("KAFKA_USERNAME", "svc")
+	t.Setenv("KAFKA_PASSWORD", "pw")
+	t.Setenv("KAFKA_PASSWORD_FILE", "")
 	testenv.Unsetenv(t, "HTTP_ADDR")
 
 	t.Run("Defaults", func(t *testing.T) {
