@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -19,8 +18,6 @@ import (
 	"github.com/choreo-saga/choreo/services/payment"
 	"github.com/choreo-saga/choreo/services/shipping"
 )
-
-func brokerList() []string { return strings.Split(brokers, ",") }
 
 // produce writes raw messages to Kafka, bypassing the services' outboxes:
 // the suite's way of redelivering events and injecting poison.
@@ -38,10 +35,10 @@ func produce(t *testing.T, msgs ...*sarama.ProducerMessage) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := testenv.WaitTopics(ctx, brokerList(), names...); err != nil {
+	if err := testenv.WaitTopics(ctx, running.Kafka, names...); err != nil {
 		t.Fatal(err)
 	}
-	p, err := broker.NewSyncProducer(brokerList(), "e2e")
+	p, err := running.Kafka.NewSyncProducer("e2e")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +72,7 @@ func messagesFor(t *testing.T, topic, key string) []*sarama.ConsumerMessage {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	msgs, err := broker.MessagesFor(ctx, brokerList(), topic, key)
+	msgs, err := broker.MessagesFor(ctx, running.Kafka, topic, key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +99,7 @@ func header(m *sarama.ConsumerMessage, key string) string { return testenv.Heade
 // once, since a duplicate on its way would have arrived by then.
 func atRest(t *testing.T) {
 	t.Helper()
-	rest := testenv.Rest{Brokers: brokerList(), Groups: map[string][]string{}}
+	rest := testenv.Rest{Kafka: running.Kafka, Groups: map[string][]string{}}
 	specs := map[string]func() (participant.Spec, error){
 		"order":     func() (participant.Spec, error) { return orderservice.Spec(orderservice.DefaultConfig()) },
 		"payment":   func() (participant.Spec, error) { return payment.Spec(payment.DefaultConfig()) },

@@ -55,7 +55,8 @@ say "starting a 3-node cluster in $CHOREO_INFRA_DIR (jars: ${KAFKA_LIBS_DIR:-dow
 t="$(date +%s.%N)"
 bash scripts/infra.sh kafka-start
 say "cluster started in $(since "$t")"
-KAFKA_BROKERS="$(bash scripts/infra.sh env | sed -n 's/^export KAFKA_BROKERS=//p')"
+# The brokers and the administrator's credentials, which cluster-smoke reads.
+eval "$(bash scripts/infra.sh env | grep '^export KAFKA_')"
 bash scripts/infra.sh env | grep '^export KAFKA_'
 bash scripts/infra.sh status | grep '^kafka' || true
 

@@ -47,8 +47,11 @@ for mode in $modes; do
   name="${mode%%:*}" batch="${mode##*:}"
   echo "[perf] $name: CONSUMER_BATCH=$batch" >&2
   for svc in order payment inventory shipping; do
-    url_var="$(echo "$svc" | tr '[:lower:]' '[:upper:]')_DATABASE_URL"
+    up="${svc^^}"
+    url_var="${up}_DATABASE_URL" user_var="${up}_KAFKA_USERNAME" pw_var="${up}_KAFKA_PASSWORD_FILE"
+    # Each service as its own Kafka user (scripts/run.sh does the same).
     DATABASE_URL="${!url_var}" KAFKA_BROKERS="$KAFKA_BROKERS" CONSUMER_BATCH="$batch" LOG_LEVEL=WARN \
+      KAFKA_USERNAME="${!user_var}" KAFKA_PASSWORD_FILE="${!pw_var}" \
       "bin/$svc" >>"bin/logs/perf-$svc.log" 2>&1 &
     pids+=("$!")
   done

@@ -9,6 +9,13 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 eval "$(bash scripts/infra.sh up)"
 
+# The tools (redeliver, choreoctl kafka-acls, …) log in to Kafka as the
+# administrator from this file when the environment names no user
+# (internal/cli.LocalAdminFile computes the same path).
+kafka_admin_file="${CHOREO_KAFKA_ADMIN_FILE:-${XDG_CACHE_HOME:-$HOME/.cache}/choreo/kafka-admin-password}"
+mkdir -p "$(dirname "$kafka_admin_file")"
+(umask 077 && cp "$KAFKA_PASSWORD_FILE" "$kafka_admin_file.tmp" && mv "$kafka_admin_file.tmp" "$kafka_admin_file")
+
 mkdir -p bin/logs
 
 # Every API needs a bearer token: the services verify them with the
@@ -29,9 +36,15 @@ trap stop INT TERM EXIT
 for svc in order payment inventory shipping tracker; do
   go build -o "bin/$svc" "./services/$svc/cmd/$svc"
 done
+# Each service runs as its own Kafka user, allowed only its own topics and
+# group (internal/kafkaacl); infra.sh exports <SERVICE>_KAFKA_USERNAME and
+# <SERVICE>_KAFKA_PASSWORD_FILE.
 for svc in order payment inventory shipping tracker; do
-  url_var="$(echo "$svc" | tr '[:lower:]' '[:upper:]')_DATABASE_URL"
-  DATABASE_URL="${!url_var}" KAFKA_BROKERS="$KAFKA_BROKERS" "bin/$svc" >>"bin/logs/$svc.log" 2>&1 &
+  up="${svc^^}"
+  url_var="${up}_DATABASE_URL" user_var="${up}_KAFKA_USERNAME" pw_var="${up}_KAFKA_PASSWORD_FILE"
+  DATABASE_URL="${!url_var}" KAFKA_BROKERS="$KAFKA_BROKERS" \
+    KAFKA_USERNAME="${!user_var}" KAFKA_PASSWORD_FILE="${!pw_var}" \
+    "bin/$svc" >>"bin/logs/$svc.log" 2>&1 &
   pids+=("$!")
 done
 

@@ -16,7 +16,6 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/jmoiron/sqlx"
 
-	"github.com/choreo-saga/choreo/pkg/broker"
 	"github.com/choreo-saga/choreo/pkg/outbox"
 	"github.com/choreo-saga/choreo/pkg/pg"
 )
@@ -55,7 +54,7 @@ func (c *relayContender) Insert(ctx context.Context, topic string, from, to int)
 }
 
 func (c *relayContender) Run(ctx context.Context) error {
-	p, err := broker.NewSyncProducer(c.e.brokers, "bench-relay")
+	p, err := c.e.kafka.NewSyncProducer("bench-relay")
 	if err != nil {
 		return err
 	}
@@ -91,7 +90,7 @@ func (c *naiveContender) Insert(ctx context.Context, topic string, from, to int)
 }
 
 func (c *naiveContender) Run(ctx context.Context) error {
-	p, err := broker.NewSyncProducer(c.e.brokers, "bench-naive")
+	p, err := c.e.kafka.NewSyncProducer("bench-naive")
 	if err != nil {
 		return err
 	}
@@ -194,7 +193,14 @@ func (c *watermillContender) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	pub, err := kafka.NewPublisher(kafka.PublisherConfig{Brokers: c.e.brokers, Marshaler: kafka.DefaultMarshaler{}}, c.logger)
+	// Watermill's defaults, logged in as the others are.
+	sc := kafka.DefaultSaramaSyncPublisherConfig()
+	auth, err := c.e.kafka.Config("bench-watermill")
+	if err != nil {
+		return err
+	}
+	sc.Net.SASL, sc.Net.TLS = auth.Net.SASL, auth.Net.TLS
+	pub, err := kafka.NewPublisher(kafka.PublisherConfig{Brokers: c.e.kafka.Brokers, Marshaler: kafka.DefaultMarshaler{}, OverwriteSaramaConfig: sc}, c.logger)
 	if err != nil {
 		return err
 	}

@@ -19,15 +19,15 @@ import (
 
 // env is one contender's database and the Kafka cluster.
 type env struct {
-	db      *sqlx.DB
-	url     string
-	brokers []string
-	client  sarama.Client
+	db     *sqlx.DB
+	url    string
+	kafka  broker.Conn
+	client sarama.Client
 }
 
 // newEnv (re)creates database name next to baseURL's and connects to it
 // and to Kafka.
-func newEnv(ctx context.Context, baseURL, name string, brokers []string) (*env, error) {
+func newEnv(ctx context.Context, baseURL, name string, kafka broker.Conn) (*env, error) {
 	admin, err := sqlx.ConnectContext(ctx, "postgres", baseURL)
 	if err != nil {
 		return nil, err
@@ -47,12 +47,12 @@ func newEnv(ctx context.Context, baseURL, name string, brokers []string) (*env, 
 	if err != nil {
 		return nil, err
 	}
-	client, err := sarama.NewClient(brokers, broker.Config("outbox-bench"))
+	client, err := kafka.NewClient("outbox-bench")
 	if err != nil {
 		db.Close()
 		return nil, err
 	}
-	return &env{db: db, url: u.String(), brokers: brokers, client: client}, nil
+	return &env{db: db, url: u.String(), kafka: kafka, client: client}, nil
 }
 
 func (e *env) Close() {
@@ -65,7 +65,7 @@ func (e *env) topic(ctx context.Context, name string) (string, error) {
 	t := "bench-" + name + "-" + uuid.NewString()[:8]
 	s := broker.DefaultTopicSettings()
 	s.Partitions = 3
-	if err := broker.EnsureTopicsWith(ctx, e.brokers, "outbox-bench", s, t); err != nil {
+	if err := broker.EnsureTopicsWith(ctx, e.kafka, "outbox-bench", s, t); err != nil {
 		return "", err
 	}
 	// A new topic's partitions need a moment to get leaders; until they

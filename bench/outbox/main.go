@@ -14,6 +14,9 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/choreo-saga/choreo/internal/cli"
+	"github.com/choreo-saga/choreo/pkg/broker"
 )
 
 // Two figures per contender: drain (how fast a backlog of -rows rows
@@ -69,6 +72,10 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if *db == "" || *brokers == "" {
 		return errors.New(`need -db and -brokers (or TEST_DATABASE_URL and KAFKA_BROKERS: eval "$(bash scripts/infra.sh up)")`)
 	}
+	conn, err := cli.Kafka(*brokers, os.Getenv) // credentials: KAFKA_USERNAME, KAFKA_PASSWORD(_FILE)
+	if err != nil {
+		return err
+	}
 	all := []contender{&relayContender{}, &naiveContender{}, &watermillContender{}}
 	var results []result
 	for _, c := range all {
@@ -76,7 +83,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			continue
 		}
 		fmt.Fprintf(out, "%s: ", c.Name())
-		r, err := measure(ctx, c, *db, strings.Split(*brokers, ","), *rows, *rate, *trickle)
+		r, err := measure(ctx, c, *db, conn, *rows, *rate, *trickle)
 		if err != nil {
 			return fmt.Errorf("%s: %w", c.Name(), err)
 		}
@@ -101,8 +108,8 @@ func report(out io.Writer, rs []result) {
 }
 
 // measure runs both phases for c on a fresh database and topic.
-func measure(ctx context.Context, c contender, baseURL string, brokers []string, rows int, rate float64, trickle time.Duration) (result, error) {
-	e, err := newEnv(ctx, baseURL, "bench_"+c.Name(), brokers)
+func measure(ctx context.Context, c contender, baseURL string, kafka broker.Conn, rows int, rate float64, trickle time.Duration) (result, error) {
+	e, err := newEnv(ctx, baseURL, "bench_"+c.Name(), kafka)
 	if err != nil {
 		return result{}, err
 	}

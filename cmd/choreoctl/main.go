@@ -61,6 +61,7 @@ commands:
   outbox-retry -service S -id N     put one back in line for the relay
   dev-key                           make the development key pair once; print the services' AUTH_* settings
   token -sub ID [-operator] [-ttl D]  a development token of customer (or operator) ID
+  kafka-acls [-brokers B]           create the services' Kafka ACLs, as the administrator
 `
 
 // run is the command; -h prints the usage to errOut and is not an error.
@@ -109,6 +110,9 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 	if fs.NArg() == 0 {
 		usage()
 		return errors.New("no command")
+	}
+	if fs.Arg(0) == "kafka-acls" { // talks to Kafka, not to the services
+		return kafkaACLs(ctx, fs.Args()[1:], getenv, out, errOut)
 	}
 	cmd, rest := fs.Arg(0), fs.Args()[1:]
 	if err := sub.Parse(rest); err != nil {

@@ -27,6 +27,7 @@ import (
 	"github.com/kelseyhightower/envconfig"
 
 	"github.com/choreo-saga/choreo/internal/devkey"
+	"github.com/choreo-saga/choreo/internal/kafkaacl"
 	"github.com/choreo-saga/choreo/pkg/broker"
 	"github.com/choreo-saga/choreo/pkg/participant"
 	"github.com/choreo-saga/choreo/pkg/tracing"
@@ -166,8 +167,9 @@ func env(t *testing.T, s types.ServiceConfig) map[string]string {
 // variable, a field without one is read under its upper-cased name,
 // ignored:"true" fields are not read at all, an embedded struct (the
 // runtime's participant.Config) is read as if its fields were the outer
-// struct's, and a named struct field's variables take its name as a
-// prefix (Auth `envconfig:"AUTH"` reads AUTH_ISSUER, …). Only the names
+// struct's, and a named struct field (participant.Config.Kafka, tag KAFKA;
+// Auth, tag AUTH) prefixes its fields' names with its own and an
+// underscore. Only the names
 // come from the tags; defaults come from DefaultConfig.
 func configVars(t *testing.T, cfg any) map[string]bool {
 	t.Helper()
@@ -187,14 +189,11 @@ func configVars(t *testing.T, cfg any) map[string]bool {
 			if key == "" {
 				key = strings.ToUpper(f.Name)
 			}
-			if prefix != "" {
-				key = prefix + "_" + key
-			}
 			if f.Type.Kind() == reflect.Struct {
-				walk(f.Type, key)
+				walk(f.Type, prefix+key+"_")
 				continue
 			}
-			vars[key] = true
+			vars[prefix+key] = true
 		}
 	}
 	walk(reflect.TypeOf(cfg).Elem(), "")
@@ -371,7 +370,14 @@ func TestComposeKafka(t *testing.T) {
 		{"KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR", "1"},
 		{"KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR", "1"},
 		{"KAFKA_TRANSACTION_STATE_LOG_MIN_ISR", "1"},
-		{"KAFKA_CONTROLLER_QUORUM_VOTERS", e["KAFKA_NODE_ID"] + "@" + kafkaService + ":9093"},
+		// The controller listens on the container's loopback address only.
+		{"KAFKA_CONTROLLER_QUORUM_VOTERS", e["KAFKA_NODE_ID"] + "@127.0.0.1:9093"},
+		// Every listener authenticates, and nothing is allowed without an ACL.
+		{"KAFKA_LISTENER_SECURITY_PROTOCOL_MAP", "CLIENT:SASL_PLAINTEXT,CONTROLLER:SASL_PLAINTEXT,EXTERNAL:SASL_PLAINTEXT"},
+		{"KAFKA_SASL_ENABLED_MECHANISMS", broker.SCRAMSHA512},
+		{"KAFKA_AUTHORIZER_CLASS_NAME", "org.apache.kafka.metadata.authorizer.StandardAuthorizer"},
+		{"KAFKA_ALLOW_EVERYONE_IF_NO_ACL_FOUND", "false"},
+		{"KAFKA_SUPER_USERS", "User:admin;User:controller"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.key, func(t *testing.T) {
@@ -388,9 +394,9 @@ func TestComposeKafka(t *testing.T) {
 		}
 		port := addrPort(t, ext)
 		if !slices.ContainsFunc(s.Ports, func(pc types.ServicePortConfig) bool {
-			return int(pc.Target) == port && pc.Published == strconv.Itoa(port)
+			return int(pc.Target) == port && pc.Published == strconv.Itoa(port) && pc.HostIP == "127.0.0.1"
 		}) {
-			t.Errorf("EXTERNAL listener %s is not published on the host as %d:%d", ext, port, port)
+			t.Errorf("EXTERNAL listener %s is not published on the host's loopback as 127.0.0.1:%d:%d", ext, port, port)
 		}
 	})
 	if s.HealthCheck == nil || len(s.HealthCheck.Test) == 0 {
@@ -492,6 +498,9 @@ func TestComposeDependsOn(t *testing.T) {
 func TestComposeHealthchecksAndRestart(t *testing.T) {
 	p := loadProject(t)
 	for name, s := range p.Services {
+		if jobs[name] {
+			continue // runs once and exits; see TestComposeKafkaUsers
+		}
 		t.Run(name, func(t *testing.T) {
 			hc := s.HealthCheck
 			if hc == nil || hc.Disable || len(hc.Test) == 0 || hc.Test[0] == "NONE" {
@@ -856,4 +865,67 @@ func builds(t *testing.T, ins []instruction, outDir, pkg string) bool {
 		}
 	}
 	return false
+}
+
+// jobs are the compose services that run once, before the others: they
+// have no healthcheck, and the others wait for them to complete.
+var jobs = map[string]bool{"kafka-users": true, "kafka-setup": true}
+
+// TestComposeKafkaUsers: each service logs in to Kafka as its own user,
+// with a password only it mounts (the kafka-users volume, one directory per
+// user), after kafka-setup has applied the ACLs as the administrator.
+func TestComposeKafkaUsers(t *testing.T) {
+	p := loadProject(t)
+	mountOf := func(t *testing.T, s types.ServiceConfig, target string) types.ServiceVolumeConfig {
+		t.Helper()
+		for _, v := range s.Volumes {
+			if v.Target == target {
+				return v
+			}
+		}
+		t.Fatalf("%s mounts nothing at %s", s.Name, target)
+		return types.ServiceVolumeConfig{}
+	}
+	for _, svc := range services {
+		t.Run(svc.name, func(t *testing.T) {
+			s := mustService(t, p, svc.name)
+			e := env(t, s)
+			if e["KAFKA_USERNAME"] != svc.name || e["KAFKA_INSECURE"] != "false" {
+				t.Errorf("KAFKA_USERNAME = %q, KAFKA_INSECURE = %q; want %q, false", e["KAFKA_USERNAME"], e["KAFKA_INSECURE"], svc.name)
+			}
+			if _, ok := kafkaacl.Find(svc.name); !ok {
+				t.Errorf("no Grant for Kafka user %s", svc.name)
+			}
+			dir, _ := filepath.Split(e["KAFKA_PASSWORD_FILE"])
+			v := mountOf(t, s, filepath.Clean(dir))
+			if v.Source != "kafka-users" || !v.ReadOnly || v.Volume == nil || v.Volume.Subpath != svc.name {
+				t.Errorf("mount at %s = %+v, want kafka-users' subpath %s, read-only", dir, v, svc.name)
+			}
+			if d, ok := s.DependsOn["kafka-setup"]; !ok || d.Condition != types.ServiceConditionCompletedSuccessfully {
+				t.Errorf("does not wait for kafka-setup to complete: %+v", s.DependsOn)
+			}
+		})
+	}
+	t.Run("kafka-setup", func(t *testing.T) {
+		s := mustService(t, p, "kafka-setup")
+		if !slices.Equal(s.Entrypoint, types.ShellCommand{"/choreoctl", "kafka-acls"}) {
+			t.Errorf("entrypoint = %q, want [/choreoctl kafka-acls]", s.Entrypoint)
+		}
+		e := env(t, s)
+		dir, _ := filepath.Split(e["KAFKA_PASSWORD_FILE"])
+		if v := mountOf(t, s, filepath.Clean(dir)); e["KAFKA_USERNAME"] != "admin" || v.Volume == nil || v.Volume.Subpath != "admin" {
+			t.Errorf("kafka-setup logs in as %q with the mount %+v, want admin's", e["KAFKA_USERNAME"], v)
+		}
+	})
+	t.Run("kafka-users", func(t *testing.T) {
+		script, err := os.ReadFile(mountSource(t, "kafka-users", "/choreo/users.sh"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, u := range append([]string{"admin", "controller"}, kafkaacl.Users()...) {
+			if !strings.Contains(string(script), " "+u) {
+				t.Errorf("users.sh creates no password for %s", u)
+			}
+		}
+	})
 }

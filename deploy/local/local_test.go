@@ -50,6 +50,7 @@ func TestRun(t *testing.T) {
 		"-tracker-addr", strings.TrimPrefix(svc["tracker"], "http://"),
 		"-control-addr", "127.0.0.1:" + strconv.Itoa(ports[7]),
 		"-dev-key-dir", keyDir,
+		"-kafka-admin-file", filepath.Join(filepath.Dir(keyDir), "kafka-admin-password"),
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())

@@ -71,6 +71,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		levelFlag     = flags.String("log-level", "", "log `level`: debug, info, warn or error (default: $LOG_LEVEL, else info)")
 		controlAddr   = flags.String("control-addr", defaultControlAddr, "`address` of the launcher's own API that stops and starts a service; empty: none")
 		keyDir        = flags.String("dev-key-dir", "", "`dir` of the development token key pair, made on first use, which choreoctl token signs with (default: $CHOREO_DEV_KEY_DIR, else ~/.cache/choreo/dev-key)")
+		kafkaAdmin    = flags.String("kafka-admin-file", "", "`file` the embedded broker's administrator password is written to, for the tools (default: $CHOREO_KAFKA_ADMIN_FILE, else ~/.cache/choreo/kafka-admin-password)")
 	)
 	if err := flags.Parse(args); err != nil {
 		return err
@@ -96,6 +97,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
+	if *kafkaAdmin == "" {
+		if *kafkaAdmin, err = cli.LocalAdminFile(getenv); err != nil {
+			return err
+		}
+	}
 
 	// The infrastructure.
 	inf, err := infra.Embedded(ctx, infra.EmbeddedOptions{
@@ -113,9 +119,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		defer cancel()
 		err = errors.Join(err, inf.Stop(stopCtx))
 	}()
+	// The tools (redeliver, choreoctl kafka-acls, …) log in as the
+	// administrator from this file when the environment names no user.
+	if err := cli.WriteLocalAdmin(*kafkaAdmin, inf.Kafka.Password); err != nil {
+		return err
+	}
 
-	// The services, each with its own database, all on the one broker.
-	// Each tags its log lines with service=<name>.
+	// The services, each with its own database, all on the one broker,
+	// each as its own Kafka user (internal/kafkaacl). Each tags its log
+	// lines with service=<name>.
 	g, gctx := errgroup.WithContext(ctx)
 	for _, c := range []struct {
 		name string
@@ -128,7 +140,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		{shipping.Name, &shippingCfg.Config, *shippingAddr},
 		{tracker.Name, &trackerCfg.Config, *trackerAddr},
 	} {
-		c.cfg.HTTPAddr, c.cfg.DatabaseURL, c.cfg.KafkaBrokers, c.cfg.Logger = c.addr, inf.DatabaseURLs[c.name], inf.Brokers, log
+		c.cfg.HTTPAddr, c.cfg.DatabaseURL, c.cfg.Kafka, c.cfg.Logger = c.addr, inf.DatabaseURLs[c.name], inf.User(c.name), log
 		c.cfg.Auth = key.Auth()
 	}
 	shippingCfg.ServedCountries = *countries
@@ -155,7 +167,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		Inventory: baseURL(*inventoryAddr),
 		Shipping:  baseURL(*shippingAddr),
 		Tracker:   baseURL(*trackerAddr),
-		Kafka:     strings.Join(inf.Brokers, ","),
+		Kafka:     strings.Join(inf.Brokers(), ","),
 		Postgres:  inf.DatabaseURLs["order"],
 		KeyDir:    *keyDir,
 	}

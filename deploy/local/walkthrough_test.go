@@ -67,7 +67,7 @@ func TestWalkthrough(t *testing.T) {
 
 	dir := t.TempDir()
 	keyDir := filepath.Join(dir, "dev-key")
-	args = append(args, "-dev-key-dir", keyDir)
+	args = append(args, "-dev-key-dir", keyDir, "-kafka-admin-file", filepath.Join(dir, "kafka-admin-password"))
 	logPath := filepath.Join(dir, "local.log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
@@ -102,7 +102,11 @@ func TestWalkthrough(t *testing.T) {
 	// the development key in the user's cache; here the broker is on a
 	// free port and the key in the test's directory, told as the tools
 	// read them.
-	env := append(os.Environ(), "KAFKA_BROKERS="+addr(0), devkey.EnvDir+"="+keyDir)
+	env := append(os.Environ(), "KAFKA_BROKERS="+addr(0), devkey.EnvDir+"="+keyDir,
+		// and log in as the README's reader does, with no Kafka user in the
+		// environment: as the administrator whose password deploy/local
+		// wrote down.
+		"KAFKA_USERNAME=", "KAFKA_PASSWORD=", "KAFKA_PASSWORD_FILE=", "CHOREO_KAFKA_ADMIN_FILE="+filepath.Join(dir, "kafka-admin-password"))
 	for _, s := range steps {
 		command, err := s.rewrite(hosts, logPath)
 		if err != nil {

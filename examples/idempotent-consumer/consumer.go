@@ -124,10 +124,19 @@ func Handle(ctx context.Context, db *sql.DB, msg *sarama.ConsumerMessage) error 
 	return nil
 }
 
+// Kafka is where the example connects, and as whom: the brokers
+// authenticate every client (SASL/SCRAM, see scram.go) and let each use
+// only its own topics and group.
+type Kafka struct {
+	Brokers        []string
+	User, Password string
+}
+
 // Config is the sarama configuration of the consumer and of the relay's
 // producer.
-func Config() *sarama.Config {
+func (k Kafka) Config() *sarama.Config {
 	c := sarama.NewConfig()
+	authenticate(c, k.User, k.Password)
 	c.Version = sarama.V3_6_0_0
 	c.Consumer.Offsets.Initial = sarama.OffsetOldest // a new group misses nothing
 	// The producer writes each message once and in order, even on retries
@@ -141,8 +150,8 @@ func Config() *sarama.Config {
 }
 
 // Run consumes topic as group with handler (a Consumer) until ctx ends.
-func Run(ctx context.Context, brokers []string, group, topic string, handler sarama.ConsumerGroupHandler) error {
-	cg, err := sarama.NewConsumerGroup(brokers, group, Config())
+func Run(ctx context.Context, k Kafka, group, topic string, handler sarama.ConsumerGroupHandler) error {
+	cg, err := sarama.NewConsumerGroup(k.Brokers, group, k.Config())
 	if err != nil {
 		return fmt.Errorf("consumer group %s: %w", group, err)
 	}

@@ -171,7 +171,7 @@ func TestCrashLosesNothing(t *testing.T) {
 			topic, group := testenv.Topic(t, "example"), "example-"+uuid.NewString()
 			partition, offset := produce(t, topic, request(t, uuid.NewString()))
 			env := append(os.Environ(), "EXAMPLE_DATABASE_URL="+url, "EXAMPLE_GROUP="+group, "EXAMPLE_TOPIC="+topic,
-				"EXAMPLE_BROKERS="+strings.Join(testenv.Brokers(t), ","))
+				"EXAMPLE_BROKERS="+strings.Join(kafka(t).Brokers, ","), "EXAMPLE_KAFKA_USER="+kafka(t).User, "EXAMPLE_KAFKA_PASSWORD="+kafka(t).Password)
 
 			left := tt.crash(t, db, env)
 			if got := read(t, db); got != left {
@@ -183,7 +183,7 @@ func TestCrashLosesNothing(t *testing.T) {
 
 			ctx, cancel := context.WithCancel(t.Context())
 			ran := make(chan error, 1)
-			go func() { ran <- consumer.Run(ctx, testenv.Brokers(t), group, topic, consumer.Consumer{DB: db}) }()
+			go func() { ran <- consumer.Run(ctx, kafka(t), group, topic, consumer.Consumer{DB: db}) }()
 			testenv.Eventually(t, 2*time.Minute, "the restarted consumer commits past the message", func() bool {
 				return committed(t, group, topic, partition) == offset+1
 			})
@@ -211,7 +211,7 @@ func TestRelayPublishesOnce(t *testing.T) {
 	testenv.TopicWith(t, consumer.CompletedTopic, &sarama.TopicDetail{NumPartitions: 1, ReplicationFactor: 1})
 	from := newest(t, consumer.CompletedTopic) // other runs' events are older
 
-	producer, err := consumer.NewProducer(testenv.Brokers(t))
+	producer, err := consumer.NewProducer(kafka(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,7 +303,7 @@ func read(t *testing.T, db *sql.DB) state {
 // produce publishes value to topic and returns where it was stored.
 func produce(t *testing.T, topic string, value []byte) (int32, int64) {
 	t.Helper()
-	p, err := consumer.NewProducer(testenv.Brokers(t))
+	p, err := consumer.NewProducer(kafka(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -331,7 +331,7 @@ func committed(t *testing.T, group, topic string, partition int32) int64 {
 // newest returns the next offset of the single-partition topic.
 func newest(t *testing.T, topic string) int64 {
 	t.Helper()
-	c, err := sarama.NewClient(testenv.Brokers(t), consumer.Config())
+	c, err := sarama.NewClient(kafka(t).Brokers, kafka(t).Config())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -347,7 +347,7 @@ func newest(t *testing.T, topic string) int64 {
 func readFrom(t *testing.T, topic string, offset int64) []*sarama.ConsumerMessage {
 	t.Helper()
 	end := newest(t, topic)
-	c, err := sarama.NewConsumer(testenv.Brokers(t), consumer.Config())
+	c, err := sarama.NewConsumer(kafka(t).Brokers, kafka(t).Config())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -409,8 +409,8 @@ func child() int {
 	if os.Getenv("EXAMPLE_CHILD") == "kill-at-mark" {
 		h = killAtMark{h}
 	}
-	brokers := strings.Split(os.Getenv("EXAMPLE_BROKERS"), ",")
-	err = consumer.Run(context.Background(), brokers, os.Getenv("EXAMPLE_GROUP"), os.Getenv("EXAMPLE_TOPIC"), h)
+	k := consumer.Kafka{Brokers: strings.Split(os.Getenv("EXAMPLE_BROKERS"), ","), User: os.Getenv("EXAMPLE_KAFKA_USER"), Password: os.Getenv("EXAMPLE_KAFKA_PASSWORD")}
+	err = consumer.Run(context.Background(), k, os.Getenv("EXAMPLE_GROUP"), os.Getenv("EXAMPLE_TOPIC"), h)
 	fmt.Fprintln(os.Stderr, "child: Run returned:", err)
 	return 1
 }
@@ -427,4 +427,15 @@ type killingSession struct{ sarama.ConsumerGroupSession }
 func (killingSession) MarkMessage(*sarama.ConsumerMessage, string) {
 	syscall.Kill(os.Getpid(), syscall.SIGKILL)
 	select {} // the signal arrives; nothing after the mark runs
+}
+
+// kafka is the test broker as the administrator.
+func kafka(t *testing.T) consumer.Kafka {
+	t.Helper()
+	c := testenv.Kafka(t)
+	pw, err := c.Secret()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return consumer.Kafka{Brokers: c.Brokers, User: c.Username, Password: pw}
 }

@@ -81,8 +81,8 @@ func relayOnce(ctx context.Context, db *sql.DB, producer sarama.SyncProducer) (i
 
 // NewProducer returns the producer Relay needs: acks=all, idempotent, one
 // request in flight (see Config).
-func NewProducer(brokers []string) (sarama.SyncProducer, error) {
-	p, err := sarama.NewSyncProducer(brokers, Config())
+func NewProducer(k Kafka) (sarama.SyncProducer, error) {
+	p, err := sarama.NewSyncProducer(k.Brokers, k.Config())
 	if err != nil {
 		return nil, fmt.Errorf("producer: %w", err)
 	}

@@ -50,7 +50,7 @@ func TestDiscoverUnderCI(t *testing.T) {
 				}
 				return
 			}
-			if err != nil || r.Mode != ModeEnvironment || strings.Join(r.Brokers, ",") != all["KAFKA_BROKERS"] {
+			if err != nil || r.Mode != ModeEnvironment || strings.Join(r.Brokers(), ",") != all["KAFKA_BROKERS"] {
 				t.Fatalf("Discover = %+v, %v; want the environment's endpoints", r, err)
 			}
 		})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/url"
@@ -17,6 +18,7 @@ import (
 	"github.com/testcontainers/testcontainers-go/wait"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/choreo-saga/choreo/internal/kafkaacl"
 	"github.com/choreo-saga/choreo/pkg/broker"
 )
 
@@ -32,9 +34,13 @@ const (
 const dockerProbeTimeout = 2 * time.Second
 
 // Kafka inside its container: the host reaches it on the published
-// dockerKafkaPort, the broker talks to itself on 9093 and the controller
-// listens on 9094. The advertised address of dockerKafkaPort is only known
-// once Docker has mapped the port, so the container waits for a start
+// dockerKafkaPort, with SASL/SCRAM as the users of kafkaacl (the
+// administrator a super user) and every request authorized against ACLs.
+// The broker talks to itself on 9093 and the controller listens on 9094,
+// both bound to the container's loopback address: only processes inside
+// the container reach them, so they are PLAINTEXT and their ANONYMOUS
+// principal is a super user. The advertised address of dockerKafkaPort is
+// only known once Docker has mapped the port, so the container waits for a start
 // script that the PostStart hook writes with that address (the approach of
 // testcontainers' own Kafka modules).
 const (
@@ -51,23 +57,28 @@ const (
 // does: 3 partitions, replication factor 1, no topic auto-creation (the
 // services create their topics).
 var dockerKafkaEnv = map[string]string{
-	"CLUSTER_ID":                                             "4L6g3nShT-eMCtK--X86sw",
-	"KAFKA_NODE_ID":                                          "1",
-	"KAFKA_PROCESS_ROLES":                                    "broker,controller",
-	"KAFKA_LISTENERS":                                        "PLAINTEXT://0.0.0.0:9092,BROKER://0.0.0.0:9093,CONTROLLER://0.0.0.0:9094",
-	"KAFKA_LISTENER_SECURITY_PROTOCOL_MAP":                   "PLAINTEXT:PLAINTEXT,BROKER:PLAINTEXT,CONTROLLER:PLAINTEXT",
-	"KAFKA_INTER_BROKER_LISTENER_NAME":                       "BROKER",
-	"KAFKA_CONTROLLER_LISTENER_NAMES":                        "CONTROLLER",
-	"KAFKA_CONTROLLER_QUORUM_VOTERS":                         "1@localhost:9094",
-	"KAFKA_DEFAULT_REPLICATION_FACTOR":                       "1",
-	"KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR":                 "1",
-	"KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR":         "1",
-	"KAFKA_TRANSACTION_STATE_LOG_MIN_ISR":                    "1",
-	"KAFKA_SHARE_COORDINATOR_STATE_TOPIC_REPLICATION_FACTOR": "1",
-	"KAFKA_SHARE_COORDINATOR_STATE_TOPIC_MIN_ISR":            "1",
-	"KAFKA_AUTO_CREATE_TOPICS_ENABLE":                        "false",
-	"KAFKA_NUM_PARTITIONS":                                   fmt.Sprint(broker.Partitions),
-	"KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS":                 "0",
+	"CLUSTER_ID":                           "4L6g3nShT-eMCtK--X86sw",
+	"KAFKA_NODE_ID":                        "1",
+	"KAFKA_PROCESS_ROLES":                  "broker,controller",
+	"KAFKA_LISTENERS":                      "CLIENT://0.0.0.0:9092,BROKER://127.0.0.1:9093,CONTROLLER://127.0.0.1:9094",
+	"KAFKA_LISTENER_SECURITY_PROTOCOL_MAP": "CLIENT:SASL_PLAINTEXT,BROKER:PLAINTEXT,CONTROLLER:PLAINTEXT",
+	"KAFKA_LISTENER_NAME_CLIENT_SASL_ENABLED_MECHANISMS":          "SCRAM-SHA-512",
+	"KAFKA_LISTENER_NAME_CLIENT_SCRAM__SHA__512_SASL_JAAS_CONFIG": "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+	"KAFKA_AUTHORIZER_CLASS_NAME":                                 "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+	"KAFKA_ALLOW_EVERYONE_IF_NO_ACL_FOUND":                        "false",
+	"KAFKA_SUPER_USERS":                                           "User:" + kafkaAdmin + ";User:ANONYMOUS",
+	"KAFKA_INTER_BROKER_LISTENER_NAME":                            "BROKER",
+	"KAFKA_CONTROLLER_LISTENER_NAMES":                             "CONTROLLER",
+	"KAFKA_CONTROLLER_QUORUM_VOTERS":                              "1@127.0.0.1:9094",
+	"KAFKA_DEFAULT_REPLICATION_FACTOR":                            "1",
+	"KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR":                      "1",
+	"KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR":              "1",
+	"KAFKA_TRANSACTION_STATE_LOG_MIN_ISR":                         "1",
+	"KAFKA_SHARE_COORDINATOR_STATE_TOPIC_REPLICATION_FACTOR":      "1",
+	"KAFKA_SHARE_COORDINATOR_STATE_TOPIC_MIN_ISR":                 "1",
+	"KAFKA_AUTO_CREATE_TOPICS_ENABLE":                             "false",
+	"KAFKA_NUM_PARTITIONS":                                        fmt.Sprint(broker.Partitions),
+	"KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS":                      "0",
 }
 
 // PostgreSQL credentials of the Docker container; it listens on a random
@@ -92,7 +103,7 @@ func Docker(ctx context.Context, log *slog.Logger) (*Running, error) {
 	var (
 		kafka    testcontainers.Container
 		pg       *postgres.PostgresContainer
-		brokers  []string
+		admin    broker.Conn
 		pgAddr   string
 		started  = time.Now()
 		g, gctx  = errgroup.WithContext(ctx)
@@ -113,7 +124,7 @@ func Docker(ctx context.Context, log *slog.Logger) (*Running, error) {
 	)
 	g.Go(func() error {
 		var err error
-		kafka, brokers, err = dockerKafka(gctx, tcLog)
+		kafka, admin, err = dockerKafka(gctx, tcLog)
 		return err
 	})
 	g.Go(func() error {
@@ -140,9 +151,13 @@ func Docker(ctx context.Context, log *slog.Logger) (*Running, error) {
 		}
 		urls[name] = u.String()
 	}
-	log.Info("Kafka and PostgreSQL containers ready", "brokers", brokers, "postgres", pgAddr, "took", time.Since(started).Round(time.Millisecond))
+	log.Info("Kafka and PostgreSQL containers ready", "brokers", admin.Brokers, "postgres", pgAddr, "took", time.Since(started).Round(time.Millisecond))
+	users := map[string]broker.Conn{}
+	for _, u := range kafkaacl.Users() {
+		users[u] = admin.As(u, dockerKafkaPasswords[u], "")
+	}
 	return &Running{
-		Endpoints: Endpoints{Mode: ModeDocker, Brokers: brokers, DatabaseURLs: urls},
+		Endpoints: Endpoints{Mode: ModeDocker, Kafka: admin, Users: users, DatabaseURLs: urls},
 		Stop:      stopBoth,
 		// Pausing freezes the broker with its data and mapped port intact;
 		// a stop and start would give it a new host port.
@@ -244,9 +259,19 @@ func dialDockerHost(ctx context.Context, dockerHost string) error {
 	return conn.Close()
 }
 
-// dockerKafka starts the Kafka container and returns it with the broker
-// address the host reaches it on.
-func dockerKafka(ctx context.Context, tcLog testcontainers.LoggerOption) (testcontainers.Container, []string, error) {
+// dockerKafkaPasswords are the SCRAM passwords of the container's users,
+// new for each process (the container is thrown away with it).
+var dockerKafkaPasswords = func() map[string]string {
+	pw := map[string]string{kafkaAdmin: kafkaacl.NewPassword()}
+	for _, u := range kafkaacl.Users() {
+		pw[u] = kafkaacl.NewPassword()
+	}
+	return pw
+}()
+
+// dockerKafka starts the Kafka container and returns it with the
+// administrator's connection from the host.
+func dockerKafka(ctx context.Context, tcLog testcontainers.LoggerOption) (testcontainers.Container, broker.Conn, error) {
 	ctr, err := testcontainers.Run(ctx, DockerKafkaImage,
 		tcLog,
 		testcontainers.WithExposedPorts(dockerKafkaPort),
@@ -264,56 +289,70 @@ func dockerKafka(ctx context.Context, tcLog testcontainers.LoggerOption) (testco
 	if err != nil {
 		// testcontainers may return a created container with the error.
 		if ctr != nil {
-			return ctr, nil, fmt.Errorf("run kafka: %w", err)
+			return ctr, broker.Conn{}, fmt.Errorf("run kafka: %w", err)
 		}
-		return nil, nil, fmt.Errorf("run kafka: %w", err)
+		return nil, broker.Conn{}, fmt.Errorf("run kafka: %w", err)
 	}
 	addr, err := ctr.PortEndpoint(ctx, dockerKafkaPort, "")
 	if err != nil {
-		return ctr, nil, fmt.Errorf("kafka endpoint: %w", err)
+		return ctr, broker.Conn{}, fmt.Errorf("kafka endpoint: %w", err)
 	}
-	brokers := []string{addr}
+	admin := broker.Conn{Brokers: []string{addr}, Username: kafkaAdmin, Password: dockerKafkaPasswords[kafkaAdmin]}
 	// The log says the broker runs; a metadata request from the host says
-	// the advertised address works from here too.
-	if err := pingUntil(ctx, brokers, 30*time.Second); err != nil {
-		return ctr, nil, fmt.Errorf("kafka at %s: %w", addr, err)
+	// the advertised address and the administrator's credential work from
+	// here too.
+	if err := pingUntil(ctx, admin, 30*time.Second); err != nil {
+		return ctr, admin, fmt.Errorf("kafka at %s: %w", addr, err)
 	}
-	return ctr, brokers, nil
+	if err := grant(admin, dockerKafkaPasswords); err != nil {
+		return ctr, admin, err
+	}
+	return ctr, admin, nil
 }
 
 // startKafka writes the start script, which advertises the host-mapped
-// port to clients and the container's hostname to the broker itself, and
-// waits until the broker serves.
+// port to clients and the loopback listener to the broker itself, waits
+// until the broker serves, and creates the administrator's credential.
 func startKafka(ctx context.Context, c testcontainers.Container) error {
 	if err := wait.ForMappedPort(dockerKafkaPort).WaitUntilReady(ctx, c); err != nil {
 		return fmt.Errorf("wait for kafka's mapped port: %w", err)
 	}
-	endpoint, err := c.PortEndpoint(ctx, dockerKafkaPort, "PLAINTEXT")
+	endpoint, err := c.PortEndpoint(ctx, dockerKafkaPort, "CLIENT")
 	if err != nil {
 		return fmt.Errorf("kafka endpoint: %w", err)
 	}
-	inspect, err := c.Inspect(ctx)
-	if err != nil {
-		return fmt.Errorf("inspect kafka: %w", err)
-	}
-	script := fmt.Sprintf("#!/bin/bash\nexport KAFKA_ADVERTISED_LISTENERS=%s,BROKER://%s:9093\nexec /etc/kafka/docker/run\n",
-		endpoint, inspect.Config.Hostname)
+	script := fmt.Sprintf("#!/bin/bash\nexport KAFKA_ADVERTISED_LISTENERS=%s,BROKER://127.0.0.1:9093\nexec /etc/kafka/docker/run\n", endpoint)
 	if err := c.CopyToContainer(ctx, []byte(script), dockerKafkaStarter, 0o755); err != nil {
 		return fmt.Errorf("copy kafka start script: %w", err)
 	}
 	if err := c.CopyToContainer(ctx, nil, dockerKafkaStarterReady, 0o644); err != nil {
 		return fmt.Errorf("copy kafka start flag: %w", err)
 	}
-	return wait.ForLog(dockerKafkaReady).AsRegexp().WithStartupTimeout(3*time.Minute).WaitUntilReady(ctx, c)
+	if err := wait.ForLog(dockerKafkaReady).AsRegexp().WithStartupTimeout(3*time.Minute).WaitUntilReady(ctx, c); err != nil {
+		return err
+	}
+	// The administrator's SCRAM credential, set over the in-container
+	// listener; the services' users and ACLs follow from the host (grant).
+	code, out, err := c.Exec(ctx, []string{"/opt/kafka/bin/kafka-configs.sh", "--bootstrap-server", "127.0.0.1:9093",
+		"--alter", "--entity-type", "users", "--entity-name", kafkaAdmin,
+		"--add-config", "SCRAM-SHA-512=[password=" + dockerKafkaPasswords[kafkaAdmin] + "]"})
+	if err == nil && code != 0 {
+		b, _ := io.ReadAll(out)
+		err = fmt.Errorf("exit status %d: %s", code, b)
+	}
+	if err != nil {
+		return fmt.Errorf("kafka: create the administrator's SCRAM credential: %w", err)
+	}
+	return nil
 }
 
 // pingUntil asks the brokers for metadata until they answer or max passes.
-func pingUntil(ctx context.Context, brokers []string, max time.Duration) error {
+func pingUntil(ctx context.Context, conn broker.Conn, max time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, max)
 	defer cancel()
 	for {
 		attempt, cancelAttempt := context.WithTimeout(ctx, 5*time.Second)
-		err := broker.Ping(attempt, brokers)
+		err := broker.Ping(attempt, conn)
 		cancelAttempt()
 		if err == nil {
 			return nil

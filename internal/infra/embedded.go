@@ -2,6 +2,7 @@ package infra
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,6 +17,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/choreo-saga/choreo/internal/kafkaacl"
+	"github.com/choreo-saga/choreo/pkg/broker"
 )
 
 // EmbeddedOptions configures Embedded.
@@ -90,8 +94,23 @@ func Embedded(ctx context.Context, opts EmbeddedOptions) (*Running, error) {
 	if !temporary {
 		kafkaDir = filepath.Join(dir, "kafka")
 	}
-	kafka, err := startKfake(opts.KafkaAddr, kafkaDir, log)
+	passwords, err := kfakePasswords(dir, temporary)
 	if err != nil {
+		cleanup()
+		return nil, err
+	}
+	kafka, err := startKfake(opts.KafkaAddr, kafkaDir, passwords, log)
+	if err != nil {
+		cleanup()
+		return nil, err
+	}
+	admin := broker.Conn{Brokers: kafka.ListenAddrs(), Username: kafkaAdmin, Password: passwords[kafkaAdmin]}
+	users := map[string]broker.Conn{}
+	for _, u := range kafkaacl.Users() {
+		users[u] = admin.As(u, passwords[u], "")
+	}
+	if err := grant(admin, nil); err != nil { // kfake was seeded with the users
+		kafka.Close()
 		cleanup()
 		return nil, err
 	}
@@ -116,8 +135,7 @@ func Embedded(ctx context.Context, opts EmbeddedOptions) (*Running, error) {
 		return nil, err
 	}
 
-	brokers := kafka.ListenAddrs()
-	log.Info("embedded infrastructure ready", "kafka", strings.Join(brokers, ","),
+	log.Info("embedded infrastructure ready", "kafka", strings.Join(admin.Brokers, ","),
 		"postgres", fmt.Sprintf("127.0.0.1:%d", pg.port), "postgres_bin", pg.bin,
 		"dir", dir, "took", time.Since(start).Round(time.Millisecond))
 
@@ -133,7 +151,7 @@ func Embedded(ctx context.Context, opts EmbeddedOptions) (*Running, error) {
 	}
 	outage := &kfakeOutage{c: kafka, log: log}
 	return &Running{
-		Endpoints:  Endpoints{Mode: ModeEmbedded, Brokers: brokers, DatabaseURLs: urls},
+		Endpoints:  Endpoints{Mode: ModeEmbedded, Kafka: admin, Users: users, DatabaseURLs: urls},
 		Stop:       onlyOnce(stop),
 		StopKafka:  outage.begin,
 		StartKafka: outage.end,
@@ -193,12 +211,52 @@ func onlyOnce(stop func(context.Context) error) func(context.Context) error {
 	}
 }
 
+// kfakePasswords returns the SCRAM passwords of the embedded broker's
+// users, by user: kafkaAdmin and kafkaacl.Users. A throwaway broker gets
+// new ones; a broker that keeps its data in dir keeps them there too
+// (kafka-passwords.json, 0600), since it reloads its users with it.
+func kfakePasswords(dir string, temporary bool) (map[string]string, error) {
+	passwords := map[string]string{}
+	file := filepath.Join(dir, "kafka-passwords.json")
+	if !temporary {
+		b, err := os.ReadFile(file)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("infra: embedded kafka passwords: %w", err)
+		}
+		// A broker that kept its data without users (an older Choreo)
+		// would reload that state and let nobody in.
+		if _, serr := os.Stat(filepath.Join(dir, "kafka")); errors.Is(err, os.ErrNotExist) && serr == nil {
+			return nil, fmt.Errorf("infra: embedded kafka: %s holds a broker without users (from an older Choreo); remove %s to start it afresh",
+				dir, filepath.Join(dir, "kafka"))
+		}
+		if err == nil {
+			if err := json.Unmarshal(b, &passwords); err != nil {
+				return nil, fmt.Errorf("infra: embedded kafka passwords %s: %w", file, err)
+			}
+		}
+	}
+	for _, u := range append([]string{kafkaAdmin}, kafkaacl.Users()...) {
+		if passwords[u] == "" {
+			passwords[u] = kafkaacl.NewPassword()
+		}
+	}
+	if !temporary {
+		b, _ := json.Marshal(passwords)
+		if err := os.WriteFile(file, b, 0o600); err != nil {
+			return nil, fmt.Errorf("infra: embedded kafka passwords: %w", err)
+		}
+	}
+	return passwords, nil
+}
+
 // startKfake starts a single-broker kfake cluster on addr (127.0.0.1:0 when
 // empty), persisting its log in dataDir if set. Like the real broker that
 // scripts/infra.sh configures, it does not create topics on first use: the
 // services create theirs, so a missing topic shows up here as it would in
-// production.
-func startKfake(addr, dataDir string, log *slog.Logger) (*kfake.Cluster, error) {
+// production; and it authenticates every client (SCRAM-SHA-512, the users
+// of passwords, kafkaAdmin a super user) and authorizes every request
+// against ACLs (grant adds them).
+func startKfake(addr, dataDir string, passwords map[string]string, log *slog.Logger) (*kfake.Cluster, error) {
 	if addr == "" {
 		addr = "127.0.0.1:0"
 	}
@@ -210,6 +268,12 @@ func startKfake(addr, dataDir string, log *slog.Logger) (*kfake.Cluster, error) 
 		// kfake advertises whatever address the listener has.
 		kfake.ListenFn(func(network, _ string) (net.Listener, error) { return net.Listen(network, addr) }),
 		kfake.WithLogger(kfakeLogger{log.With("component", "kfake")}),
+		kfake.EnableSASL(),
+		kfake.EnableACLs(),
+		kfake.Superuser(broker.SCRAMSHA512, kafkaAdmin, passwords[kafkaAdmin]),
+	}
+	for _, u := range kafkaacl.Users() {
+		opts = append(opts, kfake.User(broker.SCRAMSHA512, u, passwords[u]))
 	}
 	if dataDir != "" {
 		opts = append(opts, kfake.DataDir(dataDir))

@@ -50,7 +50,7 @@ func startEmbedded(t *testing.T, opts infra.EmbeddedOptions) *infra.Running {
 	if err != nil {
 		t.Fatalf("Embedded: %v", err)
 	}
-	t.Logf("embedded infrastructure up in %s: kafka %v", time.Since(start).Round(time.Millisecond), r.Brokers)
+	t.Logf("embedded infrastructure up in %s: kafka %v", time.Since(start).Round(time.Millisecond), r.Brokers())
 	// Stop may run twice: here and in the test.
 	t.Cleanup(func() { r.Stop(context.Background()) })
 	return r
@@ -76,31 +76,31 @@ func TestEmbedded(t *testing.T) {
 	}
 	dataDir, pid := postmaster(t, r.DatabaseURLs["test"])
 
-	if err := broker.Ping(ctx, r.Brokers); err != nil {
+	if err := broker.Ping(ctx, r.Kafka); err != nil {
 		t.Fatalf("Ping: %v", err)
 	}
 	topic := "embedded.test"
 	for range 2 { // the second time, "already exists" is success
-		if err := broker.EnsureTopics(ctx, r.Brokers, "test", topic); err != nil {
+		if err := broker.EnsureTopics(ctx, r.Kafka, "test", topic); err != nil {
 			t.Fatalf("EnsureTopics: %v", err)
 		}
 	}
-	if err := testenv.WaitTopics(ctx, r.Brokers, topic); err != nil {
+	if err := testenv.WaitTopics(ctx, r.Kafka, topic); err != nil {
 		t.Fatal(err)
 	}
-	if n := partitions(t, r.Brokers, topic); n != broker.Partitions {
+	if n := partitions(t, r.Kafka, topic); n != broker.Partitions {
 		t.Errorf("%s has %d partitions, want %d", topic, n, broker.Partitions)
 	}
 
-	sent := produce(t, r.Brokers, topic, 0, 30)
+	sent := produce(t, r.Kafka, topic, 0, 30)
 	group := "embedded-test"
-	got := consumeGroup(t, r.Brokers, group, topic, len(sent))
+	got := consumeGroup(t, r.Kafka, group, topic, len(sent))
 	checkSameOrder(t, got, sent)
 
 	// The group committed its offsets when it closed: a new member gets
 	// only what was produced since.
-	sent = produce(t, r.Brokers, topic, 30, 5)
-	got = consumeGroup(t, r.Brokers, group, topic, len(sent))
+	sent = produce(t, r.Kafka, topic, 30, 5)
+	got = consumeGroup(t, r.Kafka, group, topic, len(sent))
 	checkSameOrder(t, got, sent)
 
 	if err := r.Stop(ctx); err != nil {
@@ -122,9 +122,9 @@ func TestEmbeddedDataDir(t *testing.T) {
 	db.MustExec(`CREATE TABLE kept (v text)`)
 	db.MustExec(`INSERT INTO kept VALUES ('survives')`)
 	db.Close()
-	testenv.TopicsOn(t, r.Brokers, broker.DefaultTopicSettings(), topic)
-	first := produce(t, r.Brokers, topic, 0, 3)
-	checkSameOrder(t, consumeGroup(t, r.Brokers, group, topic, len(first)), first)
+	testenv.TopicsOn(t, r.Kafka, broker.DefaultTopicSettings(), topic)
+	first := produce(t, r.Kafka, topic, 0, 3)
+	checkSameOrder(t, consumeGroup(t, r.Kafka, group, topic, len(first)), first)
 	if err := r.Stop(ctx); err != nil {
 		t.Fatalf("Stop: %v", err)
 	}
@@ -139,9 +139,9 @@ func TestEmbeddedDataDir(t *testing.T) {
 	}
 	// The group resumes after the first run's messages; a fresh group
 	// still finds them in the log.
-	second := produce(t, r.Brokers, topic, 3, 2)
-	checkSameOrder(t, consumeGroup(t, r.Brokers, group, topic, len(second)), second)
-	checkSameOrder(t, consumeGroup(t, r.Brokers, "fresh-group", topic, len(first)+len(second)), append(first, second...))
+	second := produce(t, r.Kafka, topic, 3, 2)
+	checkSameOrder(t, consumeGroup(t, r.Kafka, group, topic, len(second)), second)
+	checkSameOrder(t, consumeGroup(t, r.Kafka, "fresh-group", topic, len(first)+len(second)), append(first, second...))
 	if err := r.Stop(ctx); err != nil {
 		t.Fatalf("Stop: %v", err)
 	}
@@ -155,10 +155,10 @@ func TestEmbeddedBrokerOutage(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	topic := "embedded.outage"
-	testenv.TopicsOn(t, r.Brokers, broker.DefaultTopicSettings(), topic)
+	testenv.TopicsOn(t, r.Kafka, broker.DefaultTopicSettings(), topic)
 	received := make(chan string, 100)
 	g, err := consumer.New(consumer.Config{
-		Brokers: r.Brokers, GroupID: "outage-group", Topics: []string{topic}, Logger: logger(t),
+		Kafka: r.Kafka, GroupID: "outage-group", Topics: []string{topic}, Logger: logger(t),
 		Handler: consumer.HandlerFunc(func(_ context.Context, m *sarama.ConsumerMessage) error {
 			received <- string(m.Value)
 			return nil
@@ -184,23 +184,23 @@ func TestEmbeddedBrokerOutage(t *testing.T) {
 		return got
 	}
 
-	sent := produce(t, r.Brokers, topic, 0, 5)
+	sent := produce(t, r.Kafka, topic, 0, 5)
 	checkSameOrder(t, receive(5), sent)
 
 	if err := r.StopKafka(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := broker.Ping(ctx, r.Brokers); err == nil {
+	if err := broker.Ping(ctx, r.Kafka); err == nil {
 		t.Fatal("Ping succeeded while the broker is down")
 	}
 	time.Sleep(3 * time.Second) // the group's fetches and heartbeats fail meanwhile
 	if err := r.StartKafka(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := broker.Ping(ctx, r.Brokers); err != nil {
+	if err := broker.Ping(ctx, r.Kafka); err != nil {
 		t.Fatalf("Ping after StartKafka: %v", err)
 	}
-	sent = produce(t, r.Brokers, topic, 5, 5)
+	sent = produce(t, r.Kafka, topic, 5, 5)
 	checkSameOrder(t, receive(5), sent)
 
 	stopGroup()
@@ -330,9 +330,9 @@ func postmaster(t *testing.T, u string) (string, int) {
 	return dir, pid
 }
 
-func partitions(t *testing.T, brokers []string, topic string) int {
+func partitions(t *testing.T, conn broker.Conn, topic string) int {
 	t.Helper()
-	c, err := sarama.NewClient(brokers, broker.Config("test"))
+	c, err := conn.NewClient("test")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -346,16 +346,16 @@ func partitions(t *testing.T, brokers []string, topic string) int {
 
 // produce sends n messages through the services' idempotent producer, keyed
 // over five keys, and returns their values as "key/seq".
-func produce(t *testing.T, brokers []string, topic string, from, n int) []string {
+func produce(t *testing.T, conn broker.Conn, topic string, from, n int) []string {
 	t.Helper()
 	// After a restart the broker serves the topic again only once it has
 	// loaded it.
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := testenv.WaitTopics(ctx, brokers, topic); err != nil {
+	if err := testenv.WaitTopics(ctx, conn, topic); err != nil {
 		t.Fatal(err)
 	}
-	p, err := broker.NewSyncProducer(brokers, "test")
+	p, err := conn.NewSyncProducer("test")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -377,7 +377,7 @@ func produce(t *testing.T, brokers []string, topic string, from, n int) []string
 // consumeGroup runs a pkg/consumer group until it has handled want
 // messages and stops it, which commits their offsets. It fails if more
 // arrive in the meantime.
-func consumeGroup(t *testing.T, brokers []string, group, topic string, want int) []string {
+func consumeGroup(t *testing.T, conn broker.Conn, group, topic string, want int) []string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -386,7 +386,7 @@ func consumeGroup(t *testing.T, brokers []string, group, topic string, want int)
 		got []string
 	)
 	g, err := consumer.New(consumer.Config{
-		Brokers: brokers, GroupID: group, Topics: []string{topic}, Logger: logger(t),
+		Kafka: conn, GroupID: group, Topics: []string{topic}, Logger: logger(t),
 		Handler: consumer.HandlerFunc(func(_ context.Context, m *sarama.ConsumerMessage) error {
 			mu.Lock()
 			defer mu.Unlock()
@@ -450,7 +450,7 @@ func checkGone(t *testing.T, r *infra.Running, dataDir string, pid int) {
 	if processAlive(pid) {
 		t.Errorf("postmaster %d still runs after Stop", pid)
 	}
-	for _, b := range r.Brokers {
+	for _, b := range r.Brokers() {
 		if c, err := net.DialTimeout("tcp", b, time.Second); err == nil {
 			c.Close()
 			t.Errorf("the broker still listens on %s after Stop", b)

@@ -5,8 +5,6 @@ import (
 	"testing"
 
 	"github.com/IBM/sarama"
-
-	"github.com/choreo-saga/choreo/pkg/broker"
 )
 
 // Produce writes values to topic under one key, so they share a partition
@@ -19,10 +17,10 @@ func Produce(t testing.TB, topic, key string, values ...string) int32 {
 	// are too short to outlast that.
 	ctx, cancel := context.WithTimeout(context.Background(), topicsBound)
 	defer cancel()
-	if err := WaitTopics(ctx, Brokers(t), topic); err != nil {
+	if err := WaitTopics(ctx, Kafka(t), topic); err != nil {
 		t.Fatalf("%v; %s", err, HowToStart)
 	}
-	p, err := broker.NewSyncProducer(Brokers(t), "test-producer")
+	p, err := Kafka(t).NewSyncProducer("test-producer")
 	if err != nil {
 		t.Fatalf("%v; %s", err, HowToStart)
 	}
@@ -44,7 +42,7 @@ func Produce(t testing.TB, topic, key string, values ...string) int32 {
 // with, as an operator or retention would.
 func Admin(t testing.TB) sarama.ClusterAdmin {
 	t.Helper()
-	admin, err := sarama.NewClusterAdmin(Brokers(t), broker.Config("test-admin"))
+	admin, err := Kafka(t).NewClusterAdmin("test-admin")
 	if err != nil {
 		t.Fatalf("%v; %s", err, HowToStart)
 	}

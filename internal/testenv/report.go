@@ -41,7 +41,7 @@ func Report(r *infra.Running) error {
 	if u, err := url.Parse(r.DatabaseURLs["test"]); err == nil {
 		pgAddr = u.Host + u.Path // never the password
 	}
-	line := fmt.Sprintf("%s %s kafka=%s postgresql=%s\n", pkg, r.Mode, strings.Join(r.Brokers, ","), pgAddr)
+	line := fmt.Sprintf("%s %s kafka=%s postgresql=%s\n", pkg, r.Mode, strings.Join(r.Brokers(), ","), pgAddr)
 	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 	if err != nil {
 		return fmt.Errorf("report: %w", err)

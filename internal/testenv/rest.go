@@ -16,7 +16,7 @@ import (
 // rows must all be published, and consumer groups (by id) whose committed
 // offsets must reach the end of the topics each consumes.
 type Rest struct {
-	Brokers  []string
+	Kafka    broker.Conn
 	Outboxes []*sqlx.DB
 	Groups   map[string][]string
 }
@@ -31,12 +31,12 @@ type Rest struct {
 // either still unsent or has moved an end, so it fails the round.
 func AtRest(t testing.TB, bound time.Duration, r Rest) {
 	t.Helper()
-	admin, err := sarama.NewClusterAdmin(r.Brokers, broker.Config("test-at-rest"))
+	admin, err := r.Kafka.NewClusterAdmin("test-at-rest")
 	if err != nil {
 		t.Fatalf("%v; %s", err, HowToStart)
 	}
 	defer admin.Close()
-	client, err := sarama.NewClient(r.Brokers, broker.Config("test-at-rest"))
+	client, err := r.Kafka.NewClient("test-at-rest")
 	if err != nil {
 		t.Fatalf("%v; %s", err, HowToStart)
 	}
@@ -174,12 +174,12 @@ func caughtUp(client sarama.Client, admin sarama.ClusterAdmin, group string, top
 // topic that other tests keep writing to.
 func Consumed(t testing.TB, bound time.Duration, group string, topics ...string) {
 	t.Helper()
-	admin, err := sarama.NewClusterAdmin(Brokers(t), broker.Config("test-consumed"))
+	admin, err := Kafka(t).NewClusterAdmin("test-consumed")
 	if err != nil {
 		t.Fatalf("%v; %s", err, HowToStart)
 	}
 	defer admin.Close()
-	client, err := sarama.NewClient(Brokers(t), broker.Config("test-consumed"))
+	client, err := Kafka(t).NewClient("test-consumed")
 	if err != nil {
 		t.Fatalf("%v; %s", err, HowToStart)
 	}

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/choreo-saga/choreo/pkg/bearer"
+	"github.com/choreo-saga/choreo/pkg/broker"
 	"github.com/choreo-saga/choreo/pkg/participant"
 )
 
@@ -19,7 +20,7 @@ func CheckServiceConfig[C interface{ Validate() error }](t *testing.T, defaults 
 		c := defaults
 		r := runtime(&c)
 		r.DatabaseURL = "postgres://postgres@127.0.0.1:5432/service_db?sslmode=disable"
-		r.KafkaBrokers = []string{"127.0.0.1:9092"}
+		r.Kafka = broker.Conn{Brokers: []string{"127.0.0.1:9092"}, Username: "svc", Password: "pw"}
 		r.Auth = bearer.Config{PublicKeyFile: "/run/keys/token.pem", Issuer: "https://idp.example", Audience: "choreo"}
 		return c
 	}
@@ -29,8 +30,12 @@ func CheckServiceConfig[C interface{ Validate() error }](t *testing.T, defaults 
 		{Name: "DatabaseURLWithWrongSchemeFails", Change: set(func(c *participant.Config) { c.DatabaseURL = "mysql://h/db" }), WantVar: "DATABASE_URL"},
 		{Name: "DatabaseURLWithoutDatabaseFails", Change: set(func(c *participant.Config) { c.DatabaseURL = "postgres://127.0.0.1:5432" }), WantVar: "DATABASE_URL"},
 		{Name: "EmptyDatabaseURLFails", Change: set(func(c *participant.Config) { c.DatabaseURL = "" }), WantVar: "DATABASE_URL"},
-		{Name: "NoKafkaBrokersFails", Change: set(func(c *participant.Config) { c.KafkaBrokers = nil }), WantVar: "KAFKA_BROKERS"},
-		{Name: "KafkaBrokerWithoutPortFails", Change: set(func(c *participant.Config) { c.KafkaBrokers = []string{"localhost"} }), WantVar: "KAFKA_BROKERS"},
+		{Name: "NoKafkaBrokersFails", Change: set(func(c *participant.Config) { c.Kafka.Brokers = nil }), WantVar: "KAFKA_BROKERS"},
+		{Name: "KafkaBrokerWithoutPortFails", Change: set(func(c *participant.Config) { c.Kafka.Brokers = []string{"localhost"} }), WantVar: "KAFKA_BROKERS"},
+		{Name: "NoKafkaCredentialsFails", Change: set(func(c *participant.Config) { c.Kafka.Username, c.Kafka.Password = "", "" }), WantVar: "KAFKA_USERNAME"},
+		{Name: "KafkaUserWithoutPasswordFails", Change: set(func(c *participant.Config) { c.Kafka.Password = "" }), WantVar: "KAFKA_PASSWORD"},
+		{Name: "KafkaInsecureOptOutIsValid", Change: set(func(c *participant.Config) { c.Kafka.Username, c.Kafka.Password, c.Kafka.Insecure = "", "", true })},
+		{Name: "KafkaInsecureWithCredentialsFails", Change: set(func(c *participant.Config) { c.Kafka.Insecure = true }), WantVar: "KAFKA_INSECURE"},
 		{Name: "EmptyHTTPAddrFails", Change: set(func(c *participant.Config) { c.HTTPAddr = "" }), WantVar: "HTTP_ADDR"},
 		{Name: "NoTokenKeyFails", Change: set(func(c *participant.Config) { c.Auth = bearer.Config{} }), WantVar: "AUTH_PUBLIC_KEY_FILE"},
 		{Name: "AuthDisabledIsValid", Change: set(func(c *participant.Config) { c.Auth = bearer.Config{Disabled: true} }), WantVar: ""},

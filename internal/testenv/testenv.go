@@ -44,7 +44,7 @@ func Main(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "testenv:", err)
 		return 1
 	}
-	fmt.Fprintf(os.Stderr, "testenv: using %s infrastructure (Kafka %s)\n", r.Mode, strings.Join(r.Brokers, ","))
+	fmt.Fprintf(os.Stderr, "testenv: using %s infrastructure (Kafka %s)\n", r.Mode, strings.Join(r.Brokers(), ","))
 	current = r
 	code := 1
 	if err := Report(r); err != nil {
@@ -72,8 +72,12 @@ func Infra(t testing.TB) *infra.Running {
 // DatabaseURL returns the URL of the database reserved for package tests.
 func DatabaseURL(t testing.TB) string { t.Helper(); return Infra(t).DatabaseURLs["test"] }
 
+// Kafka returns the connection to the Kafka brokers as the administrator,
+// who may create, read and write any topic and use any group.
+func Kafka(t testing.TB) broker.Conn { t.Helper(); return Infra(t).Kafka }
+
 // Brokers returns the Kafka bootstrap addresses.
-func Brokers(t testing.TB) []string { t.Helper(); return Infra(t).Brokers }
+func Brokers(t testing.TB) []string { t.Helper(); return Infra(t).Brokers() }
 
 // Logger returns a logger that writes to stderr when -v is given and
 // discards otherwise.
@@ -150,7 +154,7 @@ func Topic(t testing.TB, prefix string) string {
 // messages or the deadline passes, and returns what it read.
 func ReadAll(t testing.TB, topic string, want int, within time.Duration) []*sarama.ConsumerMessage {
 	t.Helper()
-	c, err := sarama.NewConsumer(Brokers(t), broker.Config("test-reader"))
+	c, err := Kafka(t).NewConsumer("test-reader")
 	if err != nil {
 		t.Fatalf("consumer: %v", err)
 	}
@@ -216,24 +220,24 @@ func Header(m *sarama.ConsumerMessage, key string) string {
 // other tests and runs have filled (a new group reads from the oldest).
 func StartAtEnd(t testing.TB, group string, topics ...string) {
 	t.Helper()
-	if err := SkipToEnd(Brokers(t), group, topics...); err != nil {
+	if err := SkipToEnd(Kafka(t), group, topics...); err != nil {
 		t.Fatalf("%v; %s", err, HowToStart)
 	}
 }
 
 // SkipToEnd is StartAtEnd for callers without a testing.TB (TestMain).
-func SkipToEnd(brokers []string, group string, topics ...string) error {
+func SkipToEnd(conn broker.Conn, group string, topics ...string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), topicsBound)
 	defer cancel()
 	// On a fresh broker the topics may not exist yet; the services create
 	// them with the same defaults.
-	if err := broker.EnsureTopics(ctx, brokers, "test", topics...); err != nil {
+	if err := broker.EnsureTopics(ctx, conn, "test", topics...); err != nil {
 		return err
 	}
-	if err := WaitTopics(ctx, brokers, topics...); err != nil {
+	if err := WaitTopics(ctx, conn, topics...); err != nil {
 		return err
 	}
-	client, err := sarama.NewClient(brokers, broker.Config(group))
+	client, err := conn.NewClient(group)
 	if err != nil {
 		return err
 	}

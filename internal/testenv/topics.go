@@ -22,18 +22,18 @@ const topicsBound = time.Minute
 // TopicWith, so a broker started a moment ago never fails a test.
 func Topics(t testing.TB, topics ...string) {
 	t.Helper()
-	TopicsOn(t, Brokers(t), broker.DefaultTopicSettings(), topics...)
+	TopicsOn(t, Kafka(t), broker.DefaultTopicSettings(), topics...)
 }
 
 // TopicsOn is Topics on a Kafka of the test's own (brokers) with settings s.
-func TopicsOn(t testing.TB, brokers []string, s broker.TopicSettings, topics ...string) {
+func TopicsOn(t testing.TB, conn broker.Conn, s broker.TopicSettings, topics ...string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), topicsBound)
 	defer cancel()
-	if err := broker.EnsureTopicsWith(ctx, brokers, "test", s, topics...); err != nil {
+	if err := broker.EnsureTopicsWith(ctx, conn, "test", s, topics...); err != nil {
 		t.Fatalf("%v; %s", err, HowToStart)
 	}
-	if err := WaitTopics(ctx, brokers, topics...); err != nil {
+	if err := WaitTopics(ctx, conn, topics...); err != nil {
 		t.Fatalf("%v; %s", err, HowToStart)
 	}
 }
@@ -49,7 +49,7 @@ func TopicWith(t testing.TB, topic string, detail *sarama.TopicDetail) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), topicsBound)
 	defer cancel()
-	if err := WaitTopics(ctx, Brokers(t), topic); err != nil {
+	if err := WaitTopics(ctx, Kafka(t), topic); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -57,6 +57,6 @@ func TopicWith(t testing.TB, topic string, detail *sarama.TopicDetail) {
 // WaitTopics waits until every partition of topics can be written and read
 // (broker.WaitServed), or ctx ends: for a test that made its topics itself,
 // or a TestMain.
-func WaitTopics(ctx context.Context, brokers []string, topics ...string) error {
-	return broker.WaitServed(ctx, brokers, topics...)
+func WaitTopics(ctx context.Context, conn broker.Conn, topics ...string) error {
+	return broker.WaitServed(ctx, conn, topics...)
 }

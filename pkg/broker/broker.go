@@ -22,13 +22,15 @@ import (
 // group spread over up to three instances.
 const Partitions = 3
 
-// Config returns the sarama configuration for clientID:
+// Settings returns the sarama configuration for clientID without the
+// connection's security (Conn.Config adds it; no client is built from
+// Settings alone):
 //   - producer: acks from all in-sync replicas, idempotent (no duplicates
 //     from the producer's own retries), one request in flight so retries
 //     cannot reorder a partition, hash partitioning on the key;
 //   - consumer: start from the oldest offset when the group has none, and
 //     commit only offsets the handler marked (after its transaction).
-func Config(clientID string) *sarama.Config {
+func Settings(clientID string) *sarama.Config {
 	c := sarama.NewConfig()
 	c.ClientID = clientID
 	c.Version = sarama.V3_6_0_0
@@ -121,8 +123,8 @@ func (s TopicSettings) detail() *sarama.TopicDetail {
 }
 
 // EnsureTopics is EnsureTopicsWith(DefaultTopicSettings()).
-func EnsureTopics(ctx context.Context, brokers []string, clientID string, topics ...string) error {
-	return EnsureTopicsWith(ctx, brokers, clientID, DefaultTopicSettings(), topics...)
+func EnsureTopics(ctx context.Context, conn Conn, clientID string, topics ...string) error {
+	return EnsureTopicsWith(ctx, conn, clientID, DefaultTopicSettings(), topics...)
 }
 
 // EnsureTopicsWith creates each topic that does not exist yet with the given
@@ -132,13 +134,13 @@ func EnsureTopics(ctx context.Context, brokers []string, clientID string, topics
 // from several services at once: "already exists" is success, and an
 // existing topic is left as it is, whatever its settings — changing a live
 // topic's replication is an operator's reassignment, not a start-up step.
-func EnsureTopicsWith(ctx context.Context, brokers []string, clientID string, s TopicSettings, topics ...string) error {
+func EnsureTopicsWith(ctx context.Context, conn Conn, clientID string, s TopicSettings, topics ...string) error {
 	if err := s.Validate(); err != nil {
 		return err
 	}
 	var last error // the last attempt's error, kept when ctx ends the retries
 	create := func() (struct{}, error) {
-		admin, err := sarama.NewClusterAdmin(brokers, Config(clientID))
+		admin, err := conn.NewClusterAdmin(clientID)
 		if err != nil {
 			last = fmt.Errorf("connect admin: %w", err)
 			return struct{}{}, last
@@ -200,25 +202,19 @@ func ValidateAddrs(addrs []string) error {
 	return nil
 }
 
-// NewSyncProducer returns a producer with Config's guarantees.
-func NewSyncProducer(brokers []string, clientID string) (sarama.SyncProducer, error) {
-	p, err := sarama.NewSyncProducer(brokers, Config(clientID))
-	if err != nil {
-		return nil, fmt.Errorf("broker: producer: %w", err)
-	}
-	return p, nil
-}
-
 // Ping reports whether a broker answers a metadata request before ctx ends.
 // It opens a short-lived client without retries, so a readiness probe
 // reflects the broker's state now rather than after a retry schedule.
-func Ping(ctx context.Context, brokers []string) error {
-	cfg := Config("readiness-probe")
+func Ping(ctx context.Context, conn Conn) error {
+	cfg, err := conn.Config("readiness-probe")
+	if err != nil {
+		return err
+	}
 	cfg.Metadata.Retry.Max = 0
 	cfg.Net.DialTimeout = time.Second
 	done := make(chan error, 1)
 	go func() {
-		c, err := sarama.NewClient(brokers, cfg)
+		c, err := sarama.NewClient(conn.Brokers, cfg)
 		if err == nil {
 			err = c.Close()
 		}
@@ -239,8 +235,8 @@ func Ping(ctx context.Context, brokers []string) error {
 // for a while, so that frequent probes (a load balancer, a container
 // healthcheck) do not each open a connection to Kafka.
 type Probe struct {
-	brokers []string
-	ttl     time.Duration
+	conn Conn
+	ttl  time.Duration
 
 	mu      sync.Mutex
 	checked time.Time
@@ -248,8 +244,8 @@ type Probe struct {
 }
 
 // NewProbe returns a Probe of brokers whose answers are reused for ttl.
-func NewProbe(brokers []string, ttl time.Duration) *Probe {
-	return &Probe{brokers: brokers, ttl: ttl}
+func NewProbe(conn Conn, ttl time.Duration) *Probe {
+	return &Probe{conn: conn, ttl: ttl}
 }
 
 // Check returns Ping's answer, at most ttl old. Concurrent callers share
@@ -260,7 +256,7 @@ func (p *Probe) Check(ctx context.Context) error {
 	if !p.checked.IsZero() && time.Since(p.checked) < p.ttl {
 		return p.last
 	}
-	p.last = Ping(ctx, p.brokers)
+	p.last = Ping(ctx, p.conn)
 	p.checked = time.Now()
 	return p.last
 }

@@ -60,7 +60,10 @@ func TestAddrsDecodeTrimsEntries(t *testing.T) {
 // TestConfigKeepsTheGuarantees pins the client settings the saga's
 // guarantees depend on, so a well-meant "tuning" change fails here first.
 func TestConfigKeepsTheGuarantees(t *testing.T) {
-	c := broker.Config("test")
+	c, err := broker.Conn{Brokers: []string{"127.0.0.1:9092"}, Username: "svc", Password: "pw"}.Config("test")
+	if err != nil {
+		t.Fatal(err)
+	}
 	checks := []struct {
 		what string
 		ok   bool
@@ -69,6 +72,7 @@ func TestConfigKeepsTheGuarantees(t *testing.T) {
 		{"idempotent producer", c.Producer.Idempotent},
 		{"one request in flight, so retries cannot reorder", c.Net.MaxOpenRequests == 1},
 		{"new groups start at the oldest offset", c.Consumer.Offsets.Initial == sarama.OffsetOldest},
+		{"authenticated with SCRAM-SHA-512", c.Net.SASL.Enable && c.Net.SASL.Mechanism == sarama.SASLTypeSCRAMSHA512},
 		{"config valid for sarama", c.Validate() == nil},
 	}
 	for _, ch := range checks {
@@ -82,7 +86,7 @@ func TestConfigKeepsTheGuarantees(t *testing.T) {
 // it does not notice a change (here: the broker address is closed from the
 // start, so the first answer is an error) until the ttl ends.
 func TestProbeReusesItsAnswer(t *testing.T) {
-	p := broker.NewProbe([]string{"127.0.0.1:1"}, time.Hour)
+	p := broker.NewProbe(broker.Conn{Brokers: []string{"127.0.0.1:1"}, Insecure: true}, time.Hour)
 	first := p.Check(context.Background())
 	if first == nil {
 		t.Fatal("want an error from a closed port")

@@ -12,8 +12,8 @@ import (
 // order. It reads only the key's partition (the producers hash keys), from
 // the oldest retained offset up to the end as of the call. Tools and tests
 // use it to find one order's events, e.g. to redeliver them.
-func MessagesFor(ctx context.Context, brokers []string, topic, key string) ([]*sarama.ConsumerMessage, error) {
-	client, parts, err := connect(brokers, topic)
+func MessagesFor(ctx context.Context, conn Conn, topic, key string) ([]*sarama.ConsumerMessage, error) {
+	client, parts, err := connect(conn, topic)
 	if err != nil {
 		return nil, err
 	}
@@ -29,8 +29,8 @@ func MessagesFor(ctx context.Context, brokers []string, topic, key string) ([]*s
 // each partition from its oldest retained offset up to its end as of the
 // call. A partition that holds none is left out. Tools use it to read a
 // topic of their own whole.
-func Messages(ctx context.Context, brokers []string, topic string) (map[int32][]*sarama.ConsumerMessage, error) {
-	client, parts, err := connect(brokers, topic)
+func Messages(ctx context.Context, conn Conn, topic string) (map[int32][]*sarama.ConsumerMessage, error) {
+	client, parts, err := connect(conn, topic)
 	if err != nil {
 		return nil, err
 	}
@@ -48,10 +48,10 @@ func Messages(ctx context.Context, brokers []string, topic string) (map[int32][]
 	return out, nil
 }
 
-// connect returns a client of brokers, which the caller closes, and the
-// partitions of topic.
-func connect(brokers []string, topic string) (sarama.Client, []int32, error) {
-	client, err := sarama.NewClient(brokers, Config("reader"))
+// connect returns a client, which the caller closes, and the partitions
+// of topic.
+func connect(conn Conn, topic string) (sarama.Client, []int32, error) {
+	client, err := conn.NewClient("reader")
 	if err != nil {
 		return nil, nil, fmt.Errorf("broker: connect: %w", err)
 	}

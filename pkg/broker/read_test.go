@@ -48,7 +48,7 @@ func TestMessagesForReportsAConsumerThatGivesUp(t *testing.T) {
 				t.Errorf("MessagesFor panicked: %v", v)
 			}
 		}()
-		_, err := broker.MessagesFor(ctx, []string{mb.Addr()}, topic, "order-1")
+		_, err := broker.MessagesFor(ctx, broker.Conn{Brokers: []string{mb.Addr()}, Insecure: true}, topic, "order-1")
 		done <- err
 	}()
 	err := <-done

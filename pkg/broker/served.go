@@ -17,10 +17,13 @@ import (
 // answers prove what a produce and a fetch need without writing a probe
 // record, which would disturb whoever counts the topic's records or offsets
 // (a test, a tool's report).
-func WaitServed(ctx context.Context, brokers []string, topics ...string) error {
-	cfg := Config("wait-served")
+func WaitServed(ctx context.Context, conn Conn, topics ...string) error {
+	cfg, err := conn.Config("wait-served")
+	if err != nil {
+		return err
+	}
 	cfg.Metadata.Retry.Max = 0 // the poll below retries, and says why it waited
-	client, err := sarama.NewClient(brokers, cfg)
+	client, err := sarama.NewClient(conn.Brokers, cfg)
 	if err != nil {
 		return fmt.Errorf("broker: connect to wait for topics: %w", err)
 	}

@@ -54,7 +54,7 @@ func TestTopicSettingsValidate(t *testing.T) {
 // at once, naming the variable, without a minute of retries or a broker.
 func TestEnsureTopicsWithRefusesInvalidSettingsUpFront(t *testing.T) {
 	start := time.Now()
-	err := broker.EnsureTopicsWith(context.Background(), []string{"127.0.0.1:1"}, "test",
+	err := broker.EnsureTopicsWith(context.Background(), broker.Conn{Brokers: []string{"127.0.0.1:1"}, Insecure: true}, "test",
 		broker.TopicSettings{Partitions: 3, ReplicationFactor: 1, MinInsyncReplicas: 2}, "never")
 	if err == nil || !strings.Contains(err.Error(), "KAFKA_MIN_INSYNC_REPLICAS") {
 		t.Fatalf("EnsureTopicsWith = %v, want an error naming KAFKA_MIN_INSYNC_REPLICAS", err)
@@ -105,10 +105,10 @@ func TestEnsureTopicsWithSetsReplicationAndMinISR(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	s := broker.TopicSettings{Partitions: 2, ReplicationFactor: 1, MinInsyncReplicas: 1}
-	if err := broker.EnsureTopicsWith(ctx, testenv.Brokers(t), "test", s, topic); err != nil {
+	if err := broker.EnsureTopicsWith(ctx, testenv.Kafka(t), "test", s, topic); err != nil {
 		t.Fatalf("%v; %s", err, testenv.HowToStart)
 	}
-	if err := testenv.WaitTopics(ctx, testenv.Brokers(t), topic); err != nil {
+	if err := testenv.WaitTopics(ctx, testenv.Kafka(t), topic); err != nil {
 		t.Fatal(err)
 	}
 
@@ -132,7 +132,7 @@ func TestEnsureTopicsWithSetsReplicationAndMinISR(t *testing.T) {
 
 	// Already exists: success, and the existing topic is left alone.
 	other := broker.TopicSettings{Partitions: 5, ReplicationFactor: 1, MinInsyncReplicas: 1}
-	if err := broker.EnsureTopicsWith(ctx, testenv.Brokers(t), "test", other, topic); err != nil {
+	if err := broker.EnsureTopicsWith(ctx, testenv.Kafka(t), "test", other, topic); err != nil {
 		t.Fatalf("second EnsureTopicsWith on an existing topic: %v", err)
 	}
 	check("after a second call")
@@ -144,10 +144,10 @@ func TestEnsureTopicsKeepsTheDefaults(t *testing.T) {
 	topic := testenv.ID("test.defaults")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := broker.EnsureTopics(ctx, testenv.Brokers(t), "test", topic); err != nil {
+	if err := broker.EnsureTopics(ctx, testenv.Kafka(t), "test", topic); err != nil {
 		t.Fatalf("%v; %s", err, testenv.HowToStart)
 	}
-	if err := testenv.WaitTopics(ctx, testenv.Brokers(t), topic); err != nil {
+	if err := testenv.WaitTopics(ctx, testenv.Kafka(t), topic); err != nil {
 		t.Fatal(err)
 	}
 	n, replicas, minISR, _ := describeTopic(t, topic)
@@ -164,7 +164,7 @@ func TestEnsureTopicsWithReportsTheBrokersRefusal(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	s := broker.TopicSettings{Partitions: 1, ReplicationFactor: 3, MinInsyncReplicas: 2}
-	err := broker.EnsureTopicsWith(ctx, testenv.Brokers(t), "test", s, topic)
+	err := broker.EnsureTopicsWith(ctx, testenv.Kafka(t), "test", s, topic)
 	if !errors.Is(err, sarama.ErrInvalidReplicationFactor) {
 		t.Fatalf("EnsureTopicsWith(RF 3) on one broker = %v, want %v", err, sarama.ErrInvalidReplicationFactor)
 	}
@@ -190,7 +190,7 @@ func TestWaitServed(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()
-			err := broker.WaitServed(ctx, testenv.Brokers(t), tt.topic)
+			err := broker.WaitServed(ctx, testenv.Kafka(t), tt.topic)
 			if tt.wantErr == nil && err != nil {
 				t.Fatalf("WaitServed(%s) = %v, want nil", tt.topic, err)
 			}

@@ -82,7 +82,7 @@ func TestBatchesKeepOrderRetryWholeAndDeadLetterFailures(t *testing.T) {
 	rec := newRecorder()
 	group := testenv.ID("g")
 	g, err := consumer.New(consumer.Config{
-		Brokers: testenv.Brokers(t), GroupID: group, Topics: []string{topic},
+		Kafka: testenv.Kafka(t), GroupID: group, Topics: []string{topic},
 		Batch: h, MaxBatch: 8, DeadLetter: rec.deadLetter, Logger: testenv.Logger(t), MaxBackoff: 200 * time.Millisecond,
 	})
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/choreo-saga/choreo/pkg/broker"
 	"github.com/choreo-saga/choreo/pkg/consumer"
 )
 
@@ -40,7 +41,7 @@ func (c bufferedClaim) Partition() int32                         { return 0 }
 func TestEndedSessionStartsNoMessage(t *testing.T) {
 	var handled atomic.Int32
 	g, err := consumer.New(consumer.Config{
-		Brokers: []string{"unused:9092"}, GroupID: "g", Topics: []string{"t"},
+		Kafka: broker.Conn{Brokers: []string{"unused:9092"}}, GroupID: "g", Topics: []string{"t"},
 		Handler: consumer.HandlerFunc(func(context.Context, *sarama.ConsumerMessage) error {
 			handled.Add(1)
 			return nil

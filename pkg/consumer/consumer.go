@@ -104,7 +104,8 @@ func IsPermanent(err error) bool {
 
 // Config configures a Group.
 type Config struct {
-	Brokers []string
+	// Kafka is where the group consumes, as whom.
+	Kafka broker.Conn
 	// GroupID is the consumer group, one per service.
 	GroupID string
 	Topics  []string
@@ -144,7 +145,7 @@ type Config struct {
 // Validate reports a missing setting.
 func (c Config) Validate() error {
 	switch {
-	case len(c.Brokers) == 0:
+	case len(c.Kafka.Brokers) == 0:
 		return errors.New("consumer: no brokers")
 	case c.GroupID == "":
 		return errors.New("consumer: no group id")
@@ -229,12 +230,15 @@ func New(cfg Config) (*Group, error) {
 // Run consumes until ctx ends, rejoining the group after every rebalance and
 // reconnecting after broker outages. It returns nil after a clean shutdown.
 func (g *Group) Run(ctx context.Context) error {
-	sc := broker.Config(g.cfg.GroupID)
+	sc, err := g.cfg.Kafka.Config(g.cfg.GroupID)
+	if err != nil {
+		return fmt.Errorf("consumer: group %s: %w", g.cfg.GroupID, err)
+	}
 	sc.Consumer.Group.InstanceId = g.cfg.InstanceID
 	if g.sessionTimeout > 0 {
 		sc.Consumer.Group.Session.Timeout = g.sessionTimeout
 	}
-	cg, err := sarama.NewConsumerGroup(g.cfg.Brokers, g.cfg.GroupID, sc)
+	cg, err := sarama.NewConsumerGroup(g.cfg.Kafka.Brokers, g.cfg.GroupID, sc)
 	if err != nil {
 		return fmt.Errorf("consumer: join group %s: %w", g.cfg.GroupID, err)
 	}

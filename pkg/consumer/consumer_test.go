@@ -46,7 +46,7 @@ func (r *recorder) deadLetter(ctx context.Context, m *sarama.ConsumerMessage, re
 func run(t *testing.T, group, topic string, h consumer.HandlerFunc, dl consumer.DeadLetterFunc) (stop func()) {
 	t.Helper()
 	g, err := consumer.New(consumer.Config{
-		Brokers: testenv.Brokers(t), GroupID: group, Topics: []string{topic},
+		Kafka: testenv.Kafka(t), GroupID: group, Topics: []string{topic},
 		Handler: h, DeadLetter: dl, Logger: testenv.Logger(t), MaxBackoff: 200 * time.Millisecond,
 	})
 	if err != nil {

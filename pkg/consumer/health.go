@@ -10,8 +10,6 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
-
-	"github.com/choreo-saga/choreo/pkg/broker"
 )
 
 // What tells the truth when nothing is consumed: a member that holds no
@@ -104,7 +102,7 @@ func (g *Group) cluster() (*clusterConn, error) {
 	if g.conn != nil {
 		return g.conn, nil
 	}
-	c, err := sarama.NewClient(g.cfg.Brokers, broker.Config(g.cfg.GroupID+"-admin"))
+	c, err := g.cfg.Kafka.NewClient(g.cfg.GroupID + "-admin")
 	if err != nil {
 		return nil, err
 	}

@@ -25,7 +25,7 @@ func TestLagIsReadFromTheGroupsCommittedOffsets(t *testing.T) {
 	p := testenv.Produce(t, topic, "k", "1", "2", "3")
 	var healthy atomic.Bool
 	g, err := consumer.New(consumer.Config{
-		Brokers: testenv.Brokers(t), GroupID: group, Topics: []string{topic},
+		Kafka: testenv.Kafka(t), GroupID: group, Topics: []string{topic},
 		Handler: consumer.HandlerFunc(func(context.Context, *sarama.ConsumerMessage) error {
 			if !healthy.Load() {
 				return errors.New("database is down")
@@ -55,7 +55,7 @@ func TestLagIsReadFromTheGroupsCommittedOffsets(t *testing.T) {
 func TestReadyOnlyWhileJoined(t *testing.T) {
 	topic := testenv.Topic(t, "ready")
 	g, err := consumer.New(consumer.Config{
-		Brokers: testenv.Brokers(t), GroupID: testenv.ID("ready"), Topics: []string{topic},
+		Kafka: testenv.Kafka(t), GroupID: testenv.ID("ready"), Topics: []string{topic},
 		Handler:    consumer.HandlerFunc(func(context.Context, *sarama.ConsumerMessage) error { return nil }),
 		DeadLetter: func(context.Context, *sarama.ConsumerMessage, error) error { return nil },
 		Logger:     testenv.Logger(t),
@@ -80,7 +80,7 @@ func TestMissingTopicIsReportedAndCreatedAgain(t *testing.T) {
 	var ensured atomic.Int32
 	seen := make(chan string, 10)
 	g, err := consumer.New(consumer.Config{
-		Brokers: testenv.Brokers(t), GroupID: group, Topics: []string{kept, doomed},
+		Kafka: testenv.Kafka(t), GroupID: group, Topics: []string{kept, doomed},
 		Handler: consumer.HandlerFunc(func(_ context.Context, m *sarama.ConsumerMessage) error {
 			seen <- string(m.Value)
 			return nil
@@ -91,7 +91,7 @@ func TestMissingTopicIsReportedAndCreatedAgain(t *testing.T) {
 				t.Errorf("Ensure(%v), want only the missing topic %s", topics, doomed)
 			}
 			ensured.Add(1)
-			return broker.EnsureTopics(ctx, testenv.Brokers(t), "test", topics...)
+			return broker.EnsureTopics(ctx, testenv.Kafka(t), "test", topics...)
 		},
 		Logger: testenv.Logger(t), WatchEvery: 50 * time.Millisecond,
 	})

@@ -38,7 +38,7 @@ func TestInstanceIDIsStablePerHostAndPort(t *testing.T) {
 func member(t *testing.T, group, topic, instance string) (*consumer.Group, func()) {
 	t.Helper()
 	g, err := consumer.New(consumer.Config{
-		Brokers: testenv.Brokers(t), GroupID: group, Topics: []string{topic}, InstanceID: instance,
+		Kafka: testenv.Kafka(t), GroupID: group, Topics: []string{topic}, InstanceID: instance,
 		Handler:    consumer.HandlerFunc(func(context.Context, *sarama.ConsumerMessage) error { return nil }),
 		DeadLetter: func(context.Context, *sarama.ConsumerMessage, error) error { return nil },
 		Logger:     testenv.Logger(t),

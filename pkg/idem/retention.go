@@ -33,11 +33,11 @@ const pruneBatch = 5000
 // re-produced at a new offset is still recognised while the original
 // could be). A mark any of these keeps is one a delivery could still need.
 type Pruner struct {
-	Group   string // the consumer group, which is also the marks' consumer
-	Brokers []string
-	DB      *sqlx.DB
-	Window  time.Duration
-	Log     *slog.Logger
+	Group  string      // the consumer group, which is also the marks' consumer
+	Kafka  broker.Conn // where the group consumes
+	DB     *sqlx.DB
+	Window time.Duration
+	Log    *slog.Logger
 }
 
 // Run prunes every pruneEvery until ctx ends; failures are logged and
@@ -54,7 +54,7 @@ func (p Pruner) Run(ctx context.Context) error {
 
 // Once runs one round and returns how many marks it deleted.
 func (p Pruner) Once(ctx context.Context) (int64, error) {
-	admin, err := sarama.NewClusterAdmin(p.Brokers, broker.Config(p.Group+"-retention"))
+	admin, err := p.Kafka.NewClusterAdmin(p.Group + "-retention")
 	if err != nil {
 		return 0, fmt.Errorf("retention: admin: %w", err)
 	}
@@ -63,7 +63,7 @@ func (p Pruner) Once(ctx context.Context) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("retention: committed offsets of %s: %w", p.Group, err)
 	}
-	client, err := sarama.NewClient(p.Brokers, broker.Config(p.Group+"-retention"))
+	client, err := p.Kafka.NewClient(p.Group + "-retention")
 	if err != nil {
 		return 0, fmt.Errorf("retention: client: %w", err)
 	}

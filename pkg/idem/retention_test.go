@@ -46,7 +46,7 @@ func TestPrunerFollowsTheCommittedOffsetAndTheTopicsRetention(t *testing.T) {
 		mark(group, 10, week+time.Hour), // at the committed offset
 		mark(group, 11, week+time.Hour), // beyond it
 	}
-	n, err := idem.Pruner{Group: group, Brokers: testenv.Brokers(t), DB: db, Window: time.Hour, Log: testenv.Logger(t)}.Once(context.Background())
+	n, err := idem.Pruner{Group: group, Kafka: testenv.Kafka(t), DB: db, Window: time.Hour, Log: testenv.Logger(t)}.Once(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

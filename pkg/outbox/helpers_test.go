@@ -11,7 +11,6 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/choreo-saga/choreo/internal/testenv"
-	"github.com/choreo-saga/choreo/pkg/broker"
 	"github.com/choreo-saga/choreo/pkg/events"
 	"github.com/choreo-saga/choreo/pkg/outbox"
 	"github.com/choreo-saga/choreo/pkg/pg"
@@ -46,7 +45,7 @@ func newDB(t testing.TB) *testDB {
 
 func producer(t testing.TB) sarama.SyncProducer {
 	t.Helper()
-	p, err := broker.NewSyncProducer(testenv.Brokers(t), "outbox-test")
+	p, err := testenv.Kafka(t).NewSyncProducer("outbox-test")
 	if err != nil {
 		t.Fatalf("%v; %s", err, testenv.HowToStart)
 	}

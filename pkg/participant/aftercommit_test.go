@@ -171,7 +171,7 @@ func groupConfig(t *testing.T, db *sqlx.DB, service, topic, orderID string, batc
 		},
 	}
 	cfg := consumer.Config{
-		Brokers: testenv.Brokers(t), GroupID: service, Topics: []string{topic},
+		Kafka: testenv.Kafka(t), GroupID: service, Topics: []string{topic},
 		MaxBatch: batch, DeadLetter: spec.DeadLetterTo(db), Logger: log,
 	}
 	if batch > 1 {

@@ -16,7 +16,6 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/choreo-saga/choreo/internal/testenv"
-	"github.com/choreo-saga/choreo/pkg/broker"
 	"github.com/choreo-saga/choreo/pkg/events"
 	"github.com/choreo-saga/choreo/pkg/outbox"
 	"github.com/choreo-saga/choreo/pkg/park"
@@ -152,7 +151,7 @@ func TestDeadLetterStoresAnyMessage(t *testing.T) {
 // a moment by transactions running elsewhere in the cluster.
 func publishAll(t *testing.T, db *sqlx.DB, topic string) {
 	t.Helper()
-	p, err := broker.NewSyncProducer(testenv.Brokers(t), "participant-test")
+	p, err := testenv.Kafka(t).NewSyncProducer("participant-test")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,8 @@ func TestConfigureReadsTheEnvironmentOverTheDefaults(t *testing.T) {
 	unset(t, "HTTP_ADDR", "KAFKA_PARTITIONS")
 	t.Setenv("DATABASE_URL", "postgres://u@db:5432/svc")
 	t.Setenv("KAFKA_BROKERS", "k1:9092,k2:9092")
+	t.Setenv("KAFKA_USERNAME", "svc")
+	t.Setenv("KAFKA_PASSWORD_FILE", "/run/secrets/kafka")
 	t.Setenv("TEST_OWN_SETTING", "mine")
 	var got serviceConfig
 	err := configure(context.Background(), "test", serviceConfig{Config: DefaultConfig(":8089")}, func(_ context.Context, c serviceConfig) error {
@@ -27,7 +29,8 @@ func TestConfigureReadsTheEnvironmentOverTheDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got.HTTPAddr != ":8089" || got.DatabaseURL != "postgres://u@db:5432/svc" ||
-		!slices.Equal(got.KafkaBrokers, []string{"k1:9092", "k2:9092"}) || got.Own != "mine" {
+		!slices.Equal(got.Kafka.Brokers, []string{"k1:9092", "k2:9092"}) || got.Own != "mine" ||
+		got.Kafka.Username != "svc" || got.Kafka.PasswordFile != "/run/secrets/kafka" {
 		t.Errorf("config = %+v; want the default HTTP address and the environment's settings", got)
 	}
 	if got.Partitions != DefaultConfig("").Partitions {
@@ -53,6 +56,9 @@ func TestConfigureTrimsTheBrokerList(t *testing.T) {
 			t.Setenv("AUTH_PUBLIC_KEY_FILE", "/run/keys/token.pem")
 			t.Setenv("AUTH_ISSUER", "https://idp.example")
 			t.Setenv("AUTH_AUDIENCE", "choreo")
+			t.Setenv("KAFKA_USERNAME", "svc")
+			t.Setenv("KAFKA_PASSWORD", "pw")
+			t.Setenv("KAFKA_PASSWORD_FILE", "")
 			var got Config
 			err := configure(context.Background(), "test", DefaultConfig(":8089"), func(_ context.Context, c Config) error {
 				got = c
@@ -61,8 +67,8 @@ func TestConfigureTrimsTheBrokerList(t *testing.T) {
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("err = %v, want error %v", err, tt.wantErr)
 			}
-			if !tt.wantErr && !slices.Equal(got.KafkaBrokers, tt.want) {
-				t.Errorf("brokers = %q, want %q", got.KafkaBrokers, tt.want)
+			if !tt.wantErr && !slices.Equal(got.Kafka.Brokers, tt.want) {
+				t.Errorf("brokers = %q, want %q", got.Kafka.Brokers, tt.want)
 			}
 		})
 	}

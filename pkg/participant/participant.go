@@ -32,9 +32,12 @@ import (
 // Config is the configuration every service shares. A service's own Config
 // embeds it, so the variables below are read by the same names everywhere.
 type Config struct {
-	HTTPAddr     string       `envconfig:"HTTP_ADDR"`
-	DatabaseURL  string       `envconfig:"DATABASE_URL" required:"true"`
-	KafkaBrokers broker.Addrs `envconfig:"KAFKA_BROKERS" required:"true"`
+	HTTPAddr    string `envconfig:"HTTP_ADDR"`
+	DatabaseURL string `envconfig:"DATABASE_URL" required:"true"`
+	// Kafka is the brokers and the service's own credentials there
+	// (KAFKA_BROKERS, KAFKA_USERNAME, KAFKA_PASSWORD or KAFKA_PASSWORD_FILE,
+	// KAFKA_TLS_CA_FILE, …; see broker.Conn).
+	Kafka broker.Conn `envconfig:"KAFKA"`
 	// GroupInstanceID is this instance's static member id in its consumer
 	// group (see consumer.Config.InstanceID), e.g. "payment-1". Empty: one
 	// derived from the host name and HTTP port (see InstanceID), so a
@@ -89,8 +92,8 @@ func (c Config) Validate() error {
 	if err := pg.ValidateURL(c.DatabaseURL); err != nil {
 		return fmt.Errorf("DATABASE_URL: %w", err)
 	}
-	if err := broker.ValidateAddrs(c.KafkaBrokers); err != nil {
-		return fmt.Errorf("KAFKA_BROKERS: %w", err)
+	if err := c.Kafka.Validate(); err != nil {
+		return err
 	}
 	if c.HTTPAddr == "" {
 		return errors.New("HTTP_ADDR: empty")
@@ -243,7 +246,8 @@ func run(ctx context.Context, cfg Config, spec Spec) error {
 
 	dlq := events.DeadLetterTopic(spec.Name)
 	topics := append([]string{spec.Produces, dlq}, spec.Consumes()...)
-	producer, err := broker.NewSyncProducer(cfg.KafkaBrokers, spec.Name)
+	cfg.Kafka.Warn(log)
+	producer, err := cfg.Kafka.NewSyncProducer(spec.Name)
 	if err != nil {
 		return err
 	}
@@ -256,13 +260,13 @@ func run(ctx context.Context, cfg Config, spec Spec) error {
 		return err
 	}
 	ensure := func(ctx context.Context, topics []string) error {
-		return broker.EnsureTopicsWith(ctx, cfg.KafkaBrokers, spec.Name, cfg.TopicSettings, topics...)
+		return broker.EnsureTopicsWith(ctx, cfg.Kafka, spec.Name, cfg.TopicSettings, topics...)
 	}
 	if err := ensure(ctx, topics); err != nil {
 		return err
 	}
 	group, err := consumer.New(consumer.Config{
-		Brokers:    cfg.KafkaBrokers,
+		Kafka:      cfg.Kafka,
 		GroupID:    spec.Name,
 		Topics:     spec.Consumes(),
 		Batch:      spec.BatchHandler(db, log),
@@ -277,7 +281,7 @@ func run(ctx context.Context, cfg Config, spec Spec) error {
 	}
 	routes := spec.API(log, db, map[string]web.Check{
 		"database": db.PingContext,
-		"kafka":    broker.NewProbe(cfg.KafkaBrokers, time.Second).Check,
+		"kafka":    broker.NewProbe(cfg.Kafka, time.Second).Check,
 		"consumer": group.Ready,
 	})
 	router, ok := routes.(chi.Router)
@@ -292,7 +296,7 @@ func run(ctx context.Context, cfg Config, spec Spec) error {
 	g.Go(func() error { return relay.Run(ctx) })
 	g.Go(func() error { return group.Run(ctx) })
 	g.Go(func() error {
-		return idem.Pruner{Group: spec.Name, Brokers: cfg.KafkaBrokers, DB: db, Window: cfg.ProcessedRetention, Log: log.With("component", "retention")}.Run(ctx)
+		return idem.Pruner{Group: spec.Name, Kafka: cfg.Kafka, DB: db, Window: cfg.ProcessedRetention, Log: log.With("component", "retention")}.Run(ctx)
 	})
 	g.Go(func() error { return web.Serve(ctx, cfg.HTTPAddr, api, log) })
 	if cfg.PprofAddr != "" {

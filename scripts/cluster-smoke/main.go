@@ -10,11 +10,11 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/IBM/sarama"
 
+	"github.com/choreo-saga/choreo/internal/cli"
 	"github.com/choreo-saga/choreo/pkg/broker"
 )
 
@@ -34,8 +34,8 @@ func run(args []string) error {
 	global := flag.NewFlagSet("cluster-smoke", flag.ExitOnError)
 	brokersFlag := global.String("brokers", os.Getenv("KAFKA_BROKERS"), "bootstrap brokers, comma-separated")
 	_ = global.Parse(args)
-	brokers := strings.Split(*brokersFlag, ",")
-	if err := broker.ValidateAddrs(brokers); err != nil {
+	kafka, err := cli.Kafka(*brokersFlag, os.Getenv)
+	if err != nil {
 		return err
 	}
 	if global.NArg() == 0 {
@@ -55,35 +55,35 @@ func run(args []string) error {
 	}
 	switch cmd {
 	case "create":
-		return create(brokers, *topic, *rf, *minISR)
+		return create(kafka, *topic, *rf, *minISR)
 	case "await-failover":
-		return awaitFailover(brokers, *topic, int32(*dead))
+		return awaitFailover(kafka, *topic, int32(*dead))
 	case "produce":
-		return produce(brokers, *topic, *n, *wantErr)
+		return produce(kafka, *topic, *n, *wantErr)
 	}
 	return fmt.Errorf("unknown command %q", cmd)
 }
 
-func create(brokers []string, topic string, rf, minISR int) error {
+func create(kafka broker.Conn, topic string, rf, minISR int) error {
 	s := broker.TopicSettings{Partitions: broker.Partitions, ReplicationFactor: int16(rf), MinInsyncReplicas: int16(minISR)}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	start := time.Now()
-	if err := broker.EnsureTopicsWith(ctx, brokers, "cluster-smoke", s, topic); err != nil {
+	if err := broker.EnsureTopicsWith(ctx, kafka, "cluster-smoke", s, topic); err != nil {
 		return err
 	}
 	// A new topic's leaders are elected a moment after it is created.
-	if err := broker.WaitServed(ctx, brokers, topic); err != nil {
+	if err := broker.WaitServed(ctx, kafka, topic); err != nil {
 		return err
 	}
 	fmt.Printf("created %s with %+v, served in %v\n", topic, s, time.Since(start).Round(time.Millisecond))
-	return describe(brokers, topic)
+	return describe(kafka, topic)
 }
 
 // describe prints each partition's leader, replicas and ISR, and the topic's
 // min.insync.replicas with where it comes from.
-func describe(brokers []string, topic string) error {
-	admin, err := sarama.NewClusterAdmin(brokers, broker.Config("cluster-smoke"))
+func describe(kafka broker.Conn, topic string) error {
+	admin, err := kafka.NewClusterAdmin("cluster-smoke")
 	if err != nil {
 		return err
 	}
@@ -114,22 +114,25 @@ func describe(brokers []string, topic string) error {
 
 // awaitFailover polls metadata until no partition of topic is led by dead
 // and dead has left every ISR, and prints how long that took.
-func awaitFailover(brokers []string, topic string, dead int32) error {
+func awaitFailover(kafka broker.Conn, topic string, dead int32) error {
 	start := time.Now()
-	cfg := broker.Config("cluster-smoke")
+	cfg, err := kafka.Config("cluster-smoke")
+	if err != nil {
+		return err
+	}
 	cfg.Metadata.Retry.Max = 0
 	for time.Since(start) < 2*time.Minute {
-		if done, err := failedOver(brokers, cfg, topic, dead); err == nil && done {
+		if done, err := failedOver(kafka, cfg, topic, dead); err == nil && done {
 			fmt.Printf("leadership and ISR left broker %d after %v\n", dead, time.Since(start).Round(100*time.Millisecond))
-			return describe(brokers, topic)
+			return describe(kafka, topic)
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
 	return fmt.Errorf("broker %d still leads or is in an ISR of %s after 2m", dead, topic)
 }
 
-func failedOver(brokers []string, cfg *sarama.Config, topic string, dead int32) (bool, error) {
-	c, err := sarama.NewClient(brokers, cfg)
+func failedOver(kafka broker.Conn, cfg *sarama.Config, topic string, dead int32) (bool, error) {
+	c, err := sarama.NewClient(kafka.Brokers, cfg)
 	if err != nil {
 		return false, err
 	}
@@ -158,14 +161,14 @@ var wantErrors = map[string]error{
 
 // produce sends n keyed messages with the services' producer (acks=all).
 // With wantErr, the first send must fail with that Kafka error instead.
-func produce(brokers []string, topic string, n int, wantErr string) error {
+func produce(kafka broker.Conn, topic string, n int, wantErr string) error {
 	var want error
 	if wantErr != "" {
 		if want = wantErrors[wantErr]; want == nil {
 			return fmt.Errorf("-want-error %q: know only NOT_ENOUGH_REPLICAS(_AFTER_APPEND)", wantErr)
 		}
 	}
-	p, err := broker.NewSyncProducer(brokers, "cluster-smoke")
+	p, err := kafka.NewSyncProducer("cluster-smoke")
 	if err != nil {
 		return err
 	}

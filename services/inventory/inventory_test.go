@@ -15,6 +15,9 @@ func TestConfigFromEnvironment(t *testing.T) {
 	t.Setenv("AUTH_PUBLIC_KEY_FILE", "/run/keys/token.pem")
 	t.Setenv("AUTH_ISSUER", "https://idp.example")
 	t.Setenv("AUTH_AUDIENCE", "choreo")
+	t.Setenv("KAFKA_USERNAME", "svc")
+	t.Setenv("KAFKA_PASSWORD", "pw")
+	t.Setenv("KAFKA_PASSWORD_FILE", "")
 
 	t.Run("Defaults", func(t *testing.T) {
 		testenv.Unsetenv(t, "HTTP_ADDR")
@@ -29,7 +32,7 @@ func TestConfigFromEnvironment(t *testing.T) {
 	t.Run("EnvironmentOverridesDefaults", func(t *testing.T) {
 		t.Setenv("HTTP_ADDR", ":9082")
 		cfg := testenv.FromEnv(t, inventory.DefaultConfig())
-		if cfg.HTTPAddr != ":9082" || cfg.KafkaBrokers[0] != "127.0.0.1:9092" {
+		if cfg.HTTPAddr != ":9082" || cfg.Kafka.Brokers[0] != "127.0.0.1:9092" {
 			t.Fatalf("config = %+v, want HTTP_ADDR and KAFKA_BROKERS from the environment", cfg)
 		}
 	})

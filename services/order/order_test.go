@@ -16,6 +16,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/choreo-saga/choreo/internal/testenv"
+	"github.com/choreo-saga/choreo/pkg/broker"
 	"github.com/choreo-saga/choreo/services/order"
 	"github.com/choreo-saga/choreo/services/order/internal/httpapi"
 )
@@ -368,7 +369,7 @@ func TestCancelOrder(t *testing.T) {
 func TestConfigValidate(t *testing.T) {
 	base := order.DefaultConfig()
 	base.DatabaseURL = "postgres://postgres@127.0.0.1:5432/order_db?sslmode=disable"
-	base.KafkaBrokers = []string{"127.0.0.1:9092"}
+	base.Kafka = broker.Conn{Brokers: []string{"127.0.0.1:9092"}, Username: "order", Password: "pw"}
 	base.Auth = testenv.Keys(t).Auth()
 	if err := base.Validate(); err != nil {
 		t.Fatalf("defaults: %v", err)

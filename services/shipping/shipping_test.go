@@ -58,6 +58,9 @@ func TestConfigFromEnvironment(t *testing.T) {
 	t.Setenv("AUTH_PUBLIC_KEY_FILE", "/run/keys/token.pem")
 	t.Setenv("AUTH_ISSUER", "https://idp.example")
 	t.Setenv("AUTH_AUDIENCE", "choreo")
+	t.Setenv("KAFKA_USERNAME", "svc")
+	t.Setenv("KAFKA_PASSWORD", "pw")
+	t.Setenv("KAFKA_PASSWORD_FILE", "")
 	testenv.Unsetenv(t, "HTTP_ADDR")
 
 	t.Run("Defaults", func(t *testing.T) {

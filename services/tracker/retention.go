@@ -35,11 +35,11 @@ const forever = 100 * 365 * 24 * time.Hour
 // one, plus margin. What it deletes, no replay of the topics can bring
 // back, in part or whole.
 type forgetter struct {
-	st      *store.Store
-	brokers []string
-	topics  []string
-	margin  time.Duration // TRACKER_RETENTION
-	log     *slog.Logger
+	st     *store.Store
+	kafka  broker.Conn
+	topics []string
+	margin time.Duration // TRACKER_RETENTION
+	log    *slog.Logger
 }
 
 // run forgets every interval until ctx ends; failures are logged and tried
@@ -59,7 +59,7 @@ func (f forgetter) run(ctx context.Context, every time.Duration) error {
 
 // once runs one round and returns how many sagas it forgot.
 func (f forgetter) once(ctx context.Context) (int64, error) {
-	admin, err := sarama.NewClusterAdmin(f.brokers, broker.Config(Name+"-retention"))
+	admin, err := f.kafka.NewClusterAdmin(Name + "-retention")
 	if err != nil {
 		return 0, fmt.Errorf("retention: admin: %w", err)
 	}

@@ -115,6 +115,7 @@ func Run(ctx context.Context, cfg Config) error {
 		topics = Topics
 	}
 	log := cfg.Logger.With("service", Name)
+	cfg.Kafka.Warn(log)
 
 	verifier, err := bearer.New(ctx, cfg.Auth, log)
 	if err != nil {
@@ -130,14 +131,14 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	// The tracker may start before the services that create the topics.
 	ensure := func(ctx context.Context, topics []string) error {
-		return broker.EnsureTopicsWith(ctx, cfg.KafkaBrokers, Name, cfg.TopicSettings, topics...)
+		return broker.EnsureTopicsWith(ctx, cfg.Kafka, Name, cfg.TopicSettings, topics...)
 	}
 	if err := ensure(ctx, topics); err != nil {
 		return err
 	}
 	st := store.New(db, cfg.SagaSLA, cfg.Now)
 	group, err := consumer.New(consumer.Config{
-		Brokers:    cfg.KafkaBrokers,
+		Kafka:      cfg.Kafka,
 		GroupID:    cfg.GroupID,
 		Topics:     topics,
 		Handler:    eventapi.Handler(Name, st, log, observeEnd),
@@ -151,7 +152,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	routes := httpapi.Routes(cfg.SagaSLA, cfg.Now)(log, db, map[string]web.Check{
 		"database": db.PingContext,
-		"kafka":    broker.NewProbe(cfg.KafkaBrokers, time.Second).Check,
+		"kafka":    broker.NewProbe(cfg.Kafka, time.Second).Check,
 		"consumer": group.Ready,
 	})
 	api := verifier.Authenticate(log, append(slices.Clone(bearer.OpenPaths), httpapi.PageAssets...)...)(routes)
@@ -162,7 +163,7 @@ func Run(ctx context.Context, cfg Config) error {
 	g.Go(func() error { return watchStuck(ctx, st, cfg.StuckEvery, log) })
 	forgottenSagas.WithLabelValues(Name) // shown from the start, at 0
 	g.Go(func() error {
-		f := forgetter{st: st, brokers: cfg.KafkaBrokers, topics: topics, margin: cfg.Retention,
+		f := forgetter{st: st, kafka: cfg.Kafka, topics: topics, margin: cfg.Retention,
 			log: log.With("component", "retention")}
 		return f.run(ctx, cfg.ForgetEvery)
 	})

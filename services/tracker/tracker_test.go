@@ -16,7 +16,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/choreo-saga/choreo/internal/testenv"
-	"github.com/choreo-saga/choreo/pkg/broker"
 	"github.com/choreo-saga/choreo/pkg/events"
 	"github.com/choreo-saga/choreo/pkg/participant"
 	"github.com/choreo-saga/choreo/services/tracker"
@@ -70,7 +69,7 @@ func startTracker(t *testing.T, change func(*tracker.Config)) running {
 	cfg := tracker.DefaultConfig()
 	cfg.HTTPAddr = addr
 	cfg.DatabaseURL = testenv.OwnDatabase(t)
-	cfg.KafkaBrokers = testenv.Brokers(t)
+	cfg.Kafka = testenv.Kafka(t)
 	cfg.GroupID = "tracker-test-" + uuid.NewString()[:8]
 	testenv.StartAtEnd(t, cfg.GroupID, events.TopicOrder, events.TopicPayment, events.TopicInventory, events.TopicShipping)
 	cfg.StuckEvery = 100 * time.Millisecond
@@ -105,7 +104,7 @@ func startTracker(t *testing.T, change func(*tracker.Config)) running {
 // outbox relay does, and returns their event ids.
 func publish(t *testing.T, envs ...events.Envelope) []string {
 	t.Helper()
-	p, err := broker.NewSyncProducer(testenv.Brokers(t), "tracker-test")
+	p, err := testenv.Kafka(t).NewSyncProducer("tracker-test")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +185,7 @@ func TestTrackerFollowsPublishedSagas(t *testing.T) {
 	}
 	// Published out of order and with a duplicate; a poison message first.
 	poison := &sarama.ProducerMessage{Topic: events.TopicOrder, Key: sarama.StringEncoder(done), Value: sarama.StringEncoder("not json")}
-	p, err := broker.NewSyncProducer(testenv.Brokers(t), "tracker-test")
+	p, err := testenv.Kafka(t).NewSyncProducer("tracker-test")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -144,7 +144,7 @@ func (j *Injector) fire(ctx context.Context, f Fault, in *Injected) error {
 		return j.pause(ctx, i, f.For, in)
 
 	case KindBrokerKill:
-		id, err := PartitionLeader(ctx, j.Infra.Brokers, f.Topic, f.Partition)
+		id, err := PartitionLeader(ctx, j.Infra.Kafka, f.Topic, f.Partition)
 		if err != nil {
 			return err
 		}
@@ -171,7 +171,7 @@ func (j *Injector) fire(ctx context.Context, f Fault, in *Injected) error {
 		// The counters before the first copy: every duplicate counted from
 		// here until the system is at rest may be one of this pass.
 		in.countedFrom = j.Dups.Totals(ctx)
-		copies, err := Duplicate(ctx, j.Infra.Brokers, j.From)
+		copies, err := Duplicate(ctx, j.Infra.Kafka, j.From)
 		n := 0
 		for _, c := range copies {
 			n += c

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/choreo-saga/choreo/pkg/broker"
 )
 
 // Infra drives scripts/infra.sh for the suite's own Kafka cluster and
@@ -26,9 +28,10 @@ type Infra struct {
 	log       *slog.Logger
 
 	// Filled by Up.
-	Brokers   []string
-	Databases map[string]string // service → URL
-	Env       []string          // KAFKA_REPLICATION_FACTOR, KAFKA_MIN_INSYNC_REPLICAS
+	Kafka     broker.Conn            // as the administrator
+	Users     map[string]broker.Conn // service → its own user
+	Databases map[string]string      // service → URL
+	Env       []string               // KAFKA_REPLICATION_FACTOR, KAFKA_MIN_INSYNC_REPLICAS
 }
 
 // env is the environment every infra.sh command of this cluster gets.
@@ -84,30 +87,40 @@ func (in *Infra) Up(ctx context.Context) error {
 		return err
 	}
 	in.Databases = map[string]string{}
+	exported := map[string]string{}
 	sc := bufio.NewScanner(strings.NewReader(out))
 	for sc.Scan() {
 		name, val, ok := strings.Cut(strings.TrimPrefix(sc.Text(), "export "), "=")
 		if !ok {
 			continue
 		}
+		exported[name] = val
 		switch {
-		case name == "KAFKA_BROKERS":
-			in.Brokers = strings.Split(val, ",")
 		case name == "KAFKA_REPLICATION_FACTOR" || name == "KAFKA_MIN_INSYNC_REPLICAS":
 			in.Env = append(in.Env, name+"="+val)
 		case strings.HasSuffix(name, "_DATABASE_URL"):
 			in.Databases[strings.ToLower(strings.TrimSuffix(name, "_DATABASE_URL"))] = val
 		}
 	}
+	getenv := func(name string) string { return exported[name] }
+	if in.Kafka, err = broker.FromEnv(getenv); err != nil {
+		return fmt.Errorf("infra.sh up: %w", err)
+	}
+	in.Users = map[string]broker.Conn{}
 	for _, s := range Services {
 		if in.Databases[s] == "" {
 			return fmt.Errorf("infra.sh up exported no %s database", s)
 		}
+		p := strings.ToUpper(s) + "_KAFKA_"
+		if getenv(p+"USERNAME") == "" {
+			return fmt.Errorf("infra.sh up exported no Kafka user for %s", s)
+		}
+		in.Users[s] = in.Kafka.As(getenv(p+"USERNAME"), "", getenv(p+"PASSWORD_FILE"))
 	}
-	if len(in.Brokers) != in.Nodes {
-		return fmt.Errorf("infra.sh up exported %d brokers, want %d", len(in.Brokers), in.Nodes)
+	if len(in.Kafka.Brokers) != in.Nodes {
+		return fmt.Errorf("infra.sh up exported %d brokers, want %d", len(in.Kafka.Brokers), in.Nodes)
 	}
-	in.log.Info("infrastructure up", "took", time.Since(t0).Round(time.Second), "brokers", strings.Join(in.Brokers, ","), "env", in.Env)
+	in.log.Info("infrastructure up", "took", time.Since(t0).Round(time.Second), "brokers", strings.Join(in.Kafka.Brokers, ","), "env", in.Env)
 	return nil
 }
 

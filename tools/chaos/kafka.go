@@ -20,8 +20,8 @@ type Offsets map[string]map[int32]int64
 // NewestOffsets returns where every saga topic's partitions end now, so
 // that the duplicating pass re-produces this run's messages only.
 // Topics that do not exist yet start at 0.
-func NewestOffsets(ctx context.Context, brokers []string) (Offsets, error) {
-	client, err := sarama.NewClient(brokers, broker.Config("chaos-offsets"))
+func NewestOffsets(ctx context.Context, conn broker.Conn) (Offsets, error) {
+	client, err := conn.NewClient("chaos-offsets")
 	if err != nil {
 		return nil, fmt.Errorf("kafka: connect: %w", err)
 	}
@@ -45,8 +45,8 @@ func NewestOffsets(ctx context.Context, brokers []string) (Offsets, error) {
 }
 
 // PartitionLeader returns the id of the broker that leads topic/partition.
-func PartitionLeader(ctx context.Context, brokers []string, topic string, partition int32) (int32, error) {
-	client, err := sarama.NewClient(brokers, broker.Config("chaos-leader"))
+func PartitionLeader(ctx context.Context, conn broker.Conn, topic string, partition int32) (int32, error) {
+	client, err := conn.NewClient("chaos-leader")
 	if err != nil {
 		return 0, fmt.Errorf("kafka: connect: %w", err)
 	}
@@ -65,7 +65,7 @@ func PartitionLeader(ctx context.Context, brokers []string, topic string, partit
 // in from up to where each partition ends now — unchanged, same key, same
 // event id — as a broker does after an acknowledgement is lost. It
 // returns how many of each event type it produced.
-func Duplicate(ctx context.Context, brokers []string, from Offsets) (map[string]int, error) {
+func Duplicate(ctx context.Context, conn broker.Conn, from Offsets) (map[string]int, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	// Another fault may have a broker down: the read is tried again, whole,
@@ -74,7 +74,7 @@ func Duplicate(ctx context.Context, brokers []string, from Offsets) (map[string]
 	var types []string
 	for {
 		var err error
-		if again, types, err = readSaga(ctx, brokers, from); err == nil {
+		if again, types, err = readSaga(ctx, conn, from); err == nil {
 			break
 		}
 		select {
@@ -87,7 +87,7 @@ func Duplicate(ctx context.Context, brokers []string, from Offsets) (map[string]
 	if len(again) == 0 {
 		return copies, nil
 	}
-	prod, err := broker.NewSyncProducer(brokers, "chaos-duplicate")
+	prod, err := conn.NewSyncProducer("chaos-duplicate")
 	if err != nil {
 		return copies, err
 	}
@@ -109,8 +109,8 @@ func Duplicate(ctx context.Context, brokers []string, from Offsets) (map[string]
 // readSaga reads every message of the saga topics from the offsets in
 // from up to where each partition ends now, as Duplicate re-produces them,
 // with each one's event type.
-func readSaga(ctx context.Context, brokers []string, from Offsets) ([]*sarama.ProducerMessage, []string, error) {
-	client, err := sarama.NewClient(brokers, broker.Config("chaos-duplicate"))
+func readSaga(ctx context.Context, conn broker.Conn, from Offsets) ([]*sarama.ProducerMessage, []string, error) {
+	client, err := conn.NewClient("chaos-duplicate")
 	if err != nil {
 		return nil, nil, fmt.Errorf("kafka: connect: %w", err)
 	}

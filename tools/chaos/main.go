@@ -213,7 +213,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) (err error) {
 	if err != nil {
 		return err
 	}
-	from, err := NewestOffsets(ctx, infra.Brokers)
+	from, err := NewestOffsets(ctx, infra.Kafka)
 	if err != nil {
 		return err
 	}
@@ -229,7 +229,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) (err error) {
 		return err
 	}
 	cluster, err := StartCluster(ctx, log, ClusterConfig{Bins: bins, Dir: o.dir, PortBase: o.portBase,
-		Brokers: joinComma(infra.Brokers), Databases: infra.Databases, ExtraEnv: append(infra.Env, key.Env()...), DerivedIDs: o.defaults})
+		Brokers: joinComma(infra.Kafka.Brokers), Users: infra.Users, Databases: infra.Databases, ExtraEnv: append(infra.Env, key.Env()...), DerivedIDs: o.defaults})
 	if err != nil {
 		return err
 	}
@@ -317,7 +317,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) (err error) {
 	// At rest: nothing left in an outbox or behind a consumer group, so
 	// that a late duplicate is in the reads; then two reads, which must
 	// agree.
-	rep.Rest = WaitAtRest(ctx, infra.Brokers, infra.Databases, time.Minute)
+	rep.Rest = WaitAtRest(ctx, infra.Kafka, infra.Databases, time.Minute)
 	log.Info("at rest", "reached", rep.Rest.Reached, "waited", rep.Rest.Waited, "outbox", rep.Rest.Outbox, "lag", rep.Rest.Lag, "err", rep.Rest.Err)
 	counted := dups.Totals(ctx)
 	for n := range rep.Injected {

@@ -16,6 +16,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/choreo-saga/choreo/pkg/broker"
 )
 
 // Build compiles the four services into dir/bin: from the working tree,
@@ -310,7 +312,8 @@ type ClusterConfig struct {
 	Dir       string // logs go to Dir/logs
 	PortBase  int    // service s, instance i: PortBase + index(s) + 100(i-1)
 	Brokers   string
-	Databases map[string]string // service → DATABASE_URL
+	Users     map[string]broker.Conn // service → its Kafka user (KAFKA_USERNAME, KAFKA_PASSWORD_FILE)
+	Databases map[string]string      // service → DATABASE_URL
 	ExtraEnv  []string
 	// DerivedIDs leaves KAFKA_GROUP_INSTANCE_ID unset, as make run does, so
 	// every instance derives its own (-defaults).
@@ -332,6 +335,8 @@ func StartCluster(ctx context.Context, log *slog.Logger, cc ClusterConfig) (*Clu
 				fmt.Sprintf("HTTP_ADDR=127.0.0.1:%d", inst.Port),
 				"DATABASE_URL="+cc.Databases[s],
 				"KAFKA_BROKERS="+cc.Brokers,
+				"KAFKA_USERNAME="+cc.Users[s].Username,
+				"KAFKA_PASSWORD_FILE="+cc.Users[s].PasswordFile,
 			)
 			if !cc.DerivedIDs {
 				inst.env = append(inst.env, "KAFKA_GROUP_INSTANCE_ID="+inst.Name())

@@ -28,7 +28,7 @@ type Rest struct {
 // sent and every service's consumer group has committed every partition
 // it reads up to its end: nothing is on its way anywhere, so a read now
 // sees every effect there will be. It reports what it last saw.
-func WaitAtRest(ctx context.Context, brokers []string, databases map[string]string, limit time.Duration) Rest {
+func WaitAtRest(ctx context.Context, conn broker.Conn, databases map[string]string, limit time.Duration) Rest {
 	t0 := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
@@ -49,7 +49,7 @@ func WaitAtRest(ctx context.Context, brokers []string, databases map[string]stri
 		defer db.Close()
 		dbs[s] = db
 	}
-	client, err := sarama.NewClient(brokers, broker.Config("chaos-rest"))
+	client, err := conn.NewClient("chaos-rest")
 	if err != nil {
 		return done(fmt.Errorf("kafka: connect: %w", err))
 	}

@@ -27,7 +27,7 @@ import (
 
 // Config is one run of the demo.
 type Config struct {
-	Brokers     []string
+	Kafka       broker.Conn
 	DatabaseURL string
 	// Orders is how many OrderCreated events are produced.
 	Orders int
@@ -67,7 +67,7 @@ func (c Config) validate() error {
 	case c.DatabaseURL == "":
 		return errors.New("no database URL")
 	}
-	return broker.ValidateAddrs(c.Brokers)
+	return c.Kafka.Validate()
 }
 
 // initialBalance is every customer's opening balance: enough for every
@@ -186,11 +186,11 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (Report, error) {
 
 	// 2. Kafka: produce every OrderCreated, then redeliver every message
 	// as read back — same key, value and headers, so the same event id.
-	msgs, err := produceTwice(ctx, cfg.Brokers, rep.Topic, orders, values)
+	msgs, err := produceTwice(ctx, cfg.Kafka, rep.Topic, orders, values)
 	defer func() {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
-		if err := deleteTopic(dctx, cfg.Brokers, rep.Topic); err != nil {
+		if err := deleteTopic(dctx, cfg.Kafka, rep.Topic); err != nil {
 			log.Warn("topic not deleted", "topic", rep.Topic, "err", err)
 		}
 	}()
@@ -319,15 +319,15 @@ func makeOrders(n, customers int, rng *rand.Rand, src *rand.ChaCha8) ([]order, [
 // broker presents it after a lost offset commit. It returns everything
 // the topic then holds, by partition in offset order: originals first,
 // then the copies.
-func produceTwice(ctx context.Context, brokers []string, topic string, orders []order, values [][]byte) (map[int32][]*sarama.ConsumerMessage, error) {
-	if err := broker.EnsureTopics(ctx, brokers, "incident", topic); err != nil {
+func produceTwice(ctx context.Context, conn broker.Conn, topic string, orders []order, values [][]byte) (map[int32][]*sarama.ConsumerMessage, error) {
+	if err := broker.EnsureTopics(ctx, conn, "incident", topic); err != nil {
 		return nil, err
 	}
 	// A topic made a moment ago may not be led yet on a fresh broker.
-	if err := broker.WaitServed(ctx, brokers, topic); err != nil {
+	if err := broker.WaitServed(ctx, conn, topic); err != nil {
 		return nil, err
 	}
-	p, err := broker.NewSyncProducer(brokers, "incident")
+	p, err := conn.NewSyncProducer("incident")
 	if err != nil {
 		return nil, err
 	}
@@ -349,7 +349,7 @@ func produceTwice(ctx context.Context, brokers []string, topic string, orders []
 	if err := p.SendMessages(first); err != nil {
 		return nil, fmt.Errorf("produce: %w", err)
 	}
-	read, err := readTopic(ctx, brokers, topic, len(orders))
+	read, err := readTopic(ctx, conn, topic, len(orders))
 	if err != nil {
 		return nil, err
 	}
@@ -362,13 +362,13 @@ func produceTwice(ctx context.Context, brokers []string, topic string, orders []
 	if err := p.SendMessages(again); err != nil {
 		return nil, fmt.Errorf("redeliver: %w", err)
 	}
-	return readTopic(ctx, brokers, topic, 2*len(orders))
+	return readTopic(ctx, conn, topic, 2*len(orders))
 }
 
 // readTopic reads every partition of topic from its oldest offset to its
 // end, and fails unless it holds want messages.
-func readTopic(ctx context.Context, brokers []string, topic string, want int) (map[int32][]*sarama.ConsumerMessage, error) {
-	out, err := broker.Messages(ctx, brokers, topic)
+func readTopic(ctx context.Context, conn broker.Conn, topic string, want int) (map[int32][]*sarama.ConsumerMessage, error) {
+	out, err := broker.Messages(ctx, conn, topic)
 	if err != nil {
 		return nil, err
 	}
@@ -382,8 +382,8 @@ func readTopic(ctx context.Context, brokers []string, topic string, want int) (m
 	return out, nil
 }
 
-func deleteTopic(ctx context.Context, brokers []string, topic string) error {
-	admin, err := sarama.NewClusterAdmin(brokers, broker.Config("incident"))
+func deleteTopic(ctx context.Context, conn broker.Conn, topic string) error {
+	admin, err := conn.NewClusterAdmin("incident")
 	if err != nil {
 		return err
 	}

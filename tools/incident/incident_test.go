@@ -26,7 +26,7 @@ func TestNaiveChargesTwiceChoreoDoesNot(t *testing.T) {
 	defer cancel()
 	dbURL := testenv.OwnDatabase(t)
 	cfg := Config{
-		Brokers: testenv.Brokers(t), DatabaseURL: dbURL,
+		Kafka: testenv.Kafka(t), DatabaseURL: dbURL,
 		Orders: 40, Seed: 7, Copies: 3, ConcurrentShare: 0.5, Work: 5 * time.Millisecond,
 		Logger: testenv.Logger(t),
 	}
@@ -98,8 +98,11 @@ func TestNaiveChargesTwiceChoreoDoesNot(t *testing.T) {
 // does, from flags and the environment, and checks the exit decision.
 func TestCommandExitsNonZeroOnlyIfChoreoDoubles(t *testing.T) {
 	env := map[string]string{
-		"KAFKA_BROKERS":     strings.Join(testenv.Brokers(t), ","),
-		"TEST_DATABASE_URL": testenv.OwnDatabase(t),
+		"KAFKA_BROKERS":       strings.Join(testenv.Kafka(t).Brokers, ","),
+		"KAFKA_USERNAME":      testenv.Kafka(t).Username,
+		"KAFKA_PASSWORD":      testenv.Kafka(t).Password,
+		"KAFKA_PASSWORD_FILE": testenv.Kafka(t).PasswordFile,
+		"TEST_DATABASE_URL":   testenv.OwnDatabase(t),
 	}
 	var out, errOut bytes.Buffer
 	if err := run(context.Background(), []string{"-orders", "12", "-seed", "3"}, func(k string) string { return env[k] }, &out, &errOut); err != nil {

@@ -48,7 +48,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, out, er
 		return errors.New("no database: set DATABASE_URL or TEST_DATABASE_URL (eval \"$(bash scripts/infra.sh env)\"), or pass -database")
 	}
 	cfg.DatabaseURL = *dbURL
-	cfg.Brokers = cli.Brokers(*brokers)
+	kafka, err := cli.Kafka(*brokers, getenv)
+	if err != nil {
+		return err
+	}
+	cfg.Kafka = kafka
 	if *verbose {
 		cfg.Logger = slog.New(slog.NewTextHandler(errOut, nil))
 	}

@@ -41,13 +41,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, out io.
 	if *times < 1 {
 		return fmt.Errorf("-times must be >= 1")
 	}
-	brokers := cli.Brokers(*brokersFlag)
+	kafka, err := cli.Kafka(*brokersFlag, getenv)
+	if err != nil {
+		return err
+	}
 
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	var again []*sarama.ProducerMessage
 	for _, topic := range []string{events.TopicOrder, events.TopicPayment, events.TopicInventory, events.TopicShipping} {
-		msgs, err := broker.MessagesFor(ctx, brokers, topic, *orderID)
+		msgs, err := broker.MessagesFor(ctx, kafka, topic, *orderID)
 		if err != nil {
 			return err
 		}
@@ -66,7 +69,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, out io.
 	if len(again) == 0 {
 		return fmt.Errorf("no events found for order %s", *orderID)
 	}
-	p, err := broker.NewSyncProducer(brokers, "redeliver")
+	p, err := kafka.NewSyncProducer("redeliver")
 	if err != nil {
 		return err
 	}
