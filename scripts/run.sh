@@ -39,13 +39,16 @@ done
 # Each service runs as its own Kafka user, allowed only its own topics and
 # group (internal/kafkaacl); infra.sh exports <SERVICE>_KAFKA_USERNAME and
 # <SERVICE>_KAFKA_PASSWORD_FILE.
+# On this machine only: HTTP_ADDR's default (:8080…) suits a container, not a laptop.
+port=8080
 for svc in order payment inventory shipping tracker; do
   up="${svc^^}"
   url_var="${up}_DATABASE_URL" user_var="${up}_KAFKA_USERNAME" pw_var="${up}_KAFKA_PASSWORD_FILE"
-  DATABASE_URL="${!url_var}" KAFKA_BROKERS="$KAFKA_BROKERS" \
+  HTTP_ADDR="127.0.0.1:$port" DATABASE_URL="${!url_var}" KAFKA_BROKERS="$KAFKA_BROKERS" \
     KAFKA_USERNAME="${!user_var}" KAFKA_PASSWORD_FILE="${!pw_var}" \
     "bin/$svc" >>"bin/logs/$svc.log" 2>&1 &
   pids+=("$!")
+  port=$((port + 1))
 done
 
 for port in 8080 8081 8082 8083 8084; do

@@ -473,6 +473,10 @@ func TestComposePorts(t *testing.T) {
 			if pc.Published != strconv.Itoa(want) {
 				t.Errorf("published port = %q, want the Config default %d", pc.Published, want)
 			}
+			// A local stack: reachable from this machine only.
+			if pc.HostIP != "127.0.0.1" {
+				t.Errorf("published on %q, want 127.0.0.1 only", pc.HostIP)
+			}
 		})
 	}
 }

@@ -61,11 +61,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		kafkaAddr     = flags.String("kafka-addr", "127.0.0.1:9092", "`host:port` of the embedded Kafka broker; port 0 picks a free one")
 		pgPort        = flags.Int("pg-port", 0, "PostgreSQL's `port` on 127.0.0.1; 0 picks a free one")
 		dataDir       = flags.String("data-dir", "", "keep Kafka's and PostgreSQL's data in `dir` between runs (default: a temporary directory)")
-		orderAddr     = flags.String("order-addr", orderCfg.HTTPAddr, "order service's HTTP `address`")
-		paymentAddr   = flags.String("payment-addr", paymentCfg.HTTPAddr, "payment service's HTTP `address`")
-		inventoryAddr = flags.String("inventory-addr", inventoryCfg.HTTPAddr, "inventory service's HTTP `address`")
-		shippingAddr  = flags.String("shipping-addr", shippingCfg.HTTPAddr, "shipping service's HTTP `address`")
-		trackerAddr   = flags.String("tracker-addr", trackerCfg.HTTPAddr, "saga tracker's HTTP `address`")
+		orderAddr     = flags.String("order-addr", onThisMachine(orderCfg.HTTPAddr), "order service's HTTP `address`")
+		paymentAddr   = flags.String("payment-addr", onThisMachine(paymentCfg.HTTPAddr), "payment service's HTTP `address`")
+		inventoryAddr = flags.String("inventory-addr", onThisMachine(inventoryCfg.HTTPAddr), "inventory service's HTTP `address`")
+		shippingAddr  = flags.String("shipping-addr", onThisMachine(shippingCfg.HTTPAddr), "shipping service's HTTP `address`")
+		trackerAddr   = flags.String("tracker-addr", onThisMachine(trackerCfg.HTTPAddr), "saga tracker's HTTP `address`")
 		sagaSLA       = flags.Duration("saga-sla", trackerCfg.SagaSLA, "how long a saga may run before the tracker calls it stuck (`duration`)")
 		countries     = flags.String("shipping-countries", shippingCfg.ServedCountries, "comma-separated `codes` of the countries shipping serves")
 		levelFlag     = flags.String("log-level", "", "log `level`: debug, info, warn or error (default: $LOG_LEVEL, else info)")
@@ -221,6 +221,15 @@ func serviceErr(name string, err error) error {
 		return nil
 	}
 	return fmt.Errorf("%s: %w", name, err)
+}
+
+// onThisMachine binds a service's default address (":8080", right in a
+// container) to the loopback interface: a quick start is for this machine.
+func onThisMachine(addr string) string {
+	if strings.HasPrefix(addr, ":") {
+		return "127.0.0.1" + addr
+	}
+	return addr
 }
 
 // baseURL turns a listen address such as ":8080" into the URL a client on
