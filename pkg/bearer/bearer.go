@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -88,11 +89,28 @@ func (c Config) Validate() error {
 		return errors.New("AUTH_AUDIENCE: empty; tokens are checked against it")
 	}
 	if c.JWKSURL != "" {
-		if u, err := url.Parse(c.JWKSURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		u, err := url.Parse(c.JWKSURL)
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 			return fmt.Errorf("AUTH_JWKS_URL: %q is not an http(s) URL", c.JWKSURL)
+		}
+		// Whoever can change the keys in transit can sign operator tokens.
+		if u.Scheme == "http" && !loopback(u.Hostname()) {
+			return fmt.Errorf("AUTH_JWKS_URL: %q is plain http; the token keys must come over https (http only from this machine)", c.JWKSURL)
 		}
 	}
 	return nil
+}
+
+// jwksTimeout bounds one fetch of the JWKS.
+const jwksTimeout = 10 * time.Second
+
+// loopback reports whether host names this machine.
+func loopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // Caller is who sent a request: a customer, or an operator.
@@ -148,10 +166,15 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Verifier, error) {
 		key = func(context.Context) jwt.Keyfunc { return func(*jwt.Token) (any, error) { return pub, nil } }
 	} else {
 		kf, err := keyfunc.NewDefaultOverrideCtx(ctx, []string{cfg.JWKSURL}, keyfunc.Override{
-			HTTPTimeout:       10 * time.Second,
+			HTTPTimeout:       jwksTimeout,
 			RefreshUnknownKID: rate.NewLimiter(rate.Every(RefreshUnknownKey), 1),
-			// Past the wait, the limiter refuses without waiting.
-			RateLimitWaitMax: time.Second,
+			// jwkset runs the fetch under this wait's deadline too, so it is
+			// the fetch's whole timeout; a request waits only for a slot
+			// that opens within it, and is refused at once otherwise.
+			RateLimitWaitMax: jwksTimeout,
+			// Tokens with made-up kids can take every unknown-kid slot; the
+			// scheduled refresh then still brings a rotated key within this.
+			RefreshInterval: 5 * time.Minute,
 			RefreshErrorHandlerFunc: func(u string) func(context.Context, error) {
 				return func(ctx context.Context, err error) {
 					log.WarnContext(ctx, "token keys not refreshed", "jwks_url", u, "err", err)
