@@ -27,7 +27,8 @@ func TestAttack(t *testing.T) {
 	victim, attacker := newFixture(t, 10000, 10), newFixture(t, 10000, 10)
 	o := createOrder(t, victim.order(1, 1000, "JP"))
 	wantOrder(t, o.ID, "COMPLETED", "")
-	w := aimedAt{customers: []string{victim.customer, attacker.customer}, skus: []string{victim.sku, attacker.sku}}
+	forgedOrder := uuid.NewString() // the id of an OrderCreated forged below
+	w := aimedAt{customers: []string{victim.customer, attacker.customer}, skus: []string{victim.sku, attacker.sku}, orders: []string{forgedOrder}}
 	before := w.read(t)
 
 	anyone := map[string]string{"Authorization": ""}
@@ -72,6 +73,9 @@ func TestAttack(t *testing.T) {
 			[]byte(fmt.Sprintf(`{"customer_id":%q,"items":[{"sku":%q,"quantity":1,"unit_price":1000}],"total_amount":1,"currency":"JPY","shipping_address":{"country":"JP"}}`, victim.customer, victim.sku)),
 			bearerOf(customerToken(t, victim.customer)), http.StatusBadRequest},
 	}
+	// What a refusal must say, where the status alone could come from
+	// another check.
+	detail := map[string]string{"TotalNotTheSumOfItems": "total_amount"}
 	for _, tt := range refusals {
 		t.Run(tt.name, func(t *testing.T) {
 			ct := ""
@@ -81,6 +85,9 @@ func TestAttack(t *testing.T) {
 			status, h, b := do(t, tt.method, tt.url, ct, tt.body, tt.headers)
 			if status != tt.want || !problemJSON(h) {
 				t.Fatalf("%s %s = %d %s (%s), want a problem+json %d", tt.method, tt.url, status, h.Get("Content-Type"), b, tt.want)
+			}
+			if want := detail[tt.name]; !strings.Contains(string(b), want) {
+				t.Errorf("problem %s does not say %q", b, want)
 			}
 			if status == http.StatusUnauthorized && !strings.HasPrefix(h.Get("WWW-Authenticate"), "Bearer") {
 				t.Errorf("401 without a Bearer challenge: %q", h.Get("WWW-Authenticate"))
@@ -130,7 +137,7 @@ func TestAttack(t *testing.T) {
 	// debits nothing.
 	t.Run("ForgedTotalNotTheSumOfItems", func(t *testing.T) {
 		// events.New refuses such a payload, so it is written by hand.
-		id, eventID := uuid.NewString(), uuid.NewString()
+		id, eventID := forgedOrder, uuid.NewString()
 		value := fmt.Sprintf(`{"id":%q,"type":"OrderCreated","order_id":%q,"source":"order","occurred_at":%q,`+
 			`"payload":{"customer_id":%q,"items":[{"sku":%q,"quantity":5,"unit_price":1000}],"total_amount":1,"currency":"JPY","shipping_address":{"country":"JP"}}}`,
 			eventID, id, time.Now().UTC().Format(time.RFC3339Nano), victim.customer, victim.sku)
@@ -198,15 +205,16 @@ func forge(t *testing.T, orderID string, p events.Payload) func(topic string) *s
 	}
 }
 
-// aimedAt is what the attacks aim at: the fixtures' customers and SKUs.
-type aimedAt struct{ customers, skus []string }
+// aimedAt is what the attacks aim at: the fixtures' customers, SKUs and
+// their orders, and orders forged on Kafka that order_db never held.
+type aimedAt struct{ customers, skus, orders []string }
 
 // read returns every row of the four databases that belongs to w's
 // customers, SKUs and their orders (the outbox rows too), as JSON, by table.
 func (w aimedAt) read(t *testing.T) map[string][]string {
 	t.Helper()
 	customers, skus := pq.Array(w.customers), pq.Array(w.skus)
-	orders := pq.Array(snapshot(t, "order", `SELECT id::text FROM orders WHERE customer_id = ANY($1)`, customers))
+	orders := pq.Array(append(snapshot(t, "order", `SELECT id::text FROM orders WHERE customer_id = ANY($1)`, customers), w.orders...))
 	queries := []struct {
 		svc, table, query string
 		arg               any
