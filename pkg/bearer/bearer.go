@@ -270,6 +270,10 @@ func unauthorized(w http.ResponseWriter, r *http.Request, log *slog.Logger, code
 		challenge += `, error="` + code + `"`
 	}
 	w.Header().Set("WWW-Authenticate", challenge)
+	// Logged here: Authenticate runs before the router's access log, and a
+	// run of forged tokens is what an operator must be able to see.
+	log.InfoContext(r.Context(), "request refused: no valid token",
+		"method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "reason", detail)
 	web.Respond(w, r, log, &web.Error{Status: http.StatusUnauthorized, Detail: detail})
 }
 
@@ -281,6 +285,9 @@ func Refuse(w http.ResponseWriter, r *http.Request, log *slog.Logger, detail str
 		return
 	}
 	w.Header().Set("WWW-Authenticate", `Bearer realm="choreo", error="insufficient_scope"`)
+	c, _ := From(r.Context())
+	log.InfoContext(r.Context(), "request refused: not allowed",
+		"method", r.Method, "path", r.URL.Path, "subject", c.Subject, "reason", detail)
 	web.Respond(w, r, log, &web.Error{Status: http.StatusForbidden, Detail: detail})
 }
 

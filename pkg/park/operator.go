@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
+	"github.com/choreo-saga/choreo/pkg/bearer"
 	"github.com/choreo-saga/choreo/pkg/consumer"
 	"github.com/choreo-saga/choreo/pkg/fault"
 	"github.com/choreo-saga/choreo/pkg/idem"
@@ -189,9 +190,10 @@ func (o *Operator) resolve(ctx context.Context, target Target, how string) (Repo
 	if err != nil {
 		return res, fmt.Errorf("%s %s: %w", how, target, err)
 	}
+	by, _ := bearer.From(ctx) // who, for the record: a release can mean a refund never made
 	for _, r := range res.Resolved {
 		o.log.Info("parked row resolved", "resolution", how, "outcome", r.Outcome, "seq", r.Seq,
-			"order_id", deref(r.Key), "event_id", deref(r.EventID), "event_type", deref(r.EventType))
+			"order_id", deref(r.Key), "event_id", deref(r.EventID), "event_type", deref(r.EventType), "operator", by.Subject)
 	}
 	return res, nil
 }
