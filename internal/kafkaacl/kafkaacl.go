@@ -103,9 +103,10 @@ func (g Grant) ACLs() []ACL {
 // Principal is the Kafka principal of a SCRAM user.
 func Principal(user string) string { return "User:" + user }
 
-// Apply creates every Grant's ACLs through admin, which must be the
-// administrator. ACLs that exist already are left as they are, so it can
-// run on every start.
+// Apply makes every Grant's user hold exactly its ACLs, through admin,
+// which must be the administrator: it creates the missing ones and deletes
+// any other ACL of those users, so a permission dropped from Grants leaves
+// the clusters too. It can run on every start.
 func Apply(admin sarama.ClusterAdmin) error {
 	var all []*sarama.ResourceAcls
 	for _, g := range Grants {
@@ -121,6 +122,40 @@ func Apply(admin sarama.ClusterAdmin) error {
 	}
 	if err := admin.CreateACLs(all); err != nil {
 		return fmt.Errorf("kafkaacl: create ACLs: %w", err)
+	}
+	return removeStale(admin)
+}
+
+// removeStale deletes the ACLs of Grants' users that their Grant does not list.
+func removeStale(admin sarama.ClusterAdmin) error {
+	for _, g := range Grants {
+		want := map[ACL]bool{}
+		for _, a := range g.ACLs() {
+			want[a] = true
+		}
+		principal := Principal(g.User)
+		held, err := admin.ListAcls(sarama.AclFilter{
+			ResourceType: sarama.AclResourceAny, ResourcePatternTypeFilter: sarama.AclPatternAny,
+			Principal: &principal, Operation: sarama.AclOperationAny, PermissionType: sarama.AclPermissionAny,
+		})
+		if err != nil {
+			return fmt.Errorf("kafkaacl: list the ACLs of %s: %w", g.User, err)
+		}
+		for _, r := range held {
+			for _, a := range r.Acls {
+				literalAllow := r.ResourcePatternType == sarama.AclPatternLiteral && a.PermissionType == sarama.AclPermissionAllow && a.Host == "*"
+				if literalAllow && want[ACL{Resource: r.ResourceType, Name: r.ResourceName, Operation: a.Operation}] {
+					continue
+				}
+				name, host := r.ResourceName, a.Host
+				if _, err := admin.DeleteACL(sarama.AclFilter{
+					ResourceType: r.ResourceType, ResourceName: &name, ResourcePatternTypeFilter: r.ResourcePatternType,
+					Principal: &principal, Host: &host, Operation: a.Operation, PermissionType: a.PermissionType,
+				}, false); err != nil {
+					return fmt.Errorf("kafkaacl: delete a stale ACL of %s on %s: %w", g.User, name, err)
+				}
+			}
+		}
 	}
 	return nil
 }

@@ -239,3 +239,35 @@ func TestScriptsCreateEveryUser(t *testing.T) {
 		})
 	}
 }
+
+// TestApplyRemovesStaleACLs: a permission dropped from Grants leaves the
+// cluster at the next Apply. Here payment was once allowed to write
+// inventory.events; after Apply it is refused again, and keeps its own.
+func TestApplyRemovesStaleACLs(t *testing.T) {
+	testenv.Topics(t, events.TopicInventory, events.TopicPayment)
+	admin, err := testenv.Kafka(t).NewClusterAdmin("test-acl-admin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	stale := &sarama.ResourceAcls{
+		Resource: sarama.Resource{ResourceType: sarama.AclResourceTopic, ResourceName: events.TopicInventory, ResourcePatternType: sarama.AclPatternLiteral},
+		Acls:     []*sarama.Acl{{Principal: kafkaacl.Principal("payment"), Host: "*", Operation: sarama.AclOperationWrite, PermissionType: sarama.AclPermissionAllow}},
+	}
+	if err := admin.CreateACLs([]*sarama.ResourceAcls{stale}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = kafkaacl.Apply(admin) }) // never leave the grant behind
+	pay := user(t, "payment")
+	testenv.Eventually(t, 30*time.Second, "the stale grant in force", func() bool { return produceTo(pay, events.TopicInventory) == nil })
+
+	if err := kafkaacl.Apply(admin); err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	testenv.Eventually(t, 30*time.Second, "payment refused on inventory.events again", func() bool {
+		return errors.Is(produceTo(pay, events.TopicInventory), sarama.ErrTopicAuthorizationFailed)
+	})
+	if err := produceTo(pay, events.TopicPayment); err != nil {
+		t.Errorf("payment refused on its own topic after Apply: %v", err)
+	}
+}
