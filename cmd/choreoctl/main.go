@@ -54,6 +54,7 @@ commands:
   outbox-refused                    outbox rows Kafka refused
   outbox-retry -service S -id N     put one back in line for the relay
   kafka-acls [-brokers B]           create the services' Kafka ACLs, as the administrator
+  connect-register [-connect URL]   register the services' Debezium connectors (OUTBOX_RELAY=debezium)
 `
 
 // run is the command; -h prints the usage to errOut and is not an error.
@@ -102,6 +103,9 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 	}
 	if fs.Arg(0) == "kafka-acls" { // talks to Kafka, not to the services
 		return kafkaACLs(ctx, fs.Args()[1:], getenv, out, errOut)
+	}
+	if fs.Arg(0) == "connect-register" { // talks to Kafka Connect and the databases
+		return connectRegister(ctx, fs.Args()[1:], getenv, out, errOut)
 	}
 	tok, err := adminToken(cmp.Or(*token, getenv("ADMIN_TOKEN")), getenv)
 	if err != nil {
