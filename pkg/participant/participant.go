@@ -234,8 +234,10 @@ type outboxPublisher struct {
 }
 
 // publisher returns cfg.OutboxRelay's publisher. With Debezium it first
-// prepares the publication and waits for the connector's slot: a row
-// written before the slot exists would never be published.
+// prepares the outbox and waits for the connector's slot: a row written
+// before the slot exists would never be published. The built-in relay
+// first undoes Debezium's trigger, left by an earlier run, which would mark
+// its rows sent.
 func publisher(ctx context.Context, cfg Config, name string, db *sqlx.DB, log *slog.Logger) (outboxPublisher, error) {
 	if cfg.OutboxRelay == RelayDebezium {
 		if err := outbox.Publish(ctx, db); err != nil {
@@ -246,6 +248,9 @@ func publisher(ctx context.Context, cfg Config, name string, db *sqlx.DB, log *s
 		}
 		log.Info("the outbox is published by Debezium", "slot", outbox.Slot(name), "publication", outbox.Publication)
 		return outboxPublisher{run: func(ctx context.Context) error { return outbox.Sweep(ctx, db, log) }, close: func() {}}, nil
+	}
+	if err := outbox.Unpublish(ctx, db); err != nil {
+		return outboxPublisher{}, err
 	}
 	producer, err := cfg.Kafka.NewSyncProducer(name)
 	if err != nil {

@@ -2,11 +2,14 @@
 -- What OUTBOX_RELAY=debezium needs (see cdc.go). Debezium's Outbox Event
 -- Router can place a column as a Kafka header, not spread the headers
 -- object into many: each header a Choreo message carries gets a column of
--- its own, copied from headers by outbox_headers(). Generated columns would
+-- its own, copied from headers by outbox_cdc(). Generated columns would
 -- say it in one line each, but logical replication leaves them out (before
--- PostgreSQL 18). The trigger that calls it exists only where Debezium
--- publishes (outbox.Publish), so the built-in relay's inserts pay nothing;
--- there the columns stay NULL.
+-- PostgreSQL 18). outbox_cdc() also marks the row sent: Debezium has it
+-- from the WAL once it commits, so a built-in relay started later must not
+-- publish it again, and the sweep finds it by the sent_at index. The
+-- trigger that calls it exists only while Debezium publishes
+-- (outbox.Publish; outbox.Unpublish drops it), so the built-in relay's
+-- inserts pay nothing and there the columns stay NULL.
 ALTER TABLE outbox
     ADD COLUMN event_id             text,
     ADD COLUMN event_type           text,
@@ -22,7 +25,7 @@ ALTER TABLE outbox
     ADD COLUMN dlq_value_bytes      text;
 
 -- +goose StatementBegin
-CREATE FUNCTION outbox_headers() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE FUNCTION outbox_cdc() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     NEW.event_id             := NEW.headers->>'event_id';
     NEW.event_type           := NEW.headers->>'event_type';
@@ -36,6 +39,7 @@ BEGIN
     NEW.dlq_failed_at        := NEW.headers->>'dlq_failed_at';
     NEW.dlq_value_truncated  := NEW.headers->>'dlq_value_truncated';
     NEW.dlq_value_bytes      := NEW.headers->>'dlq_value_bytes';
+    NEW.sent_at := now();
     RETURN NEW;
 END
 $$;
@@ -51,6 +55,6 @@ CREATE TABLE outbox_heartbeat (
 
 -- +goose Down
 DROP TABLE outbox_heartbeat;
-DROP TRIGGER IF EXISTS outbox_headers ON outbox;
-DROP FUNCTION outbox_headers();
+DROP TRIGGER IF EXISTS outbox_cdc ON outbox;
+DROP FUNCTION outbox_cdc();
 ALTER TABLE outbox DROP COLUMN event_id, DROP COLUMN event_type, DROP COLUMN traceparent, DROP COLUMN dlq_reason, DROP COLUMN dlq_reason_base64, DROP COLUMN dlq_origin_topic, DROP COLUMN dlq_origin_partition, DROP COLUMN dlq_origin_offset, DROP COLUMN dlq_consumer_group, DROP COLUMN dlq_failed_at, DROP COLUMN dlq_value_truncated, DROP COLUMN dlq_value_bytes;
