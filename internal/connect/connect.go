@@ -170,27 +170,135 @@ func Start(ctx context.Context, client *http.Client, base, service, databaseURL 
 	return c, outbox.AwaitSlot(ctx, db, outbox.Slot(service), log)
 }
 
-// Register creates c on the worker at base (e.g. http://127.0.0.1:8183),
-// or updates its configuration: PUT /connectors/{name}/config does both,
-// so it can run on every start.
-func Register(ctx context.Context, client *http.Client, base string, c Connector) error {
-	body, err := json.Marshal(c.Config)
-	if err != nil {
-		return fmt.Errorf("connect: %s: %w", c.Name, err)
+// Stop undoes Start: it stops service's connector, deletes its offsets
+// and then it, and drops its slot, which would otherwise outlive it and
+// hold WAL for ever. Offsets left in Kafka would point a later Start's
+// connector at a position its new slot no longer has, and its task fails.
+func Stop(ctx context.Context, client *http.Client, base, service, databaseURL string) error {
+	name := "choreo-" + service
+	if err := call(ctx, client, http.MethodPut, base, name, "/stop"); err != nil {
+		return err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPut, strings.TrimSuffix(base, "/")+"/connectors/"+url.PathEscape(c.Name)+"/config", bytes.NewReader(body))
+	// Offsets can be deleted once the worker has stopped the connector.
+	for {
+		err := call(ctx, client, http.MethodDelete, base, name, "/offsets")
+		if err == nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	if err := Delete(ctx, client, base, name); err != nil {
+		return err
+	}
+	db, err := pg.Open(ctx, databaseURL, 30*time.Second)
 	if err != nil {
-		return fmt.Errorf("connect: %s: %w", c.Name, err)
+		return err
+	}
+	defer db.Close()
+	// The slot can be dropped once the connector's task has let it go.
+	for {
+		_, err := db.ExecContext(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1`, outbox.Slot(service))
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("connect: drop slot %s: %w", outbox.Slot(service), err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// call sends an empty method request to the connector name's path on the
+// worker at base, and fails unless it answers 2xx. A connector that is
+// not there is not an error.
+func call(ctx context.Context, client *http.Client, method, base, name, path string) error {
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimSuffix(base, "/")+"/connectors/"+url.PathEscape(name)+path, nil)
+	if err != nil {
+		return fmt.Errorf("connect: %s: %w", name, err)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return fmt.Errorf("connect: %s %s%s: %w", method, name, path, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 300 && resp.StatusCode != http.StatusNotFound {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return fmt.Errorf("connect: %s %s%s: %s: %s", method, name, path, resp.Status, bytes.TrimSpace(msg))
+	}
+	return nil
+}
+
+// Register creates c on the worker at base (e.g. http://127.0.0.1:8183),
+// or updates its configuration, so it can run on every start. A new
+// connector starts without offsets: ones a deleted connector of the same
+// name left in Kafka would point it at a position its slot no longer has
+// (its task fails), where without any it starts at its slot's.
+func Register(ctx context.Context, client *http.Client, base string, c Connector) error {
+	base = strings.TrimSuffix(base, "/")
+	status, err := get(ctx, client, base, c.Name)
+	if err != nil {
+		return err
+	}
+	if status == http.StatusOK {
+		return send(ctx, client, http.MethodPut, base+"/connectors/"+url.PathEscape(c.Name)+"/config", c.Config)
+	}
+	create := map[string]any{"name": c.Name, "config": c.Config, "initial_state": "STOPPED"}
+	if err := send(ctx, client, http.MethodPost, base+"/connectors", create); err != nil {
+		return err
+	}
+	// Offsets can be deleted once the worker has the connector stopped.
+	for {
+		err := call(ctx, client, http.MethodDelete, base, c.Name, "/offsets")
+		if err == nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	return call(ctx, client, http.MethodPut, base, c.Name, "/resume")
+}
+
+// get answers the status code of GET /connectors/{name}.
+func get(ctx context.Context, client *http.Client, base, name string) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(base, "/")+"/connectors/"+url.PathEscape(name), nil)
+	if err != nil {
+		return 0, fmt.Errorf("connect: %s: %w", name, err)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("connect: look up %s: %w", name, err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+// send sends body as JSON and fails unless the worker answers 2xx.
+func send(ctx context.Context, client *http.Client, method, u string, body any) error {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, bytes.NewReader(b))
+	if err != nil {
+		return fmt.Errorf("connect: %w", err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := client.Do(req)
 	if err != nil {
-		return fmt.Errorf("connect: register %s: %w", c.Name, err)
+		return fmt.Errorf("connect: %s %s: %w", method, u, err)
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusCreated {
+	if resp.StatusCode >= 300 {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return fmt.Errorf("connect: register %s: %s: %s", c.Name, resp.Status, bytes.TrimSpace(msg))
+		return fmt.Errorf("connect: %s %s: %s: %s", method, u, resp.Status, bytes.TrimSpace(msg))
 	}
 	return nil
 }
@@ -229,22 +337,10 @@ func Running(ctx context.Context, client *http.Client, base, name string) (bool,
 }
 
 // Delete removes the connector name from the worker at base (its offsets
-// stay in Kafka, its slot in PostgreSQL). A connector that is not there is
-// not an error.
+// stay in Kafka, its slot in PostgreSQL; see Stop). A connector that is not
+// there is not an error.
 func Delete(ctx context.Context, client *http.Client, base, name string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, strings.TrimSuffix(base, "/")+"/connectors/"+url.PathEscape(name), nil)
-	if err != nil {
-		return fmt.Errorf("connect: %s: %w", name, err)
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return fmt.Errorf("connect: delete %s: %w", name, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode >= 300 && resp.StatusCode != http.StatusNotFound {
-		return fmt.Errorf("connect: delete %s: %s", name, resp.Status)
-	}
-	return nil
+	return call(ctx, client, http.MethodDelete, base, name, "")
 }
 
 func firstLine(s string) string {

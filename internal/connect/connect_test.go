@@ -180,9 +180,8 @@ func database(t *testing.T) db {
 	return db{DB: d, url: url}
 }
 
-// register runs a connector for d until the test ends (connect.Start);
-// the test's end removes it and its slot, which would outlive it and hold
-// WAL for ever.
+// register runs a connector for d until the test ends (connect.Start,
+// then connect.Stop).
 func register(t *testing.T, base string, d db, service string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -190,16 +189,8 @@ func register(t *testing.T, base string, d db, service string) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		if err := connect.Delete(ctx, http.DefaultClient, base, "choreo-"+service); err != nil {
+		if err := connect.Stop(ctx, http.DefaultClient, base, service, d.url); err != nil {
 			t.Error(err)
-		}
-		// The slot can be dropped once the task has stopped.
-		for {
-			_, err := d.ExecContext(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1`, outbox.Slot(service))
-			if err == nil || ctx.Err() != nil {
-				return
-			}
-			time.Sleep(200 * time.Millisecond)
 		}
 	})
 	if _, err := connect.Start(ctx, http.DefaultClient, base, service, d.url, testenv.Logger(t)); err != nil {
