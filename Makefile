@@ -5,10 +5,11 @@
 
 # The Docker Compose stack (deploy/compose/compose.yaml): Kafka, one
 # PostgreSQL per service and the four services built from deploy/Dockerfile.
-# compose.yaml requires CHOREO_ADMIN_TOKEN, the bearer token of the services'
-# /admin: unless it is set, the local admin token (scripts/admin-token.sh),
-# which choreoctl reads too.
-COMPOSE = CHOREO_ADMIN_TOKEN="$${CHOREO_ADMIN_TOKEN:-$$(bash scripts/admin-token.sh)}" docker compose -f deploy/compose/compose.yaml
+# compose.yaml requires CHOREO_PUBLIC_KEY_FILE, the public key the services
+# verify bearer tokens with: unless it is set, the development key's, made
+# once by `choreoctl dev-key` outside the repository, whose private half
+# `choreoctl token` signs with.
+COMPOSE = CHOREO_PUBLIC_KEY_FILE="$${CHOREO_PUBLIC_KEY_FILE:-$$(go run ./cmd/choreoctl dev-key | sed -n 's/^AUTH_PUBLIC_KEY_FILE=//p')}" docker compose -f deploy/compose/compose.yaml
 
 run:
 	bash scripts/run.sh

@@ -83,8 +83,13 @@ func do(t *testing.T, method, url, contentType string, body []byte, headers map[
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
 	}
+	// An operator's, unless the caller sends its own (or "" for none).
+	req.Header.Set("Authorization", "Bearer "+operatorToken)
 	for k, v := range headers {
 		req.Header.Set(k, v)
+	}
+	if req.Header.Get("Authorization") == "" {
+		req.Header.Del("Authorization")
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -159,7 +164,8 @@ func stock(t *testing.T, sku string) stockLevel {
 // order (zero if the status is not 201).
 func postOrder(t *testing.T, req orderRequest, idempotencyKey string) (int, http.Header, order) {
 	t.Helper()
-	headers := map[string]string{}
+	// The customer orders, with a token of their own.
+	headers := map[string]string{"Authorization": "Bearer " + customerToken(t, req.CustomerID)}
 	if idempotencyKey != "" {
 		headers["Idempotency-Key"] = idempotencyKey
 	}
@@ -285,4 +291,14 @@ func metric(t *testing.T, svc, name string, labels map[string]string) float64 {
 		return v
 	}
 	return 0
+}
+
+// customerToken returns a token of customer id.
+func customerToken(t *testing.T, id string) string {
+	t.Helper()
+	tok, err := tokens.Key().Token(id, false, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
 }

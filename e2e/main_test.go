@@ -54,6 +54,11 @@ var (
 	ordersCreated atomic.Int64
 	// collector receives every service's spans (see tracing_test.go).
 	collector *traceSink
+	// tokens signs the callers' tokens with the key in keyDir, which the
+	// services verify with; operatorToken is the one do sends by default.
+	tokens        testenv.Tokens
+	keyDir        string
+	operatorToken string
 )
 
 func TestMain(m *testing.M) {
@@ -87,6 +92,18 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(workDir)
+
+	// The services take tokens of a key of this run's; choreoctl signs
+	// an operator's with it (ctlErr).
+	keyDir = filepath.Join(workDir, "dev-key")
+	if tokens, err = testenv.NewTokens(keyDir); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	if operatorToken, err = tokens.Key().Token("e2e-operator", true, 24*time.Hour); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
 
 	collector = startCollector()
 	defer collector.srv.Close()
@@ -135,10 +152,9 @@ func run(m *testing.M) int {
 				// Short, so that TestTrackerReportsStuckSaga need not wait
 				// long; only the tracker reads it.
 				"TRACKER_SAGA_SLA="+trackerSLA.String(),
-				// The operator API is off without one (choreoctl: ctlErr).
-				"ADMIN_TOKEN="+adminToken,
 			),
 		}
+		s.env = append(s.env, tokens.Env()...)
 		// Each service is its own Kafka user, allowed only its topics
 		// and group (internal/kafkaacl): the suite passing shows each can
 		// do its job with no more.

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"crypto/rand"
 	"fmt"
 	"net/http"
 	"os"
@@ -15,6 +14,7 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/jmoiron/sqlx"
 
+	"github.com/choreo-saga/choreo/internal/devkey"
 	"github.com/choreo-saga/choreo/pkg/broker"
 	"github.com/choreo-saga/choreo/pkg/events"
 )
@@ -155,10 +155,6 @@ func buildChoreoctl(t *testing.T) string {
 	return bin
 }
 
-// adminToken is this run's ADMIN_TOKEN, random so that no fixed token
-// opens an operator API.
-var adminToken = rand.Text()
-
 // ctlErr runs choreoctl against this run's services, with their token.
 func ctlErr(bin string, args ...string) (string, error) {
 	var addrs []string
@@ -168,7 +164,7 @@ func ctlErr(bin string, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, append([]string{"-services", strings.Join(addrs, ",")}, args...)...)
-	cmd.Env = append(os.Environ(), "ADMIN_TOKEN="+adminToken)
+	cmd.Env = append(os.Environ(), devkey.EnvDir+"="+keyDir)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }

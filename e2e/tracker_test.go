@@ -122,7 +122,7 @@ func TestTrackerFollowsCompletedSaga(t *testing.T) {
 
 	// The page, in a real browser, draws that same saga: its state, a lane
 	// per service, and every event with its id in its service's lane.
-	dom := testenv.DumpDOM(t, services["tracker"].baseURL+"/?order="+o.ID, `data-loaded="true"`)
+	dom := testenv.DumpDOM(t, services["tracker"].baseURL+"/?order="+o.ID+"#token="+operatorToken, `data-loaded="true"`)
 	want := []string{`data-order-id="` + o.ID + `"`, `data-state="completed"`}
 	for _, e := range s.Events {
 		want = append(want, `data-event-id="`+e.EventID+`" data-type="`+e.Type+`" data-service="`+e.Service+`"`)

@@ -28,6 +28,12 @@ for svc in order payment inventory shipping; do
   go build -o "bin/$svc" "./services/$svc/cmd/$svc"
 done
 go build -o bin/load ./tools/load
+# The services verify tokens with the development key (made once, outside
+# the repository); tools/load signs its operator's and customers' tokens
+# with the same key.
+go build -o bin/choreoctl ./cmd/choreoctl
+auth_env="$(bin/choreoctl dev-key)"
+while IFS= read -r kv; do export "$kv"; done <<<"$auth_env"
 
 pids=()
 stop() {

@@ -18,13 +18,12 @@ mkdir -p "$(dirname "$kafka_admin_file")"
 
 mkdir -p bin/logs
 
-# The operator API (/admin, choreoctl) needs a token: a new random one each
-# run unless ADMIN_TOKEN is set, in the file choreoctl reads by default.
-if [[ -z "${ADMIN_TOKEN:-}" ]]; then
-  ADMIN_TOKEN="$(bash scripts/admin-token.sh -new)"
-fi
-export ADMIN_TOKEN
-token_file="${CHOREO_ADMIN_TOKEN_FILE:-${XDG_CACHE_HOME:-$HOME/.cache}/choreo/admin-token}"
+# Every API needs a bearer token: the services verify them with the
+# development key (made once, outside the repository, by choreoctl), and
+# `choreoctl token` signs them.
+go build -o bin/choreoctl ./cmd/choreoctl
+auth_env="$(bin/choreoctl dev-key)"
+while IFS= read -r kv; do export "$kv"; done <<<"$auth_env"
 
 pids=()
 stop() {
@@ -40,13 +39,16 @@ done
 # Each service runs as its own Kafka user, allowed only its own topics and
 # group (internal/kafkaacl); infra.sh exports <SERVICE>_KAFKA_USERNAME and
 # <SERVICE>_KAFKA_PASSWORD_FILE.
+# On this machine only: HTTP_ADDR's default (:8080…) suits a container, not a laptop.
+port=8080
 for svc in order payment inventory shipping tracker; do
   up="${svc^^}"
   url_var="${up}_DATABASE_URL" user_var="${up}_KAFKA_USERNAME" pw_var="${up}_KAFKA_PASSWORD_FILE"
-  DATABASE_URL="${!url_var}" KAFKA_BROKERS="$KAFKA_BROKERS" \
+  HTTP_ADDR="127.0.0.1:$port" DATABASE_URL="${!url_var}" KAFKA_BROKERS="$KAFKA_BROKERS" \
     KAFKA_USERNAME="${!user_var}" KAFKA_PASSWORD_FILE="${!pw_var}" \
     "bin/$svc" >>"bin/logs/$svc.log" 2>&1 &
   pids+=("$!")
+  port=$((port + 1))
 done
 
 for port in 8080 8081 8082 8083 8084; do
@@ -59,8 +61,10 @@ done
 cat >&2 <<TXT
 Choreo is running: order :8080  payment :8081  inventory :8082  shipping :8083  tracker :8084 (open http://localhost:8084/)
 Logs: bin/logs/<service>.log     Stop: Ctrl-C
-Admin: the token of /admin is in $token_file, which choreoctl reads (go run ./cmd/choreoctl parked)
+Tokens: OPERATOR=\$(bin/choreoctl token -sub ops -operator); TOKEN=\$(bin/choreoctl token -sub c-1)
+  (signed with the development key in $(dirname "$AUTH_PUBLIC_KEY_FILE"))
+Admin: bin/choreoctl parked (it signs an operator's token of its own)
 Try the walkthrough in README.md, e.g.:
-  curl -s -X PUT localhost:8081/accounts/c-1 -H 'Content-Type: application/json' -d '{"balance":10000}'
+  curl -s -X PUT localhost:8081/accounts/c-1 -H "Authorization: Bearer \$OPERATOR" -H 'Content-Type: application/json' -d '{"balance":10000}'
 TXT
 wait

@@ -1,6 +1,7 @@
 // Command choreoctl is the operator's tool for what the services set aside,
 // through each service's admin API: the orders a permanent failure parked,
-// and the outbox rows Kafka refused.
+// and the outbox rows Kafka refused; and, for development, the token key
+// and tokens an identity provider would issue.
 package main
 
 import (
@@ -15,13 +16,16 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
-	"github.com/choreo-saga/choreo/internal/admintoken"
 	"github.com/choreo-saga/choreo/internal/cli"
+	"github.com/choreo-saga/choreo/internal/devkey"
+	"github.com/choreo-saga/choreo/pkg/bearer"
+	"github.com/choreo-saga/choreo/pkg/events"
 	"github.com/choreo-saga/choreo/pkg/outbox"
 	"github.com/choreo-saga/choreo/pkg/park"
 )
@@ -39,9 +43,11 @@ func main() {
 // are idempotent: run again, they report what was already resolved and
 // change nothing. Without -service, -order and -event act on every service
 // that has them parked. The services' addresses default to the local ones
-// (make run, go run ./deploy/local); the token is the one ADMIN_TOKEN sets
-// on the services, or the file the local modes write it to
-// (internal/admintoken).
+// (make run, go run ./deploy/local); the admin API needs an operator's
+// token: -token, else $CHOREO_TOKEN, else one signed for a minute with the
+// development key (internal/devkey), if there is one. dev-key and token
+// use that key, made on first use in $CHOREO_DEV_KEY_DIR, else
+// ~/.cache/choreo/dev-key.
 const commands = `usage: choreoctl [-services URLS] [-token TOKEN] [-json] COMMAND [flags]
 
 commands:
@@ -53,6 +59,8 @@ commands:
   release -order ID [-service S]    let them go unapplied (marked processed)
   outbox-refused                    outbox rows Kafka refused
   outbox-retry -service S -id N     put one back in line for the relay
+  dev-key                           make the development key pair once; print the services' AUTH_* settings
+  token -sub ID [-operator] [-ttl D]  a development token of customer (or operator) ID
   kafka-acls [-brokers B]           create the services' Kafka ACLs, as the administrator
   connect-register [-connect URL]   register the services' Debezium connectors (OUTBOX_RELAY=debezium)
 `
@@ -72,7 +80,7 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 	// Defaults that come from the environment are resolved after
 	// parsing, so the usage names the variable, never its value (a token).
 	servicesFlag := fs.String("services", "", "the services' base `URLs`, name=url,… (default: $CHOREO_SERVICES, else the local ones, order=http://127.0.0.1:8080,…)")
-	token := fs.String("token", "", "the admin API's bearer `token` (default: $ADMIN_TOKEN, else the file make run and deploy/local write, $CHOREO_ADMIN_TOKEN_FILE or ~/.cache/choreo/admin-token)")
+	token := fs.String("token", "", "an operator's bearer `token` for the admin API (default: $CHOREO_TOKEN, else one signed with the development key, if there is one)")
 	asJSON := fs.Bool("json", false, "print the services' JSON answers instead of tables")
 
 	sub := flag.NewFlagSet("choreoctl", flag.ContinueOnError)
@@ -82,6 +90,9 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 	event := sub.String("event", "", "the event by its `id`")
 	row := sub.Int64("row", 0, "the parked row's `number` (with -service)")
 	id := sub.Int64("id", 0, "the outbox row's `id` (outbox-retry, with -service)")
+	subject := sub.String("sub", "", "the token's subject: a customer's `id` (token)")
+	operator := sub.Bool("operator", false, "give the token the operator role (token)")
+	ttl := sub.Duration("ttl", time.Hour, "how long the token is good for (token)")
 
 	usage := func() {
 		fmt.Fprint(errOut, commands, "\nflags before the command:\n")
@@ -107,15 +118,19 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 	if fs.Arg(0) == "connect-register" { // talks to Kafka Connect and the databases
 		return connectRegister(ctx, fs.Args()[1:], getenv, out, errOut)
 	}
-	tok, err := adminToken(cmp.Or(*token, getenv("ADMIN_TOKEN")), getenv)
-	if err != nil {
-		return err
-	}
-	c := &client{http: &http.Client{Timeout: time.Minute}, token: tok, services: services, out: out, json: *asJSON}
 	cmd, rest := fs.Arg(0), fs.Args()[1:]
 	if err := sub.Parse(rest); err != nil {
 		return err
 	}
+	switch cmd {
+	case "dev-key", "token":
+		return devToken(getenv, out, cmd, *subject, *operator, *ttl)
+	}
+	tok, err := operatorToken(cmp.Or(*token, getenv("CHOREO_TOKEN")), getenv)
+	if err != nil {
+		return err
+	}
+	c := &client{http: &http.Client{Timeout: time.Minute}, token: tok, services: services, out: out, json: *asJSON}
 	targets, err := c.pick(*service)
 	if err != nil {
 		return err
@@ -178,21 +193,53 @@ func parseServices(s string) ([]service, error) {
 	return out, nil
 }
 
-// adminToken is given if not empty, else the token the local modes wrote
-// (admintoken.Path), else "": the services then answer 401, which says so.
-func adminToken(given string, getenv func(string) string) (string, error) {
+// operatorToken is given if not empty, else an operator's token signed
+// for a minute with the development key if there is one (devkey.Dir),
+// else "": the services then answer 401, which says so.
+func operatorToken(given string, getenv func(string) string) (string, error) {
 	if given != "" {
 		return given, nil
 	}
-	path, err := admintoken.Path(getenv)
+	dir, err := devkey.Dir(getenv)
 	if err != nil {
 		return "", nil
 	}
-	tok, err := admintoken.Read(path)
-	if admintoken.ErrNotExist(err) {
-		return "", nil
+	if _, err := os.Stat(filepath.Join(dir, bearer.PrivateKeyFile)); err != nil {
+		return "", nil // no development key: not a local mode
 	}
-	return tok, err
+	k, err := devkey.Open(dir)
+	if err != nil {
+		return "", err
+	}
+	return k.Token("choreoctl", true, time.Minute)
+}
+
+// devToken serves dev-key, which prints the services' settings that
+// accept the development key's tokens, and token, which prints one.
+func devToken(getenv func(string) string, out io.Writer, cmd, subject string, operator bool, ttl time.Duration) error {
+	dir, err := devkey.Dir(getenv)
+	if err != nil {
+		return err
+	}
+	k, err := devkey.Open(dir)
+	if err != nil {
+		return err
+	}
+	if cmd == "dev-key" {
+		for _, kv := range k.Env() {
+			fmt.Fprintln(out, kv)
+		}
+		return nil
+	}
+	if !events.ValidID(subject) || ttl <= 0 {
+		return fmt.Errorf("token: needs -sub, %s, and a positive -ttl", events.IDRule)
+	}
+	tok, err := k.Token(subject, operator, ttl)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(out, tok)
+	return nil
 }
 
 type client struct {

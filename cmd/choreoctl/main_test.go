@@ -4,13 +4,17 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
-	"github.com/choreo-saga/choreo/internal/admintoken"
+	"github.com/choreo-saga/choreo/internal/devkey"
+	"github.com/choreo-saga/choreo/pkg/bearer"
 )
 
 // fakeAdmin answers like a service's admin API: order o-1 parked on it,
@@ -111,7 +115,7 @@ func TestChoreoctl(t *testing.T) {
 // environment (a token), and is not an error.
 func TestUsage(t *testing.T) {
 	env := func(name string) string {
-		return map[string]string{"ADMIN_TOKEN": "s3cret", "CHOREO_SERVICES": "order=http://10.0.0.4:8080"}[name]
+		return map[string]string{"CHOREO_TOKEN": "s3cret", "CHOREO_SERVICES": "order=http://10.0.0.4:8080"}[name]
 	}
 	for _, args := range [][]string{{"-h"}, {"parked", "-h"}, {"replay", "-help"}} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
@@ -137,32 +141,50 @@ func TestUsage(t *testing.T) {
 	}
 }
 
-// TestTokenSources: the token is -token's, else $ADMIN_TOKEN's, else the
-// one the local modes wrote to the token file; with none, the services'
-// 401 is the answer.
+// TestTokenSources: the token is -token's, else $CHOREO_TOKEN's, else an
+// operator's signed with the development key if there is one; with none,
+// the services' 401 is the answer, and no key is made.
 func TestTokenSources(t *testing.T) {
-	payment := fakeAdmin(t, true) // wants "Bearer tok"
-	services := "-services=payment=" + payment.URL
 	dir := t.TempDir()
-	tokFile, otherFile := filepath.Join(dir, "tok"), filepath.Join(dir, "other")
-	if err := admintoken.Write(tokFile, "tok"); err != nil {
+	keyDir, otherDir := filepath.Join(dir, "key"), filepath.Join(dir, "other")
+	k, err := devkey.Open(keyDir)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := admintoken.Write(otherFile, "other"); err != nil {
+	if _, err := devkey.Open(otherDir); err != nil {
 		t.Fatal(err)
 	}
+	log := slog.New(slog.DiscardHandler)
+	v, err := bearer.New(t.Context(), k.Auth(), log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(v.Authenticate(log)(bearer.RequireOperator(log)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte(`{"service":"payment","orders":0,"rows":[]}`))
+	}))))
+	defer srv.Close()
+	services := "-services=payment=" + srv.URL
+	operator, err := k.Token("ops", true, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	customer, err := k.Token("c-1", false, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	none := filepath.Join(dir, "none")
 	tests := []struct {
 		name    string
 		args    []string
 		env     map[string]string
 		wantErr string
 	}{
-		{"File", []string{services, "parked"}, map[string]string{admintoken.EnvFile: tokFile}, ""},
-		{"FileUnderHome", []string{services, "parked"}, map[string]string{"HOME": dir, "XDG_CACHE_HOME": filepath.Join(dir, "cache")}, "401"},
-		{"EnvOverFile", []string{services, "parked"}, map[string]string{"ADMIN_TOKEN": "tok", admintoken.EnvFile: otherFile}, ""},
-		{"FlagOverEnv", []string{services, "-token", "tok", "parked"}, map[string]string{"ADMIN_TOKEN": "other"}, ""},
-		{"NoFile", []string{services, "parked"}, map[string]string{admintoken.EnvFile: filepath.Join(dir, "none")}, "401"},
-		{"WrongFile", []string{services, "parked"}, map[string]string{admintoken.EnvFile: otherFile}, "401"},
+		{"DevKey", []string{services, "parked"}, map[string]string{devkey.EnvDir: keyDir}, ""},
+		{"NoDevKeyUnderHome", []string{services, "parked"}, map[string]string{"HOME": dir, "XDG_CACHE_HOME": filepath.Join(dir, "cache")}, "401"},
+		{"EnvOverDevKey", []string{services, "parked"}, map[string]string{"CHOREO_TOKEN": customer, devkey.EnvDir: keyDir}, "403"},
+		{"FlagOverEnv", []string{services, "-token", operator, "parked"}, map[string]string{"CHOREO_TOKEN": customer}, ""},
+		{"NoDevKey", []string{services, "parked"}, map[string]string{devkey.EnvDir: none}, "401"},
+		{"OtherDevKey", []string{services, "parked"}, map[string]string{devkey.EnvDir: otherDir}, "401"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -170,6 +192,72 @@ func TestTokenSources(t *testing.T) {
 			err := run(context.Background(), tt.args, func(k string) string { return tt.env[k] }, &out, io.Discard)
 			if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
 				t.Fatalf("err = %v, want %q\n%s", err, tt.wantErr, out.String())
+			}
+		})
+	}
+	if _, err := os.Stat(none); !os.IsNotExist(err) {
+		t.Errorf("a key was made at %s by a command that only reads: %v", none, err)
+	}
+}
+
+// TestDevTokens: dev-key makes the key pair once, its private half for
+// its owner only, and prints the settings that accept its tokens; token
+// prints one the services take as the customer, or the operator, it
+// names.
+func TestDevTokens(t *testing.T) {
+	keyDir := filepath.Join(t.TempDir(), "key")
+	env := func(k string) string { return map[string]string{devkey.EnvDir: keyDir}[k] }
+	cmd := func(args ...string) (string, error) {
+		var out bytes.Buffer
+		err := run(context.Background(), args, env, &out, io.Discard)
+		return strings.TrimSpace(out.String()), err
+	}
+	settings, err := cmd("dev-key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := filepath.Join(keyDir, bearer.PublicKeyFile)
+	want := "AUTH_PUBLIC_KEY_FILE=" + pub + "\nAUTH_ISSUER=" + devkey.Issuer + "\nAUTH_AUDIENCE=" + devkey.Audience
+	if settings != want {
+		t.Fatalf("dev-key printed\n%s\nwant\n%s", settings, want)
+	}
+	if fi, err := os.Stat(filepath.Join(keyDir, bearer.PrivateKeyFile)); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("private key: %v, %v; want mode 0600", fi, err)
+	}
+	if again, _ := cmd("dev-key"); again != settings {
+		t.Fatalf("dev-key again printed %q, want the same key's %q", again, settings)
+	}
+	v, err := bearer.New(t.Context(), bearer.Config{PublicKeyFile: pub, Issuer: devkey.Issuer, Audience: devkey.Audience}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		args    []string
+		want    bearer.Caller
+		wantErr bool
+	}{
+		{"Customer", []string{"token", "-sub", "c-1"}, bearer.Caller{Subject: "c-1"}, false},
+		{"Operator", []string{"token", "-sub", "ops", "-operator", "-ttl", "5m"}, bearer.Caller{Subject: "ops", Operator: true}, false},
+		{"NoSubject", []string{"token"}, bearer.Caller{}, true},
+		{"SubjectNotAnID", []string{"token", "-sub", "c 1"}, bearer.Caller{}, true},
+		{"NegativeTTL", []string{"token", "-sub", "c-1", "-ttl", "-1h"}, bearer.Caller{}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tok, err := cmd(tt.args...)
+			if tt.wantErr {
+				if err == nil {
+					t.Fatalf("%v printed %q, want an error", tt.args, tok)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := v.Verify(t.Context(), tok)
+			if err != nil || got != tt.want {
+				t.Fatalf("Verify = %+v, %v; want %+v", got, err, tt.want)
 			}
 		})
 	}

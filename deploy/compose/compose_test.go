@@ -26,6 +26,7 @@ import (
 	"github.com/compose-spec/compose-go/v2/types"
 	"github.com/kelseyhightower/envconfig"
 
+	"github.com/choreo-saga/choreo/internal/devkey"
 	"github.com/choreo-saga/choreo/internal/kafkaacl"
 	"github.com/choreo-saga/choreo/pkg/broker"
 	"github.com/choreo-saga/choreo/pkg/participant"
@@ -68,19 +69,19 @@ var (
 	projectErr  error
 )
 
-// adminToken is the CHOREO_ADMIN_TOKEN the tests load compose.yaml with:
-// the file requires one, as make up passes it.
-const adminToken = "test-admin-token"
+// publicKeyFile is the CHOREO_PUBLIC_KEY_FILE the tests load compose.yaml
+// with: the file requires one, as make up passes it.
+const publicKeyFile = "/home/dev/.cache/choreo/dev-key/public.pem"
 
 // loadProject loads compose.yaml once, as `docker compose config` would:
 // schema validation, interpolation, normalisation, consistency checks and
 // paths resolved against the file's directory. The process environment is
 // deliberately not used, so the result does not depend on who runs the
-// test; only CHOREO_ADMIN_TOKEN is set, to adminToken.
+// test; only CHOREO_PUBLIC_KEY_FILE is set, to publicKeyFile.
 func loadProject(t *testing.T) *types.Project {
 	t.Helper()
 	projectOnce.Do(func() {
-		project, projectErr = load("CHOREO_ADMIN_TOKEN=" + adminToken)
+		project, projectErr = load("CHOREO_PUBLIC_KEY_FILE=" + publicKeyFile)
 	})
 	if projectErr != nil {
 		t.Fatalf("load compose.yaml: %v", projectErr)
@@ -101,18 +102,36 @@ func load(env ...string) (*types.Project, error) {
 	return opts.LoadProject(context.Background())
 }
 
-// TestComposeRequiresTheAdminToken: the stack does not start without a
-// token for /admin, so no service serves an operator API anyone can call;
-// with one, every service that has an operator API takes it.
-func TestComposeRequiresTheAdminToken(t *testing.T) {
-	if _, err := load(); err == nil || !strings.Contains(err.Error(), "CHOREO_ADMIN_TOKEN") {
-		t.Fatalf("load without CHOREO_ADMIN_TOKEN = %v, want an error naming it", err)
+// TestComposeVerifiesTokensWithTheGivenKey: the stack does not start
+// without a token key, so no service serves its API to anyone who asks;
+// with one, every service mounts it read-only where AUTH_PUBLIC_KEY_FILE
+// points and takes the development tokens' issuer and audience, so
+// choreoctl token signs what the stack accepts. Authentication is on.
+func TestComposeVerifiesTokensWithTheGivenKey(t *testing.T) {
+	if _, err := load(); err == nil || !strings.Contains(err.Error(), "CHOREO_PUBLIC_KEY_FILE") {
+		t.Fatalf("load without CHOREO_PUBLIC_KEY_FILE = %v, want an error naming it", err)
 	}
 	p := loadProject(t)
-	for _, name := range []string{"order", "payment", "inventory", "shipping"} {
-		if got := env(t, mustService(t, p, name))["ADMIN_TOKEN"]; got != adminToken {
-			t.Errorf("%s: ADMIN_TOKEN = %q, want CHOREO_ADMIN_TOKEN's %q", name, got, adminToken)
-		}
+	for _, svc := range services {
+		t.Run(svc.name, func(t *testing.T) {
+			s := mustService(t, p, svc.name)
+			e := env(t, s)
+			want := map[string]string{"AUTH_ISSUER": devkey.Issuer, "AUTH_AUDIENCE": devkey.Audience, "AUTH_DISABLED": "false", "AUTH_JWKS_URL": ""}
+			for k, v := range want {
+				if e[k] != v {
+					t.Errorf("%s = %q, want %q", k, e[k], v)
+				}
+			}
+			i := slices.IndexFunc(s.Volumes, func(v types.ServiceVolumeConfig) bool { return v.Target == e["AUTH_PUBLIC_KEY_FILE"] })
+			switch {
+			case e["AUTH_PUBLIC_KEY_FILE"] == "" || i < 0:
+				t.Fatalf("AUTH_PUBLIC_KEY_FILE = %q, which no volume mounts", e["AUTH_PUBLIC_KEY_FILE"])
+			case s.Volumes[i].Type != types.VolumeTypeBind || s.Volumes[i].Source != publicKeyFile:
+				t.Errorf("%s is mounted from %s %q, want a bind of CHOREO_PUBLIC_KEY_FILE %q", s.Volumes[i].Target, s.Volumes[i].Type, s.Volumes[i].Source, publicKeyFile)
+			case !s.Volumes[i].ReadOnly:
+				t.Errorf("%s is mounted writable, want read-only", s.Volumes[i].Target)
+			}
+		})
 	}
 }
 
@@ -148,8 +167,9 @@ func env(t *testing.T, s types.ServiceConfig) map[string]string {
 // variable, a field without one is read under its upper-cased name,
 // ignored:"true" fields are not read at all, an embedded struct (the
 // runtime's participant.Config) is read as if its fields were the outer
-// struct's, and a named struct field (participant.Config.Kafka, tag KAFKA)
-// prefixes its fields' names with its own and an underscore. Only the names
+// struct's, and a named struct field (participant.Config.Kafka, tag KAFKA;
+// Auth, tag AUTH) prefixes its fields' names with its own and an
+// underscore. Only the names
 // come from the tags; defaults come from DefaultConfig.
 func configVars(t *testing.T, cfg any) map[string]bool {
 	t.Helper()
@@ -452,6 +472,10 @@ func TestComposePorts(t *testing.T) {
 			}
 			if pc.Published != strconv.Itoa(want) {
 				t.Errorf("published port = %q, want the Config default %d", pc.Published, want)
+			}
+			// A local stack: reachable from this machine only.
+			if pc.HostIP != "127.0.0.1" {
+				t.Errorf("published on %q, want 127.0.0.1 only", pc.HostIP)
 			}
 		})
 	}

@@ -20,7 +20,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/choreo-saga/choreo/internal/admintoken"
+	"github.com/choreo-saga/choreo/internal/devkey"
 	"github.com/choreo-saga/choreo/internal/testenv"
 )
 
@@ -32,7 +32,7 @@ import (
 func TestRun(t *testing.T) {
 	ports := freePorts(t, 8)
 	kafkaPort, pgPort := ports[0], ports[1]
-	tokenFile := filepath.Join(t.TempDir(), "admin-token")
+	keyDir := filepath.Join(t.TempDir(), "dev-key")
 	svc := map[string]string{
 		"order":     "http://127.0.0.1:" + strconv.Itoa(ports[2]),
 		"payment":   "http://127.0.0.1:" + strconv.Itoa(ports[3]),
@@ -49,8 +49,8 @@ func TestRun(t *testing.T) {
 		"-shipping-addr", strings.TrimPrefix(svc["shipping"], "http://"),
 		"-tracker-addr", strings.TrimPrefix(svc["tracker"], "http://"),
 		"-control-addr", "127.0.0.1:" + strconv.Itoa(ports[7]),
-		"-admin-token-file", tokenFile,
-		"-kafka-admin-file", filepath.Join(filepath.Dir(tokenFile), "kafka-admin-password"),
+		"-dev-key-dir", keyDir,
+		"-kafka-admin-file", filepath.Join(filepath.Dir(keyDir), "kafka-admin-password"),
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -79,20 +79,27 @@ func TestRun(t *testing.T) {
 		}
 	}
 
-	// The operator API takes the token of this run, which the banner
-	// shows and the token file holds, and nothing else.
-	t.Run("AdminNeedsTheRunsToken", func(t *testing.T) {
-		token, err := admintoken.Read(tokenFile)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !strings.Contains(stdout.String(), "ADMIN_TOKEN="+token) || !strings.Contains(stdout.String(), tokenFile) {
-			t.Errorf("the banner does not show the token file and its token:\n%s", stdout.String())
-		}
+	// Every API takes the tokens of the development key the banner
+	// names, and the operator API an operator's only.
+	key, err := devkey.Open(keyDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(stdout.String(), keyDir) {
+		t.Errorf("the banner does not name the development key's directory %s:\n%s", keyDir, stdout.String())
+	}
+	customer, err := key.Token("c-1", false, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token, err = key.Token("local-test", true, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("AdminNeedsAnOperator", func(t *testing.T) {
 		for _, tt := range []struct {
 			auth string
 			want int
-		}{{"", http.StatusUnauthorized}, {"Bearer guess", http.StatusUnauthorized}, {"Bearer " + token, http.StatusOK}} {
+		}{{"", http.StatusUnauthorized}, {"Bearer guess", http.StatusUnauthorized}, {"Bearer " + customer, http.StatusForbidden}, {"Bearer " + token, http.StatusOK}} {
 			for _, name := range []string{"order", "payment", "inventory", "shipping"} {
 				req, _ := http.NewRequest(http.MethodGet, svc[name]+"/admin/parked", nil)
 				if tt.auth != "" {
@@ -104,7 +111,7 @@ func TestRun(t *testing.T) {
 				}
 				resp.Body.Close()
 				if resp.StatusCode != tt.want {
-					t.Errorf("%s /admin/parked with %q = %d, want %d", name, tt.auth, resp.StatusCode, tt.want)
+					t.Errorf("%s /admin/parked with %.20q = %d, want %d", name, tt.auth, resp.StatusCode, tt.want)
 				}
 			}
 		}
@@ -236,12 +243,17 @@ func freePorts(t *testing.T, n int) []int {
 	return ports
 }
 
+// token is the operator's token TestRun's requests carry, signed with the
+// development key of the run.
+var token string
+
 func do(t *testing.T, method, url, body string) (int, map[string]any) {
 	t.Helper()
 	req, err := http.NewRequest(method, url, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
+	req.Header.Set("Authorization", "Bearer "+token)
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
 	}

@@ -1,6 +1,7 @@
 // Command local runs the whole of Choreo in one process, on a machine with
 // nothing but Go installed: an in-process Kafka-protocol broker, a
-// throwaway PostgreSQL, the four services and the tracker.
+// throwaway PostgreSQL, the four services and the tracker, whose APIs take
+// tokens of the development key (-dev-key-dir; choreoctl token).
 package main
 
 import (
@@ -21,8 +22,8 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/choreo-saga/choreo/internal/admintoken"
 	"github.com/choreo-saga/choreo/internal/cli"
+	"github.com/choreo-saga/choreo/internal/devkey"
 	"github.com/choreo-saga/choreo/internal/infra"
 	"github.com/choreo-saga/choreo/pkg/participant"
 	"github.com/choreo-saga/choreo/pkg/web"
@@ -49,7 +50,7 @@ func main() {
 // run starts the infrastructure and the services, prints the walkthrough to
 // stdout once they are ready, and stops everything when ctx ends. Logs go to
 // stderr; getenv supplies LOG_LEVEL when -log-level is not given, and the
-// admin token file's path when -admin-token-file is not.
+// development key's directory when -dev-key-dir is not.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) (err error) {
 	flags := flag.NewFlagSet("local", flag.ContinueOnError)
 	flags.SetOutput(stderr)
@@ -60,16 +61,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		kafkaAddr     = flags.String("kafka-addr", "127.0.0.1:9092", "`host:port` of the embedded Kafka broker; port 0 picks a free one")
 		pgPort        = flags.Int("pg-port", 0, "PostgreSQL's `port` on 127.0.0.1; 0 picks a free one")
 		dataDir       = flags.String("data-dir", "", "keep Kafka's and PostgreSQL's data in `dir` between runs (default: a temporary directory)")
-		orderAddr     = flags.String("order-addr", orderCfg.HTTPAddr, "order service's HTTP `address`")
-		paymentAddr   = flags.String("payment-addr", paymentCfg.HTTPAddr, "payment service's HTTP `address`")
-		inventoryAddr = flags.String("inventory-addr", inventoryCfg.HTTPAddr, "inventory service's HTTP `address`")
-		shippingAddr  = flags.String("shipping-addr", shippingCfg.HTTPAddr, "shipping service's HTTP `address`")
-		trackerAddr   = flags.String("tracker-addr", trackerCfg.HTTPAddr, "saga tracker's HTTP `address`")
+		orderAddr     = flags.String("order-addr", onThisMachine(orderCfg.HTTPAddr), "order service's HTTP `address`")
+		paymentAddr   = flags.String("payment-addr", onThisMachine(paymentCfg.HTTPAddr), "payment service's HTTP `address`")
+		inventoryAddr = flags.String("inventory-addr", onThisMachine(inventoryCfg.HTTPAddr), "inventory service's HTTP `address`")
+		shippingAddr  = flags.String("shipping-addr", onThisMachine(shippingCfg.HTTPAddr), "shipping service's HTTP `address`")
+		trackerAddr   = flags.String("tracker-addr", onThisMachine(trackerCfg.HTTPAddr), "saga tracker's HTTP `address`")
 		sagaSLA       = flags.Duration("saga-sla", trackerCfg.SagaSLA, "how long a saga may run before the tracker calls it stuck (`duration`)")
 		countries     = flags.String("shipping-countries", shippingCfg.ServedCountries, "comma-separated `codes` of the countries shipping serves")
 		levelFlag     = flags.String("log-level", "", "log `level`: debug, info, warn or error (default: $LOG_LEVEL, else info)")
 		controlAddr   = flags.String("control-addr", defaultControlAddr, "`address` of the launcher's own API that stops and starts a service; empty: none")
-		tokenFile     = flags.String("admin-token-file", "", "`file` the admin token generated at start is written to, for choreoctl (default: $CHOREO_ADMIN_TOKEN_FILE, else ~/.cache/choreo/admin-token)")
+		keyDir        = flags.String("dev-key-dir", "", "`dir` of the development token key pair, made on first use, which choreoctl token signs with (default: $CHOREO_DEV_KEY_DIR, else ~/.cache/choreo/dev-key)")
 		kafkaAdmin    = flags.String("kafka-admin-file", "", "`file` the embedded broker's administrator password is written to, for the tools (default: $CHOREO_KAFKA_ADMIN_FILE, else ~/.cache/choreo/kafka-admin-password)")
 	)
 	if err := flags.Parse(args); err != nil {
@@ -85,19 +86,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	log := participant.NewLogger(stderr, level)
 	start := time.Now()
 
-	// A token of this run for the operator API, never a fixed one: the
-	// API replays and releases parked orders, so it is closed to anyone
-	// who cannot read the token file or this terminal.
-	adminToken, err := admintoken.Generate()
-	if err != nil {
-		return err
-	}
-	if *tokenFile == "" {
-		if *tokenFile, err = admintoken.Path(getenv); err != nil {
+	// The key the services verify tokens with, the development one: who
+	// can read its private half (its owner) can sign any caller's token.
+	if *keyDir == "" {
+		if *keyDir, err = devkey.Dir(getenv); err != nil {
 			return err
 		}
 	}
-	if err := admintoken.Write(*tokenFile, adminToken); err != nil {
+	key, err := devkey.Open(*keyDir)
+	if err != nil {
 		return err
 	}
 	if *kafkaAdmin == "" {
@@ -144,7 +141,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		{tracker.Name, &trackerCfg.Config, *trackerAddr},
 	} {
 		c.cfg.HTTPAddr, c.cfg.DatabaseURL, c.cfg.Kafka, c.cfg.Logger = c.addr, inf.DatabaseURLs[c.name], inf.User(c.name), log
-		c.cfg.AdminToken = adminToken
+		c.cfg.Auth = key.Auth()
 	}
 	shippingCfg.ServedCountries = *countries
 	trackerCfg.SagaSLA = *sagaSLA
@@ -172,8 +169,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		Tracker:   baseURL(*trackerAddr),
 		Kafka:     strings.Join(inf.Brokers(), ","),
 		Postgres:  inf.DatabaseURLs["order"],
-		TokenFile: *tokenFile,
-		Token:     adminToken,
+		KeyDir:    *keyDir,
 	}
 	if *controlAddr != "" {
 		urls.Control = baseURL(*controlAddr)
@@ -227,6 +223,15 @@ func serviceErr(name string, err error) error {
 	return fmt.Errorf("%s: %w", name, err)
 }
 
+// onThisMachine binds a service's default address (":8080", right in a
+// container) to the loopback interface: a quick start is for this machine.
+func onThisMachine(addr string) string {
+	if strings.HasPrefix(addr, ":") {
+		return "127.0.0.1" + addr
+	}
+	return addr
+}
+
 // baseURL turns a listen address such as ":8080" into the URL a client on
 // this machine uses: http://localhost:8080.
 func baseURL(addr string) string {
@@ -274,7 +279,7 @@ type walkthrough struct {
 	Order, Payment, Inventory, Shipping, Tracker string
 	Control                                      string // "" without a control endpoint
 	Kafka, Postgres                              string
-	TokenFile, Token                             string // the admin API's
+	KeyDir                                       string // the development key pair's
 	Took                                         time.Duration
 }
 
@@ -295,32 +300,34 @@ Choreo is running, ready in {{.Took}} (embedded Kafka and PostgreSQL)
 {{- end}}
   kafka      {{.Kafka}}
   postgres   {{.Postgres}}  (and payment_db, inventory_db, shipping_db, tracker_db)
-  admin      token in {{.TokenFile}}, which choreoctl reads (ADMIN_TOKEN={{.Token}})
+  tokens     signed with the development key in {{.KeyDir}}:
+             export CHOREO_DEV_KEY_DIR={{.KeyDir}}
+             OPERATOR=$(go run ./cmd/choreoctl token -sub ops -operator); TOKEN=$(go run ./cmd/choreoctl token -sub c-1)
 
 Happy path: the customer pays, the stock is reserved, the shipment scheduled.
 
-  curl -s -X PUT {{.Payment}}/accounts/c-1 -H 'Content-Type: application/json' -d '{"balance":10000}'
-  curl -s -X PUT {{.Inventory}}/stock/SKU-1 -H 'Content-Type: application/json' -d '{"available":10}'
-  ID=$(curl -s -X POST {{.Order}}/orders -H 'Content-Type: application/json' \
-    -d '{"customer_id":"c-1","items":[{"sku":"SKU-1","quantity":2,"unit_price":2500}],"currency":"JPY","shipping_address":{"country":"JP","postal_code":"100-0001","line1":"1-1 Chiyoda"}}' \
+  curl -s -X PUT {{.Payment}}/accounts/c-1 -H "Authorization: Bearer $OPERATOR" -H 'Content-Type: application/json' -d '{"balance":10000}'
+  curl -s -X PUT {{.Inventory}}/stock/SKU-1 -H "Authorization: Bearer $OPERATOR" -H 'Content-Type: application/json' -d '{"available":10}'
+  ID=$(curl -s -X POST {{.Order}}/orders -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \
+    -d '{"items":[{"sku":"SKU-1","quantity":2,"unit_price":2500}],"currency":"JPY","shipping_address":{"country":"JP","postal_code":"100-0001","line1":"1-1 Chiyoda"}}' \
     | sed -n 's/.*"id":"\([^"]*\)".*/\1/p'); echo "$ID"
-  curl -s {{.Order}}/orders/$ID	# "status":"COMPLETED"
-  curl -s {{.Payment}}/accounts/c-1	# "balance":5000
-  curl -s {{.Inventory}}/stock/SKU-1	# "available":8, "reserved":2
-  curl -s {{.Tracker}}/sagas/$ID	# "state":"completed", the saga's events in time order
+  curl -s {{.Order}}/orders/$ID -H "Authorization: Bearer $TOKEN"	# "status":"COMPLETED"
+  curl -s {{.Payment}}/accounts/c-1 -H "Authorization: Bearer $TOKEN"	# "balance":5000
+  curl -s {{.Inventory}}/stock/SKU-1 -H "Authorization: Bearer $OPERATOR"	# "available":8, "reserved":2
+  curl -s {{.Tracker}}/sagas/$ID -H "Authorization: Bearer $OPERATOR"	# "state":"completed", the saga's events in time order
 
 Compensated: shipping does not serve Brazil, so inventory releases the items
 and payment refunds the charge.
 
-  ID=$(curl -s -X POST {{.Order}}/orders -H 'Content-Type: application/json' \
-    -d '{"customer_id":"c-1","items":[{"sku":"SKU-1","quantity":2,"unit_price":2500}],"currency":"JPY","shipping_address":{"country":"BR","postal_code":"01000-000","line1":"Av. Paulista 1"}}' \
+  ID=$(curl -s -X POST {{.Order}}/orders -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \
+    -d '{"items":[{"sku":"SKU-1","quantity":2,"unit_price":2500}],"currency":"JPY","shipping_address":{"country":"BR","postal_code":"01000-000","line1":"Av. Paulista 1"}}' \
     | sed -n 's/.*"id":"\([^"]*\)".*/\1/p'); echo "$ID"
-  curl -s {{.Order}}/orders/$ID	# "status":"CANCELLED", "cancel_reason":"shipping_unavailable"
-  curl -s {{.Shipping}}/shipments/$ID	# "status":"FAILED"
-  curl -s {{.Inventory}}/reservations/$ID	# "status":"RELEASED"
-  curl -s {{.Payment}}/payments/$ID	# "status":"REFUNDED"
-  curl -s {{.Payment}}/accounts/c-1	# "balance":5000 again
-  curl -s {{.Tracker}}/sagas/$ID	# "state":"cancelled"; the page at {{.Tracker}}/?order=$ID draws it
+  curl -s {{.Order}}/orders/$ID -H "Authorization: Bearer $TOKEN"	# "status":"CANCELLED", "cancel_reason":"shipping_unavailable"
+  curl -s {{.Shipping}}/shipments/$ID -H "Authorization: Bearer $OPERATOR"	# "status":"FAILED"
+  curl -s {{.Inventory}}/reservations/$ID -H "Authorization: Bearer $OPERATOR"	# "status":"RELEASED"
+  curl -s {{.Payment}}/payments/$ID -H "Authorization: Bearer $OPERATOR"	# "status":"REFUNDED"
+  curl -s {{.Payment}}/accounts/c-1 -H "Authorization: Bearer $TOKEN"	# "balance":5000 again
+  curl -s {{.Tracker}}/sagas/$ID -H "Authorization: Bearer $OPERATOR"	# "state":"cancelled"; the page at {{.Tracker}}/?order=$ID#token=$OPERATOR draws it
 
 Ctrl-C stops everything.
 `))

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/choreo-saga/choreo/internal/devkey"
 	"github.com/choreo-saga/choreo/services/inventory"
 	"github.com/choreo-saga/choreo/services/order"
 	"github.com/choreo-saga/choreo/services/payment"
@@ -65,7 +66,8 @@ func TestWalkthrough(t *testing.T) {
 	}
 
 	dir := t.TempDir()
-	args = append(args, "-admin-token-file", filepath.Join(dir, "admin-token"), "-kafka-admin-file", filepath.Join(dir, "kafka-admin-password"))
+	keyDir := filepath.Join(dir, "dev-key")
+	args = append(args, "-dev-key-dir", keyDir, "-kafka-admin-file", filepath.Join(dir, "kafka-admin-password"))
 	logPath := filepath.Join(dir, "local.log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
@@ -96,9 +98,11 @@ func TestWalkthrough(t *testing.T) {
 		}
 	}()
 
-	// The README's commands find the broker on its default address; here it
-	// is on a free port, told as the tools read it.
-	env := append(os.Environ(), "KAFKA_BROKERS="+addr(0),
+	// The README's commands find the broker on its default address and
+	// the development key in the user's cache; here the broker is on a
+	// free port and the key in the test's directory, told as the tools
+	// read them.
+	env := append(os.Environ(), "KAFKA_BROKERS="+addr(0), devkey.EnvDir+"="+keyDir,
 		// and log in as the README's reader does, with no Kafka user in the
 		// environment: as the administrator whose password deploy/local
 		// wrote down.
@@ -107,6 +111,19 @@ func TestWalkthrough(t *testing.T) {
 		command, err := s.rewrite(hosts, logPath)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if s.assign != "" {
+			// NAME=$(command): what it prints is NAME's value in the
+			// commands that follow, as in the reader's shell.
+			cmd := exec.CommandContext(ctx, "sh", "-c", command)
+			cmd.Dir, cmd.Env = "../..", env
+			out, err := cmd.Output()
+			value := strings.TrimSpace(string(out))
+			if err != nil || value == "" {
+				t.Fatalf("README.md:%d: %s printed %q: %v", s.line, s.command, value, err)
+			}
+			env = append(env, s.assign+"="+value)
+			continue
 		}
 		// A command that changes something runs once; one that only reads
 		// is repeated until it shows what the README shows, as a reader
@@ -140,7 +157,13 @@ type step struct {
 	line    int    // README line the command starts on
 	command string // as shown, continuation lines included
 	want    []string
+	// assign is NAME of a line NAME=$(command), which shows no output:
+	// command's is NAME's value for the steps after it.
+	assign string
 }
+
+// assignment matches NAME=$(command) on a line of its own.
+var assignment = regexp.MustCompile(`^([A-Z_]+)=\$\((.+)\)$`)
 
 // commandWords are the programs the walkthrough runs; a line of a code
 // block that starts with one begins a command, any other is output.
@@ -189,6 +212,11 @@ func parseWalkthrough(readme string) ([]step, error) {
 			continue
 		}
 		fields := strings.Fields(line)
+		if m := assignment.FindStringSubmatch(line); m != nil {
+			flush()
+			steps = append(steps, step{line: i + 1, command: m[2], assign: m[1]})
+			continue
+		}
 		switch {
 		case len(fields) > 0 && strings.HasPrefix(fields[0], "#"):
 		case len(fields) > 0 && commandWords[fields[0]]:
@@ -205,7 +233,7 @@ func parseWalkthrough(readme string) ([]step, error) {
 		return nil, fmt.Errorf("README.md: no commands under ## Walkthrough")
 	}
 	for _, s := range steps {
-		if len(s.want) == 0 {
+		if len(s.want) == 0 && s.assign == "" {
 			return nil, fmt.Errorf("README.md:%d: no output shown for %s", s.line, s.command)
 		}
 	}
@@ -328,8 +356,9 @@ func matchOutput(want, got []string) bool {
 }
 
 // TestParseWalkthrough: commands run on over a backslash or an open quote,
-// comments (apostrophes and all) are no output, and the blank line between
-// headers and body is kept.
+// comments (apostrophes and all) are no output, the blank line between
+// headers and body is kept, and NAME=$(command) is a step that shows no
+// output but sets NAME.
 func TestParseWalkthrough(t *testing.T) {
 	readme := strings.Join([]string{
 		"## Run it", "```sh", "curl -s localhost:1/not-the-walkthrough", "no", "```",
@@ -344,6 +373,9 @@ func TestParseWalkthrough(t *testing.T) {
 		"",
 		"curl -s localhost:8080/orders/x    # the order's state, later",
 		`{"status":"COMPLETED"}`,
+		`TOKEN=$(go run ./cmd/choreoctl token -sub c-1)`,
+		`curl -s localhost:8080/orders -H "Authorization: Bearer $TOKEN"`,
+		`{"orders":[]}`,
 		"```",
 		"## Links", "```sh", "curl -s localhost:2/after", "no", "```",
 	}, "\n")
@@ -352,8 +384,10 @@ func TestParseWalkthrough(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []step{
-		{10, "curl -si -X POST localhost:8080/orders \\\n  -d '{\"a\":1,\n       \"b\":2}'", []string{"HTTP/1.1 201 Created", "", `{"id":"x"}`}},
-		{17, "curl -s localhost:8080/orders/x    # the order's state, later", []string{`{"status":"COMPLETED"}`}},
+		{line: 10, command: "curl -si -X POST localhost:8080/orders \\\n  -d '{\"a\":1,\n       \"b\":2}'", want: []string{"HTTP/1.1 201 Created", "", `{"id":"x"}`}},
+		{line: 17, command: "curl -s localhost:8080/orders/x    # the order's state, later", want: []string{`{"status":"COMPLETED"}`}},
+		{line: 19, command: "go run ./cmd/choreoctl token -sub c-1", assign: "TOKEN"},
+		{line: 20, command: `curl -s localhost:8080/orders -H "Authorization: Bearer $TOKEN"`, want: []string{`{"orders":[]}`}},
 	}
 	if !reflect.DeepEqual(steps, want) {
 		t.Fatalf("parseWalkthrough =\n%#v\nwant\n%#v", steps, want)

@@ -24,6 +24,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/choreo-saga/choreo/internal/testenv"
+	"github.com/choreo-saga/choreo/pkg/bearer"
 	"github.com/choreo-saga/choreo/pkg/web"
 )
 
@@ -321,49 +322,102 @@ func ReadSpec(t testing.TB) []byte {
 }
 
 // API is a service's router with its OpenAPI document: Ready built with
-// readiness checks that pass, NotReady with a database that is down.
+// readiness checks that pass, NotReady with a database that is down, both
+// serving every request as an operator's (testenv.As), and Guarded, Ready
+// behind a real bearer.Authenticate that takes Keys' tokens.
 type API struct {
 	Spec            []byte
 	Ready, NotReady http.Handler
+	Guarded         http.Handler
+	Keys            testenv.Tokens
 }
 
 // Start reads the OpenAPI document in the test's directory (openapi.yaml),
 // builds the service's router twice with routes (its participant.Spec API)
 // on a nil database, and runs the checks every service shares as subtests:
 // every served route documented and vice versa, the document served at
-// GET /openapi.yaml as documented, and /healthz and /readyz answering as
-// documented, up and with the database down, and web.Problem, the body of
-// every refusal, valid against components/schemas/Problem. With no
-// database, only answers given before the store is reached can be
-// checked; Check sends those.
-func Start(t *testing.T, routes func(log *slog.Logger, db *sqlx.DB, checks map[string]web.Check) http.Handler) API {
+// GET /openapi.yaml as documented, /healthz and /readyz answering as
+// documented, up and with the database down, web.Problem, the body of
+// every refusal, valid against components/schemas/Problem, and every
+// operation but those on open (bearer.OpenPaths, and the page's paths the
+// service adds) refusing a request without a token with the 401 it
+// documents. With no database, only answers given before the store is
+// reached can be checked; Check sends those.
+func Start(t *testing.T, routes func(log *slog.Logger, db *sqlx.DB, checks map[string]web.Check) http.Handler, open ...string) API {
 	t.Helper()
 	spec := ReadSpec(t)
 	log := slog.New(slog.DiscardHandler)
 	ok := func(context.Context) error { return nil }
 	down := func(context.Context) error { return errors.New("connection refused") }
+	ready := routes(log, nil, map[string]web.Check{"database": ok, "kafka": ok})
+	keys := testenv.Keys(t)
+	v, err := bearer.New(t.Context(), keys.Auth(), log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	open = append(slices.Clone(bearer.OpenPaths), open...)
 	api := API{
 		Spec:     spec,
-		Ready:    routes(log, nil, map[string]web.Check{"database": ok, "kafka": ok}),
-		NotReady: routes(log, nil, map[string]web.Check{"database": down, "kafka": ok}),
+		Ready:    testenv.As(testenv.Operator, ready),
+		NotReady: testenv.As(testenv.Operator, routes(log, nil, map[string]web.Check{"database": down, "kafka": ok})),
+		Guarded:  v.Authenticate(log, open...)(ready),
+		Keys:     keys,
 	}
-	t.Run("RoutesDocumented", func(t *testing.T) { CheckRoutesDocumented(t, api.Ready, spec) })
-	t.Run("Served", func(t *testing.T) { CheckSpecServed(t, api.Ready, spec) })
+	t.Run("RoutesDocumented", func(t *testing.T) { CheckRoutesDocumented(t, ready, spec) })
+	t.Run("Served", func(t *testing.T) { CheckSpecServed(t, api.Guarded, spec) })
 	t.Run("Healthz", func(t *testing.T) {
-		CheckResponse(t, api.Ready, spec, httptest.NewRequest("GET", "/healthz", nil), 200)
+		CheckResponse(t, api.Guarded, spec, httptest.NewRequest("GET", "/healthz", nil), 200)
 	})
-	t.Run("Ready", func(t *testing.T) { CheckResponse(t, api.Ready, spec, httptest.NewRequest("GET", "/readyz", nil), 200) })
+	t.Run("Ready", func(t *testing.T) {
+		CheckResponse(t, api.Guarded, spec, httptest.NewRequest("GET", "/readyz", nil), 200)
+	})
 	t.Run("NotReady", func(t *testing.T) {
 		CheckResponse(t, api.NotReady, spec, httptest.NewRequest("GET", "/readyz", nil), 503)
 	})
-	t.Run("OpenAPI", func(t *testing.T) { CheckResponse(t, api.Ready, spec, httptest.NewRequest("GET", SpecPath, nil), 200) })
+	t.Run("OpenAPI", func(t *testing.T) {
+		CheckResponse(t, api.Guarded, spec, httptest.NewRequest("GET", SpecPath, nil), 200)
+	})
 	t.Run("Problem", func(t *testing.T) {
 		CheckSchema(t, spec, "Problem", web.Problem{
 			Type: "about:blank", Title: "Not Found", Status: 404, Detail: "o-1 not found", Instance: "/things/o-1",
 		})
 	})
+	t.Run("NoTokenRefused", func(t *testing.T) { checkTokenRequired(t, api.Guarded, spec, open) })
 	return api
 }
+
+// checkTokenRequired sends every documented operation whose path is not
+// open, with its path parameters filled in and no token, to h and fails
+// t unless each answers the 401 it documents; and fails it unless the
+// document marks exactly the open operations as needing no token
+// (security: []).
+func checkTokenRequired(t *testing.T, h http.Handler, specYAML []byte, open []string) {
+	t.Helper()
+	doc := Load(t, specYAML)
+	for path, item := range doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			documentedOpen := op.Security != nil && len(*op.Security) == 0
+			if documentedOpen != slices.Contains(open, path) {
+				t.Errorf("%s %s: the document says security: [] is %v, the service serves it open: %v", method, path, documentedOpen, !documentedOpen)
+				continue
+			}
+			if documentedOpen {
+				continue
+			}
+			if len(doc.Security) == 0 && op.Security == nil {
+				t.Errorf("%s %s: no security requirement documented", method, path)
+			}
+			req := httptest.NewRequest(method, pathParam.ReplaceAllString(path, "p-1"), strings.NewReader(`{}`))
+			req.Header.Set("Content-Type", "application/json")
+			if err := checkResponse(h, specYAML, req, http.StatusUnauthorized); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+}
+
+// pathParam is a path parameter of an OpenAPI path, {id}.
+var pathParam = regexp.MustCompile(`\{[^{}]+\}`)
 
 // Request is one request of a service's table of answers, and the status
 // it must get.

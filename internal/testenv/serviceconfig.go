@@ -3,6 +3,7 @@ package testenv
 import (
 	"testing"
 
+	"github.com/choreo-saga/choreo/pkg/bearer"
 	"github.com/choreo-saga/choreo/pkg/broker"
 	"github.com/choreo-saga/choreo/pkg/participant"
 )
@@ -20,6 +21,7 @@ func CheckServiceConfig[C interface{ Validate() error }](t *testing.T, defaults 
 		r := runtime(&c)
 		r.DatabaseURL = "postgres://postgres@127.0.0.1:5432/service_db?sslmode=disable"
 		r.Kafka = broker.Conn{Brokers: []string{"127.0.0.1:9092"}, Username: "svc", Password: "pw"}
+		r.Auth = bearer.Config{PublicKeyFile: "/run/keys/token.pem", Issuer: "https://idp.example", Audience: "choreo"}
 		return c
 	}
 	set := func(change func(*participant.Config)) func(*C) { return func(c *C) { change(runtime(c)) } }
@@ -35,6 +37,15 @@ func CheckServiceConfig[C interface{ Validate() error }](t *testing.T, defaults 
 		{Name: "KafkaInsecureOptOutIsValid", Change: set(func(c *participant.Config) { c.Kafka.Username, c.Kafka.Password, c.Kafka.Insecure = "", "", true })},
 		{Name: "KafkaInsecureWithCredentialsFails", Change: set(func(c *participant.Config) { c.Kafka.Insecure = true }), WantVar: "KAFKA_INSECURE"},
 		{Name: "EmptyHTTPAddrFails", Change: set(func(c *participant.Config) { c.HTTPAddr = "" }), WantVar: "HTTP_ADDR"},
+		{Name: "NoTokenKeyFails", Change: set(func(c *participant.Config) { c.Auth = bearer.Config{} }), WantVar: "AUTH_PUBLIC_KEY_FILE"},
+		{Name: "AuthDisabledIsValid", Change: set(func(c *participant.Config) { c.Auth = bearer.Config{Disabled: true} }), WantVar: ""},
+		{Name: "AuthDisabledWithAKeyFails", Change: set(func(c *participant.Config) { c.Auth.Disabled = true }), WantVar: "AUTH_DISABLED"},
+		{Name: "TwoTokenKeysFail", Change: set(func(c *participant.Config) { c.Auth.JWKSURL = "https://idp.example/jwks" }), WantVar: "AUTH_JWKS_URL"},
+		{Name: "NoIssuerFails", Change: set(func(c *participant.Config) { c.Auth.Issuer = "" }), WantVar: "AUTH_ISSUER"},
+		{Name: "NoAudienceFails", Change: set(func(c *participant.Config) { c.Auth.Audience = "" }), WantVar: "AUTH_AUDIENCE"},
+		{Name: "JWKSURLNotHTTPFails", Change: set(func(c *participant.Config) {
+			c.Auth.PublicKeyFile, c.Auth.JWKSURL = "", "file:///etc/jwks.json"
+		}), WantVar: "AUTH_JWKS_URL"},
 	}
 	CheckValidate(t, valid, append(cases, own...))
 }

@@ -17,11 +17,12 @@ type StatusError struct {
 
 func (e *StatusError) Error() string { return fmt.Sprintf("HTTP %d: %s", e.Code, e.Body) }
 
-// Do sends body, unless nil, as JSON to url with the headers in hdr, and
-// decodes a 2xx answer into v, unless nil: the one call a load driver
-// makes of the services' APIs. It returns the answer's headers; an answer
-// other than 2xx is a *StatusError carrying its body (up to 1 MiB).
-func Do(ctx context.Context, hc *http.Client, method, url string, hdr map[string]string, body, v any) (http.Header, error) {
+// Do sends body, unless nil, as JSON to url with the headers in hdr and
+// token as its bearer token (see Tokens), and decodes a 2xx answer into
+// v, unless nil: the one call a load driver makes of the services' APIs.
+// It returns the answer's headers; an answer other than 2xx is a
+// *StatusError carrying its body (up to 1 MiB).
+func Do(ctx context.Context, hc *http.Client, token, method, url string, hdr map[string]string, body, v any) (http.Header, error) {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -37,6 +38,7 @@ func Do(ctx context.Context, hc *http.Client, method, url string, hdr map[string
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	req.Header.Set("Authorization", "Bearer "+token)
 	for k, val := range hdr {
 		req.Header.Set(k, val)
 	}

@@ -60,7 +60,9 @@ func (r *Relay) updateGauge(ctx context.Context) {
 		       (SELECT count(*) FROM outbox WHERE sent_at IS NULL AND refused_at IS NOT NULL) AS refused`)
 	if err != nil {
 		if ctx.Err() == nil {
-			r.log.Debug("backlog gauges not updated", "err", err)
+			// Warn: a gauge left at its last value would hide the very
+			// backlog its alert is for.
+			r.log.Warn("backlog gauges not updated", "err", err)
 		}
 		return
 	}

@@ -2,7 +2,6 @@ package park
 
 import (
 	"context"
-	"crypto/subtle"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -16,18 +15,16 @@ import (
 )
 
 // Admin returns the service's operator API, which Run mounts at /admin and
-// choreoctl calls; its routes are listed in its body. Without a token the
-// API is off (Off). Every request must carry "Authorization: Bearer
-// <token>", and every POST the header X-Choreo-Admin, which a browser sends
+// choreoctl calls; its routes are listed in its body. Who may call it is
+// the service's to decide: Run serves it to the operator role only
+// (package bearer), and not at all with authentication off (Off). Every
+// POST must carry the header X-Choreo-Admin, which a browser sends
 // cross-site only after a CORS preflight this API never grants: a web page
 // cannot replay or release. Answers are JSON, failures
 // application/problem+json.
-func Admin(op *Operator, db *sqlx.DB, log *slog.Logger, token string) http.Handler {
-	if token == "" {
-		return Off(log)
-	}
+func Admin(op *Operator, db *sqlx.DB, log *slog.Logger) http.Handler {
 	r := chi.NewRouter() // mounted: the service's router logs, recovers and names requests
-	r.Use(requireToken(log, token), requireAdminHeader(log))
+	r.Use(requireAdminHeader(log))
 	r.NotFound(web.NotFound(log))
 	r.MethodNotAllowed(web.MethodNotAllowed(log))
 	// GET /parked[?order=ID][&limit=N]: the rows parked now, in order (limit 1000 unless asked).
@@ -43,32 +40,17 @@ func Admin(op *Operator, db *sqlx.DB, log *slog.Logger, token string) http.Handl
 	return r
 }
 
-// Off is the admin API of a service started without a token: every request
-// is refused with 403, whatever it carries, since no credential could open
-// it; the detail says how to turn it on. Replay and release change what a
-// saga did, so an API without a credential fails closed, not open. 403,
-// not 404: choreoctl reads a 404 as "not parked at this service", and
-// would pass over a service whose API is off without a word.
+// Off is the admin API of a service started with authentication off
+// (AUTH_DISABLED=true): every request is refused with 403, whatever it
+// carries, since no caller can be known; the detail says how to turn it
+// on. Replay and release change what a saga did, so the API fails
+// closed, not open. 403, not 404: choreoctl reads a 404 as "not parked at
+// this service", and would pass over a service whose API is off without a
+// word.
 func Off(log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		web.Respond(w, r, log, web.Errorf(http.StatusForbidden, "the operator API is off on this service: start it with ADMIN_TOKEN set to serve /admin"))
+		web.Respond(w, r, log, web.Errorf(http.StatusForbidden, "the operator API is off on this service: authentication is disabled (AUTH_DISABLED); configure a token key to serve /admin"))
 	})
-}
-
-// requireToken refuses a request without the bearer token, comparing in
-// constant time so the answer's timing does not spell the token out.
-func requireToken(log *slog.Logger, token string) func(http.Handler) http.Handler {
-	want := []byte("Bearer " + token)
-	return func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="choreo admin"`)
-				web.Respond(w, r, log, web.Errorf(http.StatusUnauthorized, "the admin API needs the token ADMIN_TOKEN sets: Authorization: Bearer <token>"))
-				return
-			}
-			next.ServeHTTP(w, r)
-		})
-	}
 }
 
 // AdminHeader must be set on every POST to the admin API (see Admin).

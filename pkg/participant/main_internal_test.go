@@ -53,6 +53,9 @@ func TestConfigureTrimsTheBrokerList(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Setenv("DATABASE_URL", "postgres://u@db:5432/svc")
 			t.Setenv("KAFKA_BROKERS", tt.value)
+			t.Setenv("AUTH_PUBLIC_KEY_FILE", "/run/keys/token.pem")
+			t.Setenv("AUTH_ISSUER", "https://idp.example")
+			t.Setenv("AUTH_AUDIENCE", "choreo")
 			t.Setenv("KAFKA_USERNAME", "svc")
 			t.Setenv("KAFKA_PASSWORD", "pw")
 			t.Setenv("KAFKA_PASSWORD_FILE", "")
@@ -153,6 +156,7 @@ func TestValidateOutboxRelay(t *testing.T) {
 			c.DatabaseURL = "postgres://u@db:5432/svc"
 			c.Kafka.Brokers = []string{"k1:9092"}
 			c.Kafka.Username, c.Kafka.Password = "svc", "secret"
+			c.Auth.Disabled = true // without a token key Validate fails whatever the relay
 			c.OutboxRelay = tt.relay
 			if err := c.Validate(); (err == nil) != tt.ok {
 				t.Errorf("Validate() = %v, want ok %v", err, tt.ok)

@@ -9,6 +9,7 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/jmoiron/sqlx"
 
+	"github.com/choreo-saga/choreo/pkg/bearer"
 	"github.com/choreo-saga/choreo/pkg/idem"
 	"github.com/choreo-saga/choreo/pkg/park"
 )
@@ -92,8 +93,12 @@ func (s Spec) Operator(db *sqlx.DB, log *slog.Logger) *park.Operator {
 	})
 }
 
-// Admin returns the service's operator API (park.Admin), which Run mounts
-// at /admin.
-func (s Spec) Admin(db *sqlx.DB, log *slog.Logger, token string) http.Handler {
-	return park.Admin(s.Operator(db, log), db, log, token)
+// Admin returns the service's operator API (park.Admin) as Run mounts it
+// at /admin, behind v's Authenticate: for the operator role only, and not
+// served at all when v is disabled, since no caller can then be known.
+func (s Spec) Admin(db *sqlx.DB, log *slog.Logger, v *bearer.Verifier) http.Handler {
+	if v.Disabled() {
+		return park.Off(log)
+	}
+	return bearer.RequireOperator(log)(park.Admin(s.Operator(db, log), db, log))
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/choreo-saga/choreo/pkg/bearer"
 	"github.com/choreo-saga/choreo/pkg/broker"
 	"github.com/choreo-saga/choreo/pkg/consumer"
 	"github.com/choreo-saga/choreo/pkg/events"
@@ -56,17 +57,18 @@ type Config struct {
 	// profiles (net/http/pprof) there, apart from the API so they are
 	// never exposed with it. Empty: off.
 	PprofAddr string `envconfig:"PPROF_ADDR"`
-	// AdminToken is the bearer token the operator API under /admin/
-	// (Spec.Admin: replay and release parked orders) requires. Empty: the
-	// API is off, every /admin path answers 403 and the service warns at
-	// start; the local modes generate one at start (choreoctl reads it).
-	AdminToken string `envconfig:"ADMIN_TOKEN"`
 	// OutboxRelay is who publishes the outbox (OUTBOX_RELAY): "builtin"
-	// (the default, also when empty), the service's own outbox.Relay; or "debezium", a Kafka
-	// Connect worker's Debezium connector (internal/connect), which must be
-	// registered first: the service waits for its replication slot, runs no
-	// relay and sweeps the rows Debezium has read (outbox.Sweep).
+	// (the default, also when empty), the service's own outbox.Relay; or
+	// "debezium", a Kafka Connect worker's Debezium connector
+	// (internal/connect), which must be registered first: the service waits
+	// for its replication slot, runs no relay and sweeps the rows Debezium
+	// has read (outbox.Sweep).
 	OutboxRelay string `envconfig:"OUTBOX_RELAY"`
+	// Auth is where the API finds the keys of its callers' tokens
+	// (AUTH_JWKS_URL or AUTH_PUBLIC_KEY_FILE, AUTH_ISSUER, AUTH_AUDIENCE;
+	// see package bearer). Without a key the service refuses to start,
+	// unless AUTH_DISABLED=true.
+	Auth bearer.Config `envconfig:"AUTH"`
 	// TopicSettings are the partitions, replication factor and
 	// min.insync.replicas of the topics the service creates
 	// (KAFKA_PARTITIONS, KAFKA_REPLICATION_FACTOR, KAFKA_MIN_INSYNC_REPLICAS).
@@ -117,6 +119,9 @@ func (c Config) Validate() error {
 	}
 	if c.OutboxRelay != "" && c.OutboxRelay != RelayBuiltin && c.OutboxRelay != RelayDebezium {
 		return fmt.Errorf("OUTBOX_RELAY: %q is not %q or %q", c.OutboxRelay, RelayBuiltin, RelayDebezium)
+	}
+	if err := c.Auth.Validate(); err != nil {
+		return err
 	}
 
 	return c.TopicSettings.Validate()
@@ -282,6 +287,10 @@ func run(ctx context.Context, cfg Config, spec Spec) error {
 	}
 	log := cfg.Logger.With("service", spec.Name)
 
+	verifier, err := bearer.New(ctx, cfg.Auth, log)
+	if err != nil {
+		return err
+	}
 	db, err := pg.Open(ctx, cfg.DatabaseURL, 30*time.Second)
 	if err != nil {
 		return err
@@ -328,12 +337,8 @@ func run(ctx context.Context, cfg Config, spec Spec) error {
 	if !ok {
 		return fmt.Errorf("participant: %s's API is a %T, not the chi router of web.NewRouter that /admin mounts on", spec.Name, routes)
 	}
-	router.Mount("/admin", spec.Admin(db, log, cfg.AdminToken))
-	if cfg.AdminToken == "" {
-		log.Warn("OPERATOR API OFF: /admin answers 403, so parked orders cannot be replayed or released; " +
-			"set ADMIN_TOKEN (e.g. ADMIN_TOKEN=$(openssl rand -hex 32)) and restart to serve it, and give choreoctl the same token")
-	}
-	api := web.Instrument(spec.Name, router)
+	router.Mount("/admin", spec.Admin(db, log, verifier))
+	api := web.Instrument(spec.Name, router, verifier.Authenticate(log, bearer.OpenPaths...))
 	setBuildInfo(spec.Name)
 
 	g, ctx := errgroup.WithContext(ctx)

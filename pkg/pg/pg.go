@@ -158,6 +158,21 @@ func migrateOne(ctx context.Context, db *sqlx.DB, log *slog.Logger, s Schema) er
 	if err != nil {
 		return fmt.Errorf("pg: migrations %s: %w", s.Name, err)
 	}
+	// One instance at a time checks the checksums and migrates; goose's own
+	// lock is taken inside it, by every instance in the same order.
+	conn, err := db.Connx(ctx)
+	if err != nil {
+		return fmt.Errorf("pg: migrations %s: %w", s.Name, err)
+	}
+	defer conn.Close()
+	h.Write([]byte("-sums"))
+	if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_lock($1)`, int64(h.Sum64()>>1)); err != nil {
+		return fmt.Errorf("pg: migrations %s: lock: %w", s.Name, err)
+	}
+	defer conn.ExecContext(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock_all()`)
+	if err := checkSums(ctx, conn, s.Name, sub); err != nil {
+		return err
+	}
 	results, err := p.Up(ctx)
 	if err != nil {
 		return fmt.Errorf("pg: migrate %s: %w", s.Name, err)

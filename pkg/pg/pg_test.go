@@ -9,6 +9,8 @@ import (
 	"testing/fstest"
 	"time"
 
+	"github.com/jmoiron/sqlx"
+
 	"github.com/choreo-saga/choreo/internal/testenv"
 	"github.com/choreo-saga/choreo/pkg/fault"
 	"github.com/choreo-saga/choreo/pkg/pg"
@@ -199,4 +201,61 @@ func TestSessionsAreBounded(t *testing.T) {
 			t.Error("the idle transaction is still usable, want it ended by the server")
 		}
 	})
+}
+
+// TestMigrateRefusesAnEditedMigration: goose records versions only, so a
+// baseline edited after a database applied it would leave that database
+// of the old shape in silence. Migrate refuses it at start instead, and a
+// database migrated before checksums were recorded too; a migration added
+// later still applies.
+func TestMigrateRefusesAnEditedMigration(t *testing.T) {
+	ctx := context.Background()
+	log := testenv.Logger(t)
+	const v1 = "-- +goose Up\nCREATE TABLE rows (id int PRIMARY KEY);\n-- +goose Down\nDROP TABLE rows;\n"
+	const v1Edited = "-- +goose Up\nCREATE TABLE rows (id int PRIMARY KEY, refused_at timestamptz);\n-- +goose Down\nDROP TABLE rows;\n"
+	const v2 = "-- +goose Up\nCREATE INDEX rows_id ON rows (id);\n-- +goose Down\nDROP INDEX rows_id;\n"
+	schema := func(files map[string]string) pg.Schema {
+		m := fstest.MapFS{}
+		for name, data := range files {
+			m["m/"+name] = &fstest.MapFile{Data: []byte(data)}
+		}
+		return pg.Schema{Name: "pgsums", Dir: "m", FS: m}
+	}
+	tests := []struct {
+		name    string
+		prepare func(db *sqlx.DB)
+		files   map[string]string
+		wantErr string // "" = migrates
+	}{
+		{"SameFilesAgain", nil, map[string]string{"00001_a.sql": v1}, ""},
+		{"AMigrationAdded", nil, map[string]string{"00001_a.sql": v1, "00002_b.sql": v2}, ""},
+		{"BaselineEdited", nil, map[string]string{"00001_a.sql": v1Edited}, "00001_a.sql was edited after this database applied it"},
+		{"AppliedMigrationGone", nil, map[string]string{"00002_b.sql": v2}, "applied version 1, which this build does not have"},
+		{"MigratedBeforeChecksums", func(db *sqlx.DB) {
+			if _, err := db.Exec(`DELETE FROM migration_sums WHERE schema = 'pgsums'`); err != nil {
+				t.Fatal(err)
+			}
+		}, map[string]string{"00001_a.sql": v1}, "before migrations were checksummed"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			db := testenv.DB(t)
+			if err := pg.Migrate(ctx, db, log, schema(map[string]string{"00001_a.sql": v1})); err != nil {
+				t.Fatalf("first Migrate: %v", err)
+			}
+			if tt.prepare != nil {
+				tt.prepare(db)
+			}
+			err := pg.Migrate(ctx, db, log, schema(tt.files))
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Fatalf("Migrate = %v, want nil", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !strings.Contains(err.Error(), "drop the database") {
+				t.Fatalf("Migrate = %v; want an error saying %q and to drop the database", err, tt.wantErr)
+			}
+		})
+	}
 }

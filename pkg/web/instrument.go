@@ -42,9 +42,14 @@ const unmatchedRoute = "unmatched"
 // caller's trace if the request carries a W3C traceparent, and reaches
 // every handler through the request's context, and from there, via
 // outbox.Add, the events the request causes. Probes and scrapes are counted
-// but get no span.
-func Instrument(service string, h http.Handler) http.Handler {
+// but get no span. Middleware in mw runs around h, inside the span, before
+// routing: a request it refuses (bearer.Authenticate's 401) is counted as
+// unmatched, as a scanner's is.
+func Instrument(service string, h http.Handler, mw ...func(http.Handler) http.Handler) http.Handler {
 	routes, _ := h.(chi.Routes)
+	for i := len(mw) - 1; i >= 0; i-- {
+		h = mw[i](h)
+	}
 	carrier := propagation.TraceContext{}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()

@@ -24,10 +24,11 @@ import (
 var quiet = slog.New(slog.DiscardHandler)
 
 // newAPI returns the order service's HTTP API on a database of the test's
-// own, dropped when the test ends.
+// own, dropped when the test ends, serving every request as an
+// operator's: who may call it is auth_test.go's to check.
 func newAPI(t *testing.T) (http.Handler, *sqlx.DB) {
 	db := testenv.DB(t, order.Schema)
-	return httpapi.API{Service: order.Name, Now: time.Now}.Routes(quiet, db, nil), db
+	return testenv.As(testenv.Operator, httpapi.API{Service: order.Name, Now: time.Now}.Routes(quiet, db, nil)), db
 }
 
 type response struct {
@@ -369,6 +370,7 @@ func TestConfigValidate(t *testing.T) {
 	base := order.DefaultConfig()
 	base.DatabaseURL = "postgres://postgres@127.0.0.1:5432/order_db?sslmode=disable"
 	base.Kafka = broker.Conn{Brokers: []string{"127.0.0.1:9092"}, Username: "order", Password: "pw"}
+	base.Auth = testenv.Keys(t).Auth()
 	if err := base.Validate(); err != nil {
 		t.Fatalf("defaults: %v", err)
 	}

@@ -3,6 +3,7 @@ package shipping_test
 import (
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/choreo-saga/choreo/internal/testenv"
@@ -53,6 +54,10 @@ func TestConfigServed(t *testing.T) {
 func TestConfigFromEnvironment(t *testing.T) {
 	t.Setenv("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/shipping_db?sslmode=disable")
 	t.Setenv("KAFKA_BROKERS", "127.0.0.1:9092")
+	// A token key, without which no service starts.
+	t.Setenv("AUTH_PUBLIC_KEY_FILE", "/run/keys/token.pem")
+	t.Setenv("AUTH_ISSUER", "https://idp.example")
+	t.Setenv("AUTH_AUDIENCE", "choreo")
 	t.Setenv("KAFKA_USERNAME", "svc")
 	t.Setenv("KAFKA_PASSWORD", "pw")
 	t.Setenv("KAFKA_PASSWORD_FILE", "")
@@ -77,6 +82,23 @@ func TestConfigFromEnvironment(t *testing.T) {
 		}
 		if got := slices.Sorted(maps.Keys(served)); !slices.Equal(got, []string{"JP", "US"}) {
 			t.Fatalf("Served() = %v, want [JP US]", got)
+		}
+	})
+	t.Run("NoTokenKeyRefused", func(t *testing.T) {
+		testenv.Unsetenv(t, "AUTH_PUBLIC_KEY_FILE")
+		testenv.Unsetenv(t, "AUTH_JWKS_URL")
+		testenv.Unsetenv(t, "AUTH_DISABLED")
+		cfg := testenv.FromEnv(t, shipping.DefaultConfig())
+		if err := cfg.Validate(); err == nil || !strings.HasPrefix(err.Error(), "AUTH_PUBLIC_KEY_FILE:") {
+			t.Fatalf("Validate() = %v, want an error naming AUTH_PUBLIC_KEY_FILE", err)
+		}
+	})
+	t.Run("AuthDisabledIsRead", func(t *testing.T) {
+		testenv.Unsetenv(t, "AUTH_PUBLIC_KEY_FILE")
+		t.Setenv("AUTH_DISABLED", "true")
+		cfg := testenv.FromEnv(t, shipping.DefaultConfig())
+		if err := cfg.Validate(); err != nil || !cfg.Auth.Disabled {
+			t.Fatalf("Validate() = %v, Disabled = %v; want nil, true", err, cfg.Auth.Disabled)
 		}
 	})
 }

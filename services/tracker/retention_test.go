@@ -110,7 +110,7 @@ func TestTrackerForgetsEndedSagas(t *testing.T) {
 	r.waitSaga(t, kept, "kept is under way", func(s saga) bool { return len(s.Events) == 2 })
 
 	testenv.Eventually(t, 60*time.Second, "the ended saga is forgotten", func() bool {
-		res, err := http.Get(r.base + "/sagas/" + gone)
+		res, err := r.getSaga(gone)
 		if err != nil {
 			return false
 		}

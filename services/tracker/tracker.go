@@ -8,10 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/choreo-saga/choreo/pkg/bearer"
 	"github.com/choreo-saga/choreo/pkg/broker"
 	"github.com/choreo-saga/choreo/pkg/consumer"
 	"github.com/choreo-saga/choreo/pkg/events"
@@ -31,7 +33,7 @@ const Name = "tracker"
 var Topics = []string{events.TopicOrder, events.TopicPayment, events.TopicInventory, events.TopicShipping}
 
 // Config is the tracker's configuration: the variables every service reads
-// (HTTP_ADDR, DATABASE_URL, KAFKA_BROKERS, …; the outbox and fail-point
+// (HTTP_ADDR, DATABASE_URL, KAFKA_BROKERS, AUTH_*, …; the outbox and fail-point
 // ones have nothing to act on here), its SLA and its retention.
 // cmd/tracker reads it from the environment over DefaultConfig.
 type Config struct {
@@ -115,6 +117,10 @@ func Run(ctx context.Context, cfg Config) error {
 	log := cfg.Logger.With("service", Name)
 	cfg.Kafka.Warn(log)
 
+	verifier, err := bearer.New(ctx, cfg.Auth, log)
+	if err != nil {
+		return err
+	}
 	db, err := pg.Open(ctx, cfg.DatabaseURL, 30*time.Second)
 	if err != nil {
 		return err
@@ -144,11 +150,12 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	api := httpapi.Routes(cfg.SagaSLA, cfg.Now)(log, db, map[string]web.Check{
+	routes := httpapi.Routes(cfg.SagaSLA, cfg.Now)(log, db, map[string]web.Check{
 		"database": db.PingContext,
 		"kafka":    broker.NewProbe(cfg.Kafka, time.Second).Check,
 		"consumer": group.Ready,
 	})
+	api := verifier.Authenticate(log, append(slices.Clone(bearer.OpenPaths), httpapi.PageAssets...)...)(routes)
 
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return group.Run(ctx) })

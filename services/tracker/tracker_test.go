@@ -37,7 +37,23 @@ func TestConfigValidate(t *testing.T) {
 type running struct {
 	base  string
 	group string // the tracker's consumer group
+	keys  testenv.Tokens
+	token string // an operator's, which the tracker's API needs
 }
+
+// getSaga is GET /sagas/{order} with the operator's token.
+func (r running) getSaga(order string) (*http.Response, error) {
+	req, err := http.NewRequest(http.MethodGet, r.base+"/sagas/"+order, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+r.token)
+	return http.DefaultClient.Do(req)
+}
+
+// page is the address of the tracker's page showing order, carrying the
+// operator's token in the fragment, as an operator's link would.
+func (r running) page(order string) string { return r.base + "/?order=" + order + "#token=" + r.token }
 
 // startTracker runs the tracker with a consumer group and a database of
 // the test's own, changed by change if not nil, and waits until it is
@@ -58,6 +74,8 @@ func startTracker(t *testing.T, change func(*tracker.Config)) running {
 	testenv.StartAtEnd(t, cfg.GroupID, events.TopicOrder, events.TopicPayment, events.TopicInventory, events.TopicShipping)
 	cfg.StuckEvery = 100 * time.Millisecond
 	cfg.Logger = testenv.Logger(t)
+	keys := testenv.Keys(t)
+	cfg.Auth = keys.Auth()
 	if change != nil {
 		change(&cfg)
 	}
@@ -70,7 +88,7 @@ func startTracker(t *testing.T, change func(*tracker.Config)) running {
 			t.Errorf("tracker.Run: %v", err)
 		}
 	})
-	r := running{base: "http://" + addr, group: cfg.GroupID}
+	r := running{base: "http://" + addr, group: cfg.GroupID, keys: keys, token: keys.Operator(t)}
 	testenv.Eventually(t, 60*time.Second, "the tracker is ready", func() bool {
 		res, err := http.Get(r.base + "/readyz")
 		if err != nil {
@@ -133,7 +151,7 @@ func (r running) waitSaga(t *testing.T, order, what string, cond func(saga) bool
 	t.Helper()
 	var s saga
 	testenv.Eventually(t, 60*time.Second, what, func() bool {
-		res, err := http.Get(r.base + "/sagas/" + order)
+		res, err := r.getSaga(order)
 		if err != nil {
 			return false
 		}
@@ -207,7 +225,7 @@ func TestTrackerFollowsPublishedSagas(t *testing.T) {
 		})
 	})
 	t.Run("PageDrawsTheTimeline", func(t *testing.T) {
-		dom := testenv.DumpDOM(t, r.base+"/?order="+done, `data-loaded="true"`)
+		dom := testenv.DumpDOM(t, r.page(done), `data-loaded="true"`)
 		want := []string{`id="timeline" data-order-id="` + done + `"`, `data-state="completed"`}
 		for _, lane := range []string{"order", "payment", "inventory", "shipping"} {
 			want = append(want, `data-lane="`+lane+`"`)
@@ -235,7 +253,7 @@ func TestTrackerFollowsPublishedSagas(t *testing.T) {
 		}
 	})
 	t.Run("PageShowsWhatAStuckSagaWaitsFor", func(t *testing.T) {
-		dom := testenv.DumpDOM(t, r.base+"/?order="+stuck, `data-loaded="true"`)
+		dom := testenv.DumpDOM(t, r.page(stuck), `data-loaded="true"`)
 		for _, w := range []string{`data-order-id="` + stuck + `"`, `data-state="stuck"`, `<span id="waiting-for">payment</span>`} {
 			if !strings.Contains(dom, w) {
 				t.Errorf("the page does not show %s\nDOM:\n%s", w, dom)
@@ -322,8 +340,14 @@ func TestPageSaysWhy(t *testing.T) {
 
 	// ready opens the page of order and waits until its scripts are done.
 	ready := func(t *testing.T, order string) *testenv.Page {
-		p := testenv.OpenPage(t, r.base+"/?order="+order)
+		p := testenv.OpenPage(t, r.page(order))
 		p.WaitFor("the page has drawn the saga", `document.body.dataset.loaded === "true" && document.getElementById("timeline").dataset.orderId === `+fmt.Sprintf("%q", order))
+		// The token went from the address into this tab's storage.
+		var hash string
+		p.Eval(`location.hash`, &hash)
+		if hash != "" {
+			t.Errorf("the address still holds the token: %q", hash)
+		}
 		return p
 	}
 	// unclipped reports the labels whose text is wider than their box.
@@ -466,3 +490,48 @@ func TestPageSaysWhy(t *testing.T) {
 
 // ageRE is how the list writes a saga's age.
 var ageRE = regexp.MustCompile(`^\d+(\.\d+)? (ms|s|min|h|d)$`)
+
+// TestTrackerNeedsAnOperator: every order's saga is the operator's to
+// read: without a token the API answers 401, with a customer's 403, and
+// the page, which holds no data, loads and asks for a token.
+func TestTrackerNeedsAnOperator(t *testing.T) {
+	r := startTracker(t, nil)
+	tests := []struct {
+		name, path, token string
+		want              int
+	}{
+		{"ListWithoutToken", "/sagas", "", http.StatusUnauthorized},
+		{"SagaWithoutToken", "/sagas/" + uuid.NewString(), "", http.StatusUnauthorized},
+		{"ListWithACustomersToken", "/sagas", r.keys.Customer(t, "c-1"), http.StatusForbidden},
+		{"ListWithAnExpiredToken", "/sagas", r.keys.Expired(t, "ops", true), http.StatusUnauthorized},
+		{"ListWithAnOperatorsToken", "/sagas", r.token, http.StatusOK},
+		{"PageWithoutToken", "/", "", http.StatusOK},
+		{"ScriptWithoutToken", "/app.js", "", http.StatusOK},
+		{"MetricsWithoutToken", "/metrics", "", http.StatusOK},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req, _ := http.NewRequest(http.MethodGet, r.base+tt.path, nil)
+			if tt.token != "" {
+				req.Header.Set("Authorization", "Bearer "+tt.token)
+			}
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Body.Close()
+			if res.StatusCode != tt.want {
+				t.Fatalf("GET %s = %d, want %d", tt.path, res.StatusCode, tt.want)
+			}
+			if tt.want == http.StatusUnauthorized && !strings.HasPrefix(res.Header.Get("WWW-Authenticate"), "Bearer ") {
+				t.Errorf("WWW-Authenticate = %q, want a Bearer challenge", res.Header.Get("WWW-Authenticate"))
+			}
+		})
+	}
+	t.Run("PageAsksForAToken", func(t *testing.T) {
+		dom := testenv.DumpDOM(t, r.base+"/", `data-loaded="true"`)
+		if strings.Contains(dom, `id="token-form" hidden`) || !strings.Contains(dom, "needs a token") {
+			t.Errorf("the page without a token does not ask for one:\n%s", dom)
+		}
+	})
+}

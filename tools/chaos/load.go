@@ -14,12 +14,15 @@ import (
 
 // api is a small JSON-over-HTTP client with a per-request timeout, so a
 // frozen (SIGSTOPped) instance costs a client one timeout, not forever.
+// It sets up and reads back as an operator, and orders as each order's
+// customer.
 type api struct {
-	hc *http.Client
+	hc     *http.Client
+	tokens workload.Tokens
 }
 
-func newAPI() *api {
-	return &api{hc: &http.Client{
+func newAPI(tokens workload.Tokens) *api {
+	return &api{tokens: tokens, hc: &http.Client{
 		Timeout:   4 * time.Second,
 		Transport: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 30 * time.Second},
 	}}
@@ -35,10 +38,10 @@ func retriable(err error) bool {
 	return err != nil
 }
 
-// do sends a request and decodes a 2xx answer into v (workload.Do). It
-// returns the response headers as well.
-func (a *api) do(ctx context.Context, method, url string, hdr map[string]string, body any, v any) (http.Header, error) {
-	return workload.Do(ctx, a.hc, method, url, hdr, body, v)
+// do sends a request with token and decodes a 2xx answer into v
+// (workload.Do). It returns the response headers as well.
+func (a *api) do(ctx context.Context, token, method, url string, hdr map[string]string, body any, v any) (http.Header, error) {
+	return workload.Do(ctx, a.hc, token, method, url, hdr, body, v)
 }
 
 // retry calls f until it succeeds, fails for good (not retriable), or ctx
@@ -72,7 +75,7 @@ func Setup(ctx context.Context, a *api, c *Cluster, w workload.World) error {
 		defer wg.Done()
 		defer func() { <-sem }()
 		err := retry(ctx, func(attempt int) error {
-			_, err := a.do(ctx, http.MethodPut, c.URL(svc, 1+(i+attempt)%Instances)+path, nil, body, nil)
+			_, err := a.do(ctx, a.tokens.Operator, http.MethodPut, c.URL(svc, 1+(i+attempt)%Instances)+path, nil, body, nil)
 			return err
 		})
 		if err != nil {
@@ -208,7 +211,7 @@ func place(ctx context.Context, a *api, c *Cluster, q Request) Placed {
 			p.Retries += min(attempt, 1)
 			var o OrderView
 			inst := 1 + (from+attempt)%Instances
-			h, err := a.do(ctx, http.MethodPost, c.URL("order", inst)+"/orders", map[string]string{"Idempotency-Key": q.Key}, q.Body(), &o)
+			h, err := a.do(ctx, a.tokens.Customer(q.Customer), http.MethodPost, c.URL("order", inst)+"/orders", map[string]string{"Idempotency-Key": q.Key}, q.Body(), &o)
 			if err != nil {
 				return err
 			}

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/choreo-saga/choreo/internal/cli"
+	"github.com/choreo-saga/choreo/internal/devkey"
+	"github.com/choreo-saga/choreo/internal/workload"
 )
 
 // Usage:
@@ -215,8 +217,19 @@ func run(ctx context.Context, args []string, stdout io.Writer) (err error) {
 	if err != nil {
 		return err
 	}
+	// The services verify tokens with a key of the run's own, which
+	// signs the operator's and every customer's (good for longer than
+	// any run).
+	key, err := devkey.Open(filepath.Join(o.dir, "dev-key"))
+	if err != nil {
+		return err
+	}
+	tokens, err := workload.NewTokens(key, "chaos", world, 48*time.Hour)
+	if err != nil {
+		return err
+	}
 	cluster, err := StartCluster(ctx, log, ClusterConfig{Bins: bins, Dir: o.dir, PortBase: o.portBase,
-		Brokers: joinComma(infra.Kafka.Brokers), Users: infra.Users, Databases: infra.Databases, ExtraEnv: infra.Env, DerivedIDs: o.defaults})
+		Brokers: joinComma(infra.Kafka.Brokers), Users: infra.Users, Databases: infra.Databases, ExtraEnv: append(infra.Env, key.Env()...), DerivedIDs: o.defaults})
 	if err != nil {
 		return err
 	}
@@ -224,7 +237,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) (err error) {
 		log.Info("stopping the services")
 		cluster.Stop()
 	}()
-	a := newAPI()
+	a := newAPI(tokens)
 	if err := Setup(ctx, a, cluster, world); err != nil {
 		return fmt.Errorf("setup: %w", err)
 	}

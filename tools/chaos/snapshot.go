@@ -13,10 +13,10 @@ import (
 )
 
 // get reads one resource from instance 1 or 2 of svc (the other one
-// after an error); found is false on a 404.
+// after an error), as an operator; found is false on a 404.
 func get(ctx context.Context, a *api, c *Cluster, svc, path string, n int, v any) (found bool, err error) {
 	err = retry(ctx, func(attempt int) error {
-		_, err := a.do(ctx, http.MethodGet, c.URL(svc, 1+(n+attempt)%Instances)+path, nil, nil, v)
+		_, err := a.do(ctx, a.tokens.Operator, http.MethodGet, c.URL(svc, 1+(n+attempt)%Instances)+path, nil, nil, v)
 		if attempt >= 5 {
 			var es *workload.StatusError
 			if errors.As(err, &es) {

@@ -13,22 +13,25 @@ import (
 
 // api talks to the services over HTTP with one pooled client, sized for
 // many requests in flight (the default keeps only two idle connections
-// per host, so an open-loop run would spend its time in TCP handshakes).
+// per host, so an open-loop run would spend its time in TCP handshakes),
+// as an operator for the setup and as each order's customer for the rest.
 type api struct {
 	order, payment, inventory string
 	http                      *http.Client
+	tokens                    workload.Tokens
 }
 
-func newAPI(order, payment, inventory string) *api {
+func newAPI(order, payment, inventory string, tokens workload.Tokens) *api {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConns, t.MaxIdleConnsPerHost = 512, 512
-	return &api{order: order, payment: payment, inventory: inventory,
+	return &api{order: order, payment: payment, inventory: inventory, tokens: tokens,
 		http: &http.Client{Transport: t, Timeout: 30 * time.Second}}
 }
 
-// do sends body as JSON and decodes a 2xx answer into v (workload.Do).
-func (a *api) do(ctx context.Context, method, url string, hdr map[string]string, body, v any) error {
-	_, err := workload.Do(ctx, a.http, method, url, hdr, body, v)
+// do sends body as JSON with token and decodes a 2xx answer into v
+// (workload.Do).
+func (a *api) do(ctx context.Context, token, method, url string, hdr map[string]string, body, v any) error {
+	_, err := workload.Do(ctx, a.http, token, method, url, hdr, body, v)
 	return err
 }
 
@@ -54,22 +57,23 @@ func (o order) outcome() string {
 	return o.Status
 }
 
-// place sends POST /orders under the order's Idempotency-Key.
+// place sends POST /orders under the order's Idempotency-Key, as its
+// customer.
 func (a *api) place(ctx context.Context, w workload.Order) (order, error) {
 	var o order
-	err := a.do(ctx, http.MethodPost, a.order+"/orders", map[string]string{"Idempotency-Key": w.Key}, w.Body(), &o)
+	err := a.do(ctx, a.tokens.Customer(w.Customer), http.MethodPost, a.order+"/orders", map[string]string{"Idempotency-Key": w.Key}, w.Body(), &o)
 	return o, err
 }
 
-// get reads one order.
-func (a *api) get(ctx context.Context, id string) (order, error) {
+// get reads one order of customer, as they would.
+func (a *api) get(ctx context.Context, customer, id string) (order, error) {
 	var o order
-	err := a.do(ctx, http.MethodGet, a.order+"/orders/"+id, nil, nil, &o)
+	err := a.do(ctx, a.tokens.Customer(customer), http.MethodGet, a.order+"/orders/"+id, nil, nil, &o)
 	return o, err
 }
 
 // setup creates the world's accounts and stock, create-only
-// (If-None-Match: *), sixteen requests at a time.
+// (If-None-Match: *), sixteen requests at a time, as an operator.
 func (a *api) setup(ctx context.Context, w workload.World) error {
 	sem := make(chan struct{}, 16)
 	var mu sync.Mutex
@@ -78,7 +82,7 @@ func (a *api) setup(ctx context.Context, w workload.World) error {
 	put := func(url string, body any) {
 		defer wg.Done()
 		defer func() { <-sem }()
-		if err := a.do(ctx, http.MethodPut, url, map[string]string{"If-None-Match": "*"}, body, nil); err != nil {
+		if err := a.do(ctx, a.tokens.Operator, http.MethodPut, url, map[string]string{"If-None-Match": "*"}, body, nil); err != nil {
 			mu.Lock()
 			errs = errors.Join(errs, fmt.Errorf("PUT %s: %w", url, err))
 			mu.Unlock()

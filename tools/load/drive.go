@@ -148,7 +148,7 @@ func (l *Loader) place(ctx context.Context, w workload.Order, stats *Stats) (ord
 
 // follow polls an order until it ends (or ctx does) and records it.
 func (l *Loader) follow(ctx context.Context, p placedOrder, stats *Stats) {
-	if o, ok := l.watch(ctx, p.o); ok {
+	if o, ok := l.watch(ctx, p.w.Customer, p.o); ok {
 		stats.ended(o, p.w.Kind.Outcome(), p.sampled)
 		return
 	}
@@ -164,7 +164,7 @@ func (l *Loader) settle(ctx context.Context, ps []placedOrder, stats *Stats) {
 		wg.Go(func() {
 			for p := range work {
 				// Most have ended by now: look at once, then as follow does.
-				if o, err := l.api.get(ctx, p.o.ID); err == nil {
+				if o, err := l.api.get(ctx, p.w.Customer, p.o.ID); err == nil {
 					p.o = o
 				}
 				l.follow(ctx, p, stats)
@@ -178,11 +178,11 @@ func (l *Loader) settle(ctx context.Context, ps []placedOrder, stats *Stats) {
 	wg.Wait()
 }
 
-// watch polls an order until it ends or ctx does. The latency is taken
+// watch polls an order of customer until it ends or ctx does. The latency is taken
 // from the order's own timestamps, so the polling interval only delays
 // when the end is noticed, not what is measured: it starts at 20 ms and
 // doubles to 500 ms, which keeps the GETs a small fraction of the load.
-func (l *Loader) watch(ctx context.Context, o order) (order, bool) {
+func (l *Loader) watch(ctx context.Context, customer string, o order) (order, bool) {
 	wait := 20 * time.Millisecond
 	for !o.terminal() {
 		if !sleepUntil(ctx, time.Now().Add(wait)) {
@@ -190,7 +190,7 @@ func (l *Loader) watch(ctx context.Context, o order) (order, bool) {
 		}
 		wait = min(2*wait, 500*time.Millisecond)
 		l.polls <- struct{}{}
-		got, err := l.api.get(ctx, o.ID)
+		got, err := l.api.get(ctx, customer, o.ID)
 		<-l.polls
 		if err == nil {
 			o = got

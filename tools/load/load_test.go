@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/choreo-saga/choreo/internal/devkey"
 	"github.com/choreo-saga/choreo/internal/workload"
 )
 
@@ -94,11 +95,14 @@ func TestChartIsWellFormedSVG(t *testing.T) {
 // fakeOrders is an order API whose sagas end after a few polls, the way
 // their kind says — or, for one planted order, the wrong way. It stands in
 // for the system so the loader's own logic is tested; the system itself is
-// tested against real Kafka and PostgreSQL elsewhere.
+// tested against real Kafka and PostgreSQL elsewhere. Like the services,
+// it answers 401 to a request without the token of its caller: the
+// operator's for the setup, the order's customer's for orders.
 type fakeOrders struct {
-	world workload.World
-	wrong string // the Idempotency-Key of an order to end wrongly
-	never string // the Idempotency-Key of an order that never ends
+	world  workload.World
+	tokens workload.Tokens
+	wrong  string // the Idempotency-Key of an order to end wrongly
+	never  string // the Idempotency-Key of an order that never ends
 
 	mu     sync.Mutex
 	orders map[string]*fakeOrder
@@ -107,8 +111,18 @@ type fakeOrders struct {
 
 type fakeOrder struct {
 	order
-	polls int
-	end   order
+	customer string
+	polls    int
+	end      order
+}
+
+// as reports whether r carries token, answering 401 if not.
+func as(w http.ResponseWriter, r *http.Request, token string) bool {
+	if token == "" || r.Header.Get("Authorization") != "Bearer "+token {
+		http.Error(w, "not the caller's token", http.StatusUnauthorized)
+		return false
+	}
+	return true
 }
 
 func (f *fakeOrders) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -118,6 +132,9 @@ func (f *fakeOrders) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case r.Method == http.MethodPut:
 		if r.Header.Get("If-None-Match") != "*" {
 			http.Error(w, "want create-only", http.StatusPreconditionRequired)
+			return
+		}
+		if !as(w, r, f.tokens.Operator) {
 			return
 		}
 		f.puts++
@@ -131,8 +148,11 @@ func (f *fakeOrders) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
+		if !as(w, r, f.tokens.Customer(body.Customer)) {
+			return
+		}
 		now := time.Now().UTC()
-		o := &fakeOrder{order: order{ID: fmt.Sprintf("o-%d", len(f.orders)), Status: "PENDING", CreatedAt: now, UpdatedAt: now}}
+		o := &fakeOrder{order: order{ID: fmt.Sprintf("o-%d", len(f.orders)), Status: "PENDING", CreatedAt: now, UpdatedAt: now}, customer: body.Customer}
 		o.end = o.order
 		o.end.Status, o.end.UpdatedAt = "COMPLETED", now.Add(40*time.Millisecond)
 		empty := false
@@ -162,6 +182,9 @@ func (f *fakeOrders) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			http.NotFound(w, r)
 			return
 		}
+		if !as(w, r, f.tokens.Customer(o.customer)) {
+			return
+		}
 		if o.polls++; o.polls >= 2 {
 			o.order = o.end
 		}
@@ -171,16 +194,31 @@ func (f *fakeOrders) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// newTokens signs the tokens of w's callers with a key of the test's own.
+func newTokens(t *testing.T, w workload.World) workload.Tokens {
+	t.Helper()
+	key, err := devkey.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens, err := workload.NewTokens(key, "load", w, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tokens
+}
+
 func TestLoaderCountsEverySagaAndChecksItsOutcome(t *testing.T) {
 	world := workload.NewWorld("t", 10, 10)
 	planned := workload.Plan(1, "t", 1, world, workload.DefaultMix)
-	f := &fakeOrders{world: world, orders: map[string]*fakeOrder{}, wrong: planned[0].Key}
+	tokens := newTokens(t, world)
+	f := &fakeOrders{world: world, tokens: tokens, orders: map[string]*fakeOrder{}, wrong: planned[0].Key}
 	if planned[0].Kind.Outcome() == "CANCELLED/out_of_stock" {
 		t.Fatal("the planted wrong outcome must differ from the first order's kind; pick another seed")
 	}
 	srv := httptest.NewServer(f)
 	defer srv.Close()
-	a := newAPI(srv.URL, srv.URL, srv.URL)
+	a := newAPI(srv.URL, srv.URL, srv.URL, tokens)
 	if err := a.setup(context.Background(), world); err != nil {
 		t.Fatal(err)
 	}
@@ -223,10 +261,11 @@ func TestLoaderCountsEverySagaAndChecksItsOutcome(t *testing.T) {
 func TestAStuckSampledSagaDoesNotFailTheOthers(t *testing.T) {
 	world := workload.NewWorld("s", 10, 10)
 	planned := workload.Plan(1, "s", 1, world, workload.Mix{})
-	f := &fakeOrders{world: world, orders: map[string]*fakeOrder{}, never: planned[0].Key} // the first: followed live
+	tokens := newTokens(t, world)
+	f := &fakeOrders{world: world, tokens: tokens, orders: map[string]*fakeOrder{}, never: planned[0].Key} // the first: followed live
 	srv := httptest.NewServer(f)
 	defer srv.Close()
-	l := &Loader{api: newAPI(srv.URL, srv.URL, srv.URL), planner: workload.NewPlanner(1, "s", world, workload.Mix{}), log: io.Discard, polls: make(chan struct{}, 8)}
+	l := &Loader{api: newAPI(srv.URL, srv.URL, srv.URL, tokens), planner: workload.NewPlanner(1, "s", world, workload.Mix{}), log: io.Discard, polls: make(chan struct{}, 8)}
 	r := l.Run(context.Background(), Step{Open: true, Rate: 200, Duration: 500 * time.Millisecond, Drain: 2 * time.Second})
 	if r.Unfinished != 1 || r.Completed != r.Sent-1 {
 		t.Fatalf("sent %d, completed %d, unfinished %d; want all but the stuck one completed", r.Sent, r.Completed, r.Unfinished)

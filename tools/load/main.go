@@ -1,5 +1,9 @@
 // Command load drives a running system with orders and reports saga
 // throughput and latency.
+//
+// It signs its tokens with the development key the services verify with
+// (-dev-key-dir): an operator's for the accounts and stock, each
+// customer's own for their orders.
 package main
 
 import (
@@ -16,6 +20,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/choreo-saga/choreo/internal/cli"
+	"github.com/choreo-saga/choreo/internal/devkey"
 	"github.com/choreo-saga/choreo/internal/workload"
 )
 
@@ -32,7 +37,7 @@ import (
 //	go run ./tools/load -clients 16 -duration 30s               # closed loop
 //	go run ./tools/load -sweep 50:400:50 -p99 1s -chart sweep.svg -out sweep.json
 func main() {
-	cli.Main("load", func(ctx context.Context) error { return run(ctx, os.Args[1:], os.Stdout, os.Stderr) })
+	cli.Main("load", func(ctx context.Context) error { return run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr) })
 }
 
 // options are the command's flags.
@@ -50,6 +55,7 @@ type options struct {
 	p99             time.Duration
 	out, chart      string
 	progress        time.Duration
+	keyDir          string
 }
 
 func parse(args []string, stderr io.Writer) (options, error) {
@@ -73,6 +79,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.out, "out", "", "write the result as JSON to this file")
 	fs.StringVar(&o.chart, "chart", "", "-sweep: write an SVG chart of throughput and p50/p99 against offered rate")
 	fs.DurationVar(&o.progress, "progress", 2*time.Second, "progress line interval on stderr (0: none)")
+	fs.StringVar(&o.keyDir, "dev-key-dir", "", "`dir` of the development token key pair the services verify with (default: $CHOREO_DEV_KEY_DIR, else ~/.cache/choreo/dev-key)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -101,8 +108,17 @@ type Result struct {
 	BestSustained float64 `json:"best_sustained_rate,omitempty"`
 }
 
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	o, err := parse(args, stderr)
+	if err != nil {
+		return err
+	}
+	if o.keyDir == "" {
+		if o.keyDir, err = devkey.Dir(getenv); err != nil {
+			return err
+		}
+	}
+	key, err := devkey.Open(o.keyDir)
 	if err != nil {
 		return err
 	}
@@ -120,7 +136,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	// A fresh world per run, so runs never share balances or stock.
 	prefix := "load-" + uuid.NewString()[:8]
 	world := workload.NewWorld(prefix, o.customers, o.skus)
-	a := newAPI(o.orderURL, o.paymentURL, o.inventoryURL)
+	// Good for a day: longer than any sweep.
+	tokens, err := workload.NewTokens(key, "load", world, 24*time.Hour)
+	if err != nil {
+		return err
+	}
+	a := newAPI(o.orderURL, o.paymentURL, o.inventoryURL, tokens)
 	fmt.Fprintln(stderr, setupLine(world, prefix))
 	if err := a.setup(ctx, world); err != nil {
 		return fmt.Errorf("setup: %w", err)

@@ -30,7 +30,7 @@ func TestReads(t *testing.T) {
 	ctx := context.Background()
 	db := testenv.DB(t, inventory.Schema)
 	st := store.New(db)
-	srv := httptest.NewServer(httpapi.Routes(testenv.Logger(t), db, nil))
+	srv := httptest.NewServer(testenv.As(testenv.Operator, httpapi.Routes(testenv.Logger(t), db, nil)))
 	t.Cleanup(srv.Close)
 
 	sku, orderID, rejectedID := "sku-"+uuid.NewString()[:13], uuid.NewString(), uuid.NewString()
@@ -63,7 +63,7 @@ func TestReads(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			apitest.CheckResponse(t, httpapi.Routes(testenv.Logger(t), db, nil), apitest.ReadSpec(t), httptest.NewRequest("GET", tt.path, nil), tt.wantStatus)
+			apitest.CheckResponse(t, testenv.As(testenv.Operator, httpapi.Routes(testenv.Logger(t), db, nil)), apitest.ReadSpec(t), httptest.NewRequest("GET", tt.path, nil), tt.wantStatus)
 			res, err := http.Get(srv.URL + tt.path)
 			if err != nil {
 				t.Fatalf("GET: %v", err)
@@ -105,7 +105,7 @@ func TestReads(t *testing.T) {
 func TestWrites(t *testing.T) {
 	db := testenv.DB(t, inventory.Schema)
 	st := store.New(db)
-	h := httpapi.Routes(testenv.Logger(t), db, nil)
+	h := testenv.As(testenv.Operator, httpapi.Routes(testenv.Logger(t), db, nil))
 	sku, ghost := "sku-"+uuid.NewString()[:13], "ghost-"+uuid.NewString()[:13]
 	const maxAmount = int64(events.MaxAmount)
 

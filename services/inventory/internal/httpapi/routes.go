@@ -8,6 +8,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/choreo-saga/choreo/pkg/bearer"
 	"github.com/choreo-saga/choreo/pkg/web"
 	"github.com/choreo-saga/choreo/services/inventory/internal/store"
 )
@@ -19,14 +20,17 @@ import (
 var spec []byte
 
 // Routes is the whole HTTP API of the inventory service, over the store in
-// db: participant.Spec's API.
+// db: participant.Spec's API. Every route needs the operator role: stock
+// is the shop's, and a customer learns what it can sell from its
+// catalog.
 func Routes(log *slog.Logger, db *sqlx.DB, checks map[string]web.Check) http.Handler {
 	st := store.New(db)
 	r := web.NewRouter(log, checks)
-	r.Method(http.MethodPut, "/stock/{sku}", web.Put(log, "sku", putStock(st)))
-	r.Method(http.MethodPost, "/stock/{sku}/restock", web.AddAmount(log, "sku", "quantity", st.Restock))
-	r.Method(http.MethodGet, "/stock/{sku}", web.Get(log, "sku", st.Stock))
-	r.Method(http.MethodGet, "/reservations/{order_id}", web.Get(log, "order_id", st.ReservationRecord))
+	operator := bearer.RequireOperator(log)
+	r.Method(http.MethodPut, "/stock/{sku}", operator(web.Put(log, "sku", putStock(st))))
+	r.Method(http.MethodPost, "/stock/{sku}/restock", operator(web.AddAmount(log, "sku", "quantity", st.Restock)))
+	r.Method(http.MethodGet, "/stock/{sku}", operator(web.Get(log, "sku", st.Stock)))
+	r.Method(http.MethodGet, "/reservations/{order_id}", operator(web.Get(log, "order_id", st.ReservationRecord)))
 	r.Method(http.MethodGet, "/openapi.yaml", web.OpenAPI(spec))
 	return r
 }

@@ -14,7 +14,8 @@ import (
 	"github.com/google/uuid"
 )
 
-// cancelOrder asks to cancel an order for the customer (store.Cancel): 202
+// cancelOrder asks to cancel an order of the customer's own, or any order
+// for an operator (ownOrder; another's is a 404), with store.Cancel: 202
 // with the order, CANCELLING, while the saga can still be undone — also for
 // a repeated request, so a client may retry — 409 once the order is
 // COMPLETED or CANCELLED, 404 for no such order. 202, not 200: the cancel
@@ -25,6 +26,12 @@ func cancelOrder(log *slog.Logger, st *store.Store, service string, now func() t
 		id, err := uuid.Parse(chi.URLParam(r, "id"))
 		if err != nil {
 			web.Respond(w, r, log, web.Errorf(http.StatusBadRequest, "order id must be a UUID"))
+			return
+		}
+		// The owner is checked first; an order's customer never changes,
+		// so the cancel that follows acts on an order the caller owns.
+		if _, err := ownOrder(r, st, id.String()); err != nil {
+			web.Respond(w, r, log, err)
 			return
 		}
 		o, err := st.Cancel(r.Context(), id.String(), events.ReasonCustomerCancelled, service, now())

@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/choreo-saga/choreo/pkg/bearer"
 	"github.com/choreo-saga/choreo/pkg/events"
 	"github.com/choreo-saga/choreo/pkg/web"
 	"github.com/choreo-saga/choreo/services/order/internal/domain"
@@ -34,6 +35,22 @@ func createOrder(log *slog.Logger, st *store.Store, service string, now func() t
 		req, err := web.Decode[domain.Request](w, r)
 		if err != nil {
 			web.Respond(w, r, log, err)
+			return
+		}
+		// A customer orders for themselves: customer_id may be left out,
+		// and is then the token's subject; another customer's is refused,
+		// not replaced, so a client's mistake is not billed to the caller.
+		// An operator orders for the customer the body names.
+		c, ok := bearer.From(r.Context())
+		switch {
+		case !ok:
+			bearer.Refuse(w, r, log, "")
+			return
+		case c.Operator:
+		case req.CustomerID == "":
+			req.CustomerID = c.Subject
+		case req.CustomerID != c.Subject:
+			bearer.Refuse(w, r, log, "customer_id must be the token's subject (or be left out): a customer orders for themselves")
 			return
 		}
 		draft, err := domain.Validate(req)

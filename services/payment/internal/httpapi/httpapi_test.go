@@ -29,7 +29,7 @@ import (
 func TestWrites(t *testing.T) {
 	db := testenv.DB(t, payment.Schema)
 	st := store.New(db)
-	h := httpapi.Routes(testenv.Logger(t), db, nil)
+	h := testenv.As(testenv.Operator, httpapi.Routes(testenv.Logger(t), db, nil))
 	c, ghost := "c-"+uuid.NewString()[:13], "ghost-"+uuid.NewString()[:13]
 	acct := func(balance, version int64) domain.Account {
 		return domain.Account{CustomerID: c, Balance: balance, Currency: "JPY", Version: version}
@@ -63,7 +63,7 @@ func TestWrites(t *testing.T) {
 // as the order service takes it, upper case.
 func TestBadInputsAnswerInPlainWords(t *testing.T) {
 	db := testenv.DB(t, payment.Schema)
-	h := httpapi.Routes(testenv.Logger(t), db, nil)
+	h := testenv.As(testenv.Operator, httpapi.Routes(testenv.Logger(t), db, nil))
 	c := "c-" + uuid.NewString()[:13]
 	tests := []struct {
 		name, method, path, body string
@@ -106,7 +106,7 @@ func addBalance(t *testing.T, db *sqlx.DB, customerID string, delta int64) {
 // its reason and times.
 func TestReadPayment(t *testing.T) {
 	db := testenv.DB(t, payment.Schema)
-	h := httpapi.Routes(testenv.Logger(t), db, nil)
+	h := testenv.As(testenv.Operator, httpapi.Routes(testenv.Logger(t), db, nil))
 	specYAML := apitest.ReadSpec(t)
 	tests := []struct {
 		name       string

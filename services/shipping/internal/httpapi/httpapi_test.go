@@ -22,7 +22,7 @@ import (
 func TestGetShipment(t *testing.T) {
 	log := testenv.Logger(t)
 	db := testenv.DB(t, shipping.Schema)
-	srv := httptest.NewServer(httpapi.Routes(log, db, nil))
+	srv := httptest.NewServer(testenv.As(testenv.Operator, httpapi.Routes(log, db, nil)))
 	t.Cleanup(srv.Close)
 
 	failed := domain.Shipment{OrderID: uuid.NewString(), Status: domain.StatusFailed, Country: "BR", Reason: "shipping_unavailable"}

@@ -42,7 +42,7 @@ func TestSagas(t *testing.T) {
 	now := time.Now().UTC()
 	db := testenv.DB(t, tracker.Schema)
 	st := store.New(db, sla, func() time.Time { return now })
-	srv := httptest.NewServer(httpapi.Routes(sla, func() time.Time { return now })(testenv.Logger(t), db, nil))
+	srv := httptest.NewServer(testenv.As(testenv.Operator, httpapi.Routes(sla, func() time.Time { return now })(testenv.Logger(t), db, nil)))
 	t.Cleanup(srv.Close)
 
 	record := func(order, typ string, at time.Time) domain.Event {

@@ -16,7 +16,7 @@ import (
 // against PostgreSQL, and the bodies are checked here through the types
 // the handlers encode.
 func TestOpenAPI(t *testing.T) {
-	api := apitest.Start(t, httpapi.Routes(30*time.Second, nil))
+	api := apitest.Start(t, httpapi.Routes(30*time.Second, nil), httpapi.PageAssets...)
 	spec := api.Spec
 	at := time.Date(2026, 1, 2, 3, 4, 5, 123456000, time.UTC)
 	ended := at.Add(time.Second)

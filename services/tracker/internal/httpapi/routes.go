@@ -10,6 +10,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/choreo-saga/choreo/pkg/bearer"
 	"github.com/choreo-saga/choreo/pkg/web"
 	"github.com/choreo-saga/choreo/services/tracker/internal/store"
 )
@@ -27,6 +28,9 @@ var spec []byte
 //go:embed ui
 var ui embed.FS
 
+// PageAssets are the paths of the page, served without a token.
+var PageAssets = []string{"/", "/app.js", "/app.css"}
+
 // Routes returns the tracker's API builder (the shape of
 // participant.Spec's API, which apitest checks): the whole HTTP API over
 // the store in db, calling a saga stuck once it ran longer than sla by
@@ -35,8 +39,12 @@ func Routes(sla time.Duration, now func() time.Time) func(log *slog.Logger, db *
 	return func(log *slog.Logger, db *sqlx.DB, checks map[string]web.Check) http.Handler {
 		st := store.New(db, sla, now)
 		r := web.NewRouter(log, checks)
-		r.Method(http.MethodGet, "/sagas/{order_id}", web.Get(log, "order_id", st.Saga))
-		r.Method(http.MethodGet, "/sagas", listSagas(log, st))
+		// Every order's saga is the operator's to see. The page and its
+		// assets are open (PageAssets): they hold no data, and the page
+		// asks for a token before it reads any.
+		operator := bearer.RequireOperator(log)
+		r.Method(http.MethodGet, "/sagas/{order_id}", operator(web.Get(log, "order_id", st.Saga)))
+		r.Method(http.MethodGet, "/sagas", operator(listSagas(log, st)))
 		r.Method(http.MethodGet, "/", asset("ui/index.html", "text/html; charset=utf-8"))
 		r.Method(http.MethodGet, "/app.js", asset("ui/app.js", "text/javascript; charset=utf-8"))
 		r.Method(http.MethodGet, "/app.css", asset("ui/app.css", "text/css; charset=utf-8"))

@@ -2,18 +2,37 @@
 // why they ended, with a filter — and one saga's timeline drawn as a lane
 // per service with its events in time order, left to right, a failed step
 // or a compensation drawn unlike a forward step. It only reads the
-// tracker's JSON API (GET /sagas, GET /sagas/{order_id}); ?order=<id> in
-// the address shows that saga.
+// tracker's JSON API (GET /sagas, GET /sagas/{order_id}) with an
+// operator's token; ?order=<id> in the address shows that saga.
 "use strict";
 
 // The services, one lane each, in the saga's forward order. An event from
 // any other source gets a lane of its own after them.
 const LANES = ["order", "payment", "inventory", "shipping"];
 
+// The API needs an operator's token. It is given once, in the address's
+// fragment (#token=…, which the browser never sends to a server) or in the
+// token field, and kept in sessionStorage, for this tab only; the fragment
+// is taken out of the address, so the token is neither bookmarked nor
+// passed on with a link.
+const TOKEN_KEY = "choreo-tracker-token";
+
+function takeToken() {
+  const m = location.hash.match(/(?:^#|&)token=([^&]+)/);
+  if (m) {
+    sessionStorage.setItem(TOKEN_KEY, decodeURIComponent(m[1]));
+    history.replaceState(null, "", location.pathname + location.search);
+  }
+}
+
 async function getJSON(path) {
-  const res = await fetch(path, { headers: { Accept: "application/json" } });
+  const headers = { Accept: "application/json" };
+  const token = sessionStorage.getItem(TOKEN_KEY);
+  if (token) headers.Authorization = `Bearer ${token}`;
+  const res = await fetch(path, { headers });
   const body = await res.json().catch(() => null);
   if (!res.ok) {
+    if (res.status === 401 || res.status === 403) document.getElementById("token-form").hidden = false;
     throw new Error((body && body.detail) || `${path} answered ${res.status}`);
   }
   return body;
@@ -171,6 +190,12 @@ async function show(orderID) {
 }
 
 async function main() {
+  takeToken();
+  document.getElementById("token-form").addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    sessionStorage.setItem(TOKEN_KEY, document.getElementById("token").value.trim());
+    location.reload();
+  });
   document.getElementById("filter").addEventListener("input", applyFilter);
   const current = new URLSearchParams(location.search).get("order");
   const work = [loadLists(current)];
