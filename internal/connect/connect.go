@@ -336,6 +336,11 @@ func Running(ctx context.Context, client *http.Client, base, name string) (bool,
 	return s.Connector.State == "RUNNING" && len(s.Tasks) > 0 && s.Tasks[0].State == "RUNNING", nil
 }
 
+// Restart restarts the connector name and its tasks on the worker at base.
+func Restart(ctx context.Context, client *http.Client, base, name string) error {
+	return call(ctx, client, http.MethodPost, base, name, "/restart?includeTasks=true")
+}
+
 // Delete removes the connector name from the worker at base (its offsets
 // stay in Kafka, its slot in PostgreSQL; see Stop). A connector that is not
 // there is not an error.
