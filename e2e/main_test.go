@@ -26,9 +26,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/choreo-saga/choreo/internal/connect"
 	"github.com/choreo-saga/choreo/internal/infra"
 	"github.com/choreo-saga/choreo/internal/testenv"
 	"github.com/choreo-saga/choreo/pkg/events"
+	"github.com/choreo-saga/choreo/pkg/participant"
 )
 
 // service is one running service process.
@@ -113,6 +115,14 @@ func run(m *testing.M) int {
 		return 1
 	}
 	start := time.Now()
+	if os.Getenv("OUTBOX_RELAY") == participant.RelayDebezium {
+		stop, err := startConnectors(ctx, log)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "e2e:", err)
+			return 1
+		}
+		defer stop()
+	}
 	for _, name := range []string{"order", "payment", "inventory", "shipping", "tracker"} {
 		dbURLs[name] = running.DatabaseURLs[name]
 		bin := filepath.Join(workDir, name)
@@ -177,6 +187,41 @@ func run(m *testing.M) int {
 		}
 	}
 	return code
+}
+
+// startConnectors registers the Debezium connectors of the four services'
+// databases on the worker at KAFKA_CONNECT_URL (scripts/infra.sh connect-up)
+// before the services start, with OUTBOX_RELAY=debezium (which they inherit),
+// and returns what removes them and their slots: a later run on the
+// built-in relay must not have Debezium publish its rows too.
+func startConnectors(ctx context.Context, log *slog.Logger) (stop func(), err error) {
+	base := os.Getenv("KAFKA_CONNECT_URL")
+	if running.Mode != infra.ModeEnvironment || base == "" {
+		return nil, fmt.Errorf("OUTBOX_RELAY=debezium needs scripts/infra.sh's Kafka and PostgreSQL and its Connect worker (KAFKA_CONNECT_URL; bash scripts/infra.sh connect-up), not %s infrastructure", running.Mode)
+	}
+	var started []string
+	stop = func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		for _, name := range started {
+			if err := connect.Stop(ctx, http.DefaultClient, base, name, running.DatabaseURLs[name]); err != nil {
+				fmt.Fprintln(os.Stderr, "e2e:", err)
+			}
+		}
+	}
+	t0 := time.Now()
+	for _, name := range []string{"order", "payment", "inventory", "shipping"} {
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		_, err := connect.Start(ctx, http.DefaultClient, base, name, running.DatabaseURLs[name], log)
+		cancel()
+		if err != nil {
+			stop()
+			return nil, err
+		}
+		started = append(started, name)
+	}
+	fmt.Fprintf(os.Stderr, "e2e: the outboxes are published by Debezium (%s): four connectors running in %s\n", base, time.Since(t0).Round(time.Millisecond))
+	return stop, nil
 }
 
 func freePort() (int, error) {

@@ -21,7 +21,8 @@
 #
 # Usage: scripts/infra.sh [up|env|down|status|kafka-start|kafka-stop|
 #                          kafka-start-node I|kafka-stop-node I|kafka-kill-node I|
-#                          pg-stop|pg-start|pg-restart]
+#                          pg-stop|pg-start|pg-restart|
+#                          connect-up|connect-down|connect-register]
 #   up (default)  install what is missing, start both, create the databases,
 #                 print `export` lines on stdout:  eval "$(scripts/infra.sh up)"
 #   env           print the export lines only
@@ -35,6 +36,13 @@
 #   pg-start      start only PostgreSQL and create the databases if missing
 #   pg-restart    pg-stop then pg-start, as a database failover would
 #   status        say what runs
+#   connect-up    start a Kafka Connect worker (distributed mode) with
+#                 Debezium's PostgreSQL connector, for OUTBOX_RELAY=debezium;
+#                 Kafka and PostgreSQL must be up. REST on 127.0.0.1:CONNECT_PORT
+#   connect-down  stop the worker (its connectors' offsets stay in Kafka, their
+#                 replication slots in PostgreSQL, holding WAL until it is back)
+#   connect-register  register (or update) one connector per service database
+#                 through the worker's REST API (choreoctl connect-register)
 #
 # A cluster (KAFKA_BROKERS_COUNT=N, N>1): node I (node.id I) listens for
 # clients on KAFKA_PORT+2(I-1) and for the quorum on
@@ -52,7 +60,13 @@
 # KAFKA_START_TIMEOUT (seconds, 180), KAFKA_JVM_OPTS (extra JVM flags),
 # KAFKA_LIBS_DIR (a directory of Kafka jars to use instead of downloading them
 # into the state dir, e.g. another state dir's kafka-4.1.1/libs), PGPORT (5432),
-# CHOREO_MVN_REPO (a Maven local repository to use instead of ~/.m2/repository).
+# CHOREO_MVN_REPO (a Maven local repository to use instead of ~/.m2/repository),
+# CONNECT_PORT (the Connect worker's REST port, 8183), DEBEZIUM_VERSION
+# (3.6.1.Final).
+#
+# PostgreSQL runs with wal_level=logical in every mode (Debezium reads the
+# outbox from the WAL; the built-in relay does not care), and the worker logs
+# in to Kafka as the SCRAM user "connect" (internal/kafkaacl).
 # All progress messages go to stderr; stdout carries only the export lines.
 set -euo pipefail
 
@@ -76,6 +90,18 @@ KAFKA_NODE_CONTROLLER_PORT="$KAFKA_CONTROLLER_PORT"
 KAFKA_DATA="$INFRA_DIR/kafka-data"
 KAFKA_CONF="$INFRA_DIR/kafka-config"
 
+CONNECT_PORT="${CONNECT_PORT:-8183}"
+DEBEZIUM_VERSION="${DEBEZIUM_VERSION:-3.6.1.Final}"
+CONNECT_HOME="$INFRA_DIR/connect-$KAFKA_VERSION"
+CONNECT_LIBS="$CONNECT_HOME/libs"
+CONNECT_PLUGINS="$CONNECT_HOME/plugins"
+CONNECT_PLUGIN="$CONNECT_PLUGINS/debezium-postgres-$DEBEZIUM_VERSION"
+CONNECT_CONF="$INFRA_DIR/connect-config"
+CONNECT_PID_FILE="$INFRA_DIR/run/connect.pid"
+CONNECT_LOG="$INFRA_DIR/logs/connect.log"
+CONNECT_OUT="$INFRA_DIR/logs/connect.out"
+CONNECT_START_TIMEOUT="${CONNECT_START_TIMEOUT:-120}"
+
 PG_HOST=127.0.0.1
 PG_PORT="${PGPORT:-5432}"
 PG_USER=postgres
@@ -91,8 +117,9 @@ KAFKA_LOG="$LOG_DIR/kafka.log"
 KAFKA_OUT="$LOG_DIR/kafka.out"
 
 KAFKA_USERS_DIR="$INFRA_DIR/kafka-users"
-# The SCRAM users: the administrator and one per service (internal/kafkaacl.Grants).
-KAFKA_USERS=(admin order payment inventory shipping tracker)
+# The SCRAM users: the administrator, one per service and the Connect worker
+# (internal/kafkaacl.Grants).
+KAFKA_USERS=(admin order payment inventory shipping tracker connect)
 
 log() { printf '[infra] %s\n' "$*" >&2; }
 die() { printf '[infra] ERROR: %s\n' "$*" >&2; exit 1; }
@@ -120,6 +147,7 @@ print_env() {
   echo "export SHIPPING_DATABASE_URL=$(pg_url shipping_db)"
   echo "export TRACKER_DATABASE_URL=$(pg_url tracker_db)"
   echo "export TEST_DATABASE_URL=$(pg_url choreo_test)"
+  echo "export KAFKA_CONNECT_URL=http://$KAFKA_HOST:$CONNECT_PORT"
 }
 
 port_open() { timeout 2 bash -c "exec 9<>/dev/tcp/$1/$2" 2>/dev/null; }
@@ -770,6 +798,204 @@ kafka_stop_strays() {
   log "Kafka of another layout stopped"
 }
 
+# ---------------------------------------------------------- kafka connect ---
+
+# Fetches the worker's jars and Debezium's PostgreSQL plugin (scripts/connect/
+# pom.xml) once. The plugin loses the jars the worker provides anyway (Connect
+# loads org.apache.kafka.* and slf4j from the worker, and kafka-clients brings
+# its compression libraries); its own Jackson stays, the plugin's class loader
+# prefers it.
+connect_fetch() {
+  [ -f "$CONNECT_LIBS/.complete" ] && [ -f "$CONNECT_PLUGIN/.complete" ] && return 0
+  ensure_java_maven
+  log "downloading Kafka Connect $KAFKA_VERSION and Debezium $DEBEZIUM_VERSION from Maven Central into $CONNECT_HOME"
+  mkdir -p "$CONNECT_HOME"
+  cp "$SCRIPT_DIR/connect/pom.xml" "$CONNECT_HOME/pom.xml"
+  local profile dir
+  for profile in worker debezium; do
+    if [ "$profile" = worker ]; then dir="$CONNECT_LIBS"; else dir="$CONNECT_PLUGIN"; fi
+    [ -f "$dir/.complete" ] && continue
+    rm -rf "$dir.tmp"
+    local mvn_args=(-q -B -Dstyle.color=never -f "$CONNECT_HOME/pom.xml" -P "$profile"
+      "-Dkafka.version=$KAFKA_VERSION" "-Ddebezium.version=$DEBEZIUM_VERSION"
+      dependency:copy-dependencies -DincludeScope=runtime "-DoutputDirectory=$dir.tmp")
+    [ -n "${CHOREO_MVN_REPO:-}" ] && mvn_args+=("-Dmaven.repo.local=$CHOREO_MVN_REPO")
+    mvn "${mvn_args[@]}" >"$LOG_DIR/connect-fetch.log" 2>&1 \
+      || { tail -n 40 "$LOG_DIR/connect-fetch.log" >&2; die "mvn could not fetch the $profile jars"; }
+    rm -rf "$dir"
+    mv "$dir.tmp" "$dir"
+  done
+  [ -f "$CONNECT_LIBS/connect-runtime-$KAFKA_VERSION.jar" ] || die "connect-runtime-$KAFKA_VERSION.jar missing after mvn"
+  [ -f "$CONNECT_PLUGIN/debezium-connector-postgres-$DEBEZIUM_VERSION.jar" ] || die "debezium-connector-postgres missing after mvn"
+  local jar artifact
+  for jar in "$CONNECT_PLUGIN"/*.jar; do
+    artifact="$(basename "$jar" | sed -E 's/-[0-9][^-]*(-[A-Za-z0-9.]+)?\.jar$//')"
+    case "$artifact" in jackson-*) continue ;; esac
+    compgen -G "$CONNECT_LIBS/$artifact-[0-9]*.jar" >/dev/null && rm -f "$jar"
+  done
+  touch "$CONNECT_LIBS/.complete" "$CONNECT_PLUGIN/.complete"
+  log "Connect jars: $(find "$CONNECT_LIBS" -name '*.jar' | wc -l) files, $(du -sh "$CONNECT_LIBS" | cut -f1); Debezium plugin: $(find "$CONNECT_PLUGIN" -name '*.jar' | wc -l) files, $(du -sh "$CONNECT_PLUGIN" | cut -f1)"
+}
+
+# The worker's configuration. Its connectors' producers keep what the
+# built-in relay relies on: acks=all, idempotence, and at most 5 requests in
+# flight so idempotence keeps each partition's order; connectors may not
+# override them (connector.client.config.override.policy=None). Offsets
+# are flushed every second: Debezium confirms a WAL position to its slot
+# only once the worker has committed the offsets up to it.
+connect_write_config() {
+  mkdir -p "$CONNECT_CONF"
+  kafka_passwords
+  local rf jaas
+  rf="$(kafka_default_rf)"
+  jaas="org.apache.kafka.common.security.scram.ScramLoginModule required username=\"connect\" password=\"$(kafka_password connect)\";"
+  (umask 077 && cat >"$CONNECT_CONF/worker.properties") <<EOF
+# generated by scripts/infra.sh -- rewritten on every start
+bootstrap.servers=$(kafka_bootstrap)
+group.id=choreo-connect
+config.storage.topic=choreo-connect-configs
+offset.storage.topic=choreo-connect-offsets
+status.storage.topic=choreo-connect-status
+config.storage.replication.factor=$rf
+offset.storage.replication.factor=$rf
+status.storage.replication.factor=$rf
+offset.flush.interval.ms=1000
+key.converter=org.apache.kafka.connect.converters.ByteArrayConverter
+value.converter=org.apache.kafka.connect.converters.ByteArrayConverter
+listeners=http://$KAFKA_HOST:$CONNECT_PORT
+rest.advertised.host.name=$KAFKA_HOST
+rest.advertised.port=$CONNECT_PORT
+plugin.path=$CONNECT_PLUGINS
+connector.client.config.override.policy=None
+security.protocol=SASL_PLAINTEXT
+sasl.mechanism=SCRAM-SHA-512
+sasl.jaas.config=$jaas
+producer.security.protocol=SASL_PLAINTEXT
+producer.sasl.mechanism=SCRAM-SHA-512
+producer.sasl.jaas.config=$jaas
+producer.acks=all
+producer.enable.idempotence=true
+producer.max.in.flight.requests.per.connection=5
+consumer.security.protocol=SASL_PLAINTEXT
+consumer.sasl.mechanism=SCRAM-SHA-512
+consumer.sasl.jaas.config=$jaas
+admin.security.protocol=SASL_PLAINTEXT
+admin.sasl.mechanism=SCRAM-SHA-512
+admin.sasl.jaas.config=$jaas
+EOF
+  cat >"$CONNECT_CONF/log4j2.properties" <<EOF
+# worker logging: INFO (clients at WARN) into $CONNECT_LOG
+status = warn
+name = choreo-connect
+appender.file.type = RollingFile
+appender.file.name = FILE
+appender.file.fileName = $CONNECT_LOG
+appender.file.filePattern = $CONNECT_LOG.%i
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+appender.file.policies.type = Policies
+appender.file.policies.size.type = SizeBasedTriggeringPolicy
+appender.file.policies.size.size = 50MB
+appender.file.strategy.type = DefaultRolloverStrategy
+appender.file.strategy.max = 3
+rootLogger.level = INFO
+rootLogger.appenderRef.file.ref = FILE
+logger.clients.name = org.apache.kafka.clients
+logger.clients.level = WARN
+logger.reflections.name = org.reflections
+logger.reflections.level = ERROR
+EOF
+}
+
+connect_pid() {
+  local pid
+  [ -f "$CONNECT_PID_FILE" ] || return 1
+  pid="$(cat "$CONNECT_PID_FILE" 2>/dev/null || true)"
+  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 1
+  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q "ConnectDistributed $CONNECT_CONF/worker.properties" || return 1
+  echo "$pid"
+}
+
+connect_answers() { curl -fsS -m 2 "http://$KAFKA_HOST:$CONNECT_PORT/connectors" >/dev/null 2>&1; }
+
+# connect-up: Kafka and PostgreSQL must run (infra.sh up). The connect
+# user's SCRAM credential is set on every start, so a state dir formatted
+# before the user existed gets it too.
+connect_up() {
+  local pid t0
+  t0="$(now)"
+  if pid="$(connect_pid)"; then
+    log "Kafka Connect already running (pid $pid) on $KAFKA_HOST:$CONNECT_PORT"
+    return 0
+  fi
+  port_open "$KAFKA_HOST" "$CONNECT_PORT" && die "port $KAFKA_HOST:$CONNECT_PORT is taken (set CONNECT_PORT)"
+  pg_find_bin || die "PostgreSQL is not installed: run '$0 up' first"
+  [ "$(pg_psql -d postgres -Atc 'show wal_level' 2>/dev/null)" = logical ] \
+    || die "PostgreSQL on $PG_HOST:$PG_PORT does not run with wal_level=logical (started by an older infra.sh?): run '$0 pg-restart'"
+  kafka_fetch
+  kafka_node 1
+  kafka_write_config
+  kafka_answers || die "Kafka does not answer on $(kafka_bootstrap): run '$0 up' first"
+  KAFKA_TOOL_TIMEOUT=120 kafka_tool kafka.admin.ConfigCommand --bootstrap-server "$(kafka_bootstrap)" \
+      --command-config "$KAFKA_CONF/admin.properties" --alter --entity-type users --entity-name connect \
+      --add-config "SCRAM-SHA-512=[iterations=8192,password=$(kafka_password connect)]" >"$LOG_DIR/connect-user.log" 2>&1 \
+    || { tail -n 20 "$LOG_DIR/connect-user.log" >&2; die "setting the connect user's SCRAM credential failed"; }
+  kafka_acls
+  connect_fetch
+  connect_write_config
+  rm -f "$CONNECT_PID_FILE"
+  log "starting Kafka Connect $KAFKA_VERSION (distributed, Debezium $DEBEZIUM_VERSION) on $KAFKA_HOST:$CONNECT_PORT"
+  printf '\n==== %s starting Kafka Connect %s ====\n' "$(date -Is)" "$KAFKA_VERSION" >>"$CONNECT_OUT"
+  # shellcheck disable=SC2016  # $$ is the child's
+  (cd "$CONNECT_HOME" && exec setsid nohup bash -c 'echo $$ >"$0"; exec "$@"' "$CONNECT_PID_FILE" \
+    java -Xms128m -Xmx256m -XX:+UseG1GC -Djava.awt.headless=true \
+      "-Dlog4j2.configurationFile=$CONNECT_CONF/log4j2.properties" ${CONNECT_JVM_OPTS:-} \
+      -cp "$CONNECT_LIBS/*" org.apache.kafka.connect.cli.ConnectDistributed "$CONNECT_CONF/worker.properties") \
+    </dev/null >>"$CONNECT_OUT" 2>&1 3>&- 8>&- &
+  local deadline=$(( $(now) + CONNECT_START_TIMEOUT ))
+  pid=""
+  until connect_answers; do
+    [ -n "$pid" ] || pid="$(connect_pid || true)"
+    if [ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null; then connect_fail "Kafka Connect (pid $pid) exited"; fi
+    [ "$(now)" -lt "$deadline" ] || connect_fail "Kafka Connect does not answer on $KAFKA_HOST:$CONNECT_PORT within ${CONNECT_START_TIMEOUT}s"
+    sleep 0.5
+  done
+  log "Kafka Connect ready (pid $(connect_pid)) in $(( $(now) - t0 ))s, log: $CONNECT_LOG"
+}
+
+connect_fail() {
+  log "---- last lines of $CONNECT_LOG ----"
+  tail -n 40 "$CONNECT_LOG" >&2 2>/dev/null || true
+  log "---- last lines of $CONNECT_OUT ----"
+  tail -n 20 "$CONNECT_OUT" >&2 2>/dev/null || true
+  die "$*"
+}
+
+connect_down() {
+  local pid
+  if ! pid="$(connect_pid)"; then
+    rm -f "$CONNECT_PID_FILE"
+    log "Kafka Connect is not running (from $INFRA_DIR)"
+    return 0
+  fi
+  log "stopping Kafka Connect (pid $pid)"
+  kill -TERM "$pid" 2>/dev/null || true
+  kafka_wait_exit "$pid"
+  rm -f "$CONNECT_PID_FILE"
+  log "Kafka Connect stopped"
+}
+
+# connect-register: one Debezium connector per service database (their
+# configuration is internal/connect's), through the worker's REST API.
+connect_register() {
+  local out
+  if ! out="$(cd "$SCRIPT_DIR/.." && eval "$(print_env)" && go run ./cmd/choreoctl connect-register 2>&1)"; then
+    printf '%s\n' "$out" >&2
+    die "registering the Debezium connectors failed"
+  fi
+  printf '%s\n' "$out" >&2
+}
+
 # ------------------------------------------------------------- postgresql ---
 
 PG_BIN=""
@@ -858,6 +1084,11 @@ listen_addresses = '$PG_HOST'
 port = $PG_PORT
 unix_socket_directories = '$sockdir'
 max_connections = 200
+# Debezium (OUTBOX_RELAY=debezium) decodes the WAL: one slot per service
+# database, tests' own databases included, with room to spare.
+wal_level = logical
+max_replication_slots = 20
+max_wal_senders = 20
 EOF
 }
 
@@ -941,6 +1172,11 @@ cmd_status() {
   else
     echo "postgresql: stopped"; rc=1
   fi
+  if pid="$(connect_pid)"; then
+    echo "connect:    running, pid $pid, http://$KAFKA_HOST:$CONNECT_PORT (Kafka Connect $KAFKA_VERSION, Debezium $DEBEZIUM_VERSION)"
+  else
+    echo "connect:    stopped (optional: connect-up)"
+  fi
   return "$rc"
 }
 
@@ -957,7 +1193,10 @@ main() {
       print_env >&3
       ;;
     env) print_env ;;
-    down) take_lock; kafka_stop; pg_stop ;;
+    down) take_lock; connect_down; kafka_stop; pg_stop ;;
+    connect-up) exec 3>&1 1>&2; take_lock; connect_up ;;
+    connect-down) take_lock; connect_down ;;
+    connect-register) exec 3>&1 1>&2; connect_register ;;
     kafka-start) exec 3>&1 1>&2; take_lock; kafka_start_all ;;
     kafka-stop) take_lock; kafka_stop ;;
     kafka-start-node) exec 3>&1 1>&2; kafka_check_layout; kafka_check_node "${2:-}"; take_lock; kafka_start_node "$2" ;;
@@ -975,7 +1214,7 @@ main() {
       ;;
     status) cmd_status ;;
     -h|--help|help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' ;;
-    *) die "unknown command '$cmd' (up|env|down|status|kafka-start|kafka-stop|kafka-start-node I|kafka-stop-node I|kafka-kill-node I|pg-stop|pg-start|pg-restart)" ;;
+    *) die "unknown command '$cmd' (up|env|down|status|kafka-start|kafka-stop|kafka-start-node I|kafka-stop-node I|kafka-kill-node I|pg-stop|pg-start|pg-restart|connect-up|connect-down|connect-register)" ;;
   esac
 }
 

@@ -42,6 +42,25 @@ var Grants = []Grant{
 	service("shipping", events.TopicShipping, events.TopicOrder, events.TopicInventory),
 	// The tracker only reads; it emits nothing and dead-letters nothing.
 	{User: "tracker", Group: "tracker", Consumes: []string{events.TopicOrder, events.TopicPayment, events.TopicInventory, events.TopicShipping}},
+	connect(),
+}
+
+// ConnectTopics are where the Kafka Connect worker of OUTBOX_RELAY=debezium
+// keeps its connectors' configuration, source offsets and status
+// (scripts/infra.sh writes them into its worker.properties).
+var ConnectTopics = []string{"choreo-connect-configs", "choreo-connect-offsets", "choreo-connect-status"}
+
+// connect is the worker's Grant: it publishes every service's outbox, so it
+// writes their topics and dead-letter topics, and it reads and writes its
+// own topics in its own group.
+func connect() Grant {
+	g := Grant{User: "connect", Group: "choreo-connect", Consumes: ConnectTopics}
+	for name, topic := range map[string]string{"order": events.TopicOrder, "payment": events.TopicPayment, "inventory": events.TopicInventory, "shipping": events.TopicShipping} {
+		g.Produces = append(g.Produces, topic, events.DeadLetterTopic(name))
+	}
+	slices.Sort(g.Produces)
+	g.Produces = append(g.Produces, ConnectTopics...)
+	return g
 }
 
 func service(name, produces string, consumes ...string) Grant {

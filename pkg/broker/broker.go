@@ -42,7 +42,10 @@ func Settings(clientID string) *sarama.Config {
 	c.Producer.Retry.Backoff = 200 * time.Millisecond
 	c.Producer.Return.Successes = true
 	c.Producer.Return.Errors = true
-	c.Producer.Partitioner = sarama.NewHashPartitioner
+	// Kafka's Java client's partitioner (murmur2), so that a key lands on
+	// the same partition whoever produces it: the built-in relay or a Kafka
+	// Connect worker (OUTBOX_RELAY=debezium).
+	c.Producer.Partitioner = sarama.NewMurmur2Partitioner
 
 	c.Consumer.Offsets.Initial = sarama.OffsetOldest
 	c.Consumer.Offsets.AutoCommit.Enable = true

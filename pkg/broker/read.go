@@ -18,7 +18,7 @@ func MessagesFor(ctx context.Context, conn Conn, topic, key string) ([]*sarama.C
 		return nil, err
 	}
 	defer client.Close()
-	p, err := sarama.NewHashPartitioner(topic).Partition(&sarama.ProducerMessage{Key: sarama.StringEncoder(key)}, int32(len(parts)))
+	p, err := sarama.NewMurmur2Partitioner(topic).Partition(&sarama.ProducerMessage{Key: sarama.StringEncoder(key)}, int32(len(parts)))
 	if err != nil {
 		return nil, fmt.Errorf("broker: partition for %q: %w", key, err)
 	}

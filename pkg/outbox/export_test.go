@@ -144,3 +144,6 @@ func Awaken(r *Relay) error { return r.awaken(context.Background()) }
 // Doze makes r let writers know it sleeps, as Run does after an idle
 // round, and reports whether it could: no writer that saw it awake runs.
 func Doze(r *Relay) (bool, error) { return r.doze(context.Background()) }
+
+// SweepOlderThan runs one sweep of the rows written more than after ago.
+var SweepOlderThan = sweep

@@ -28,7 +28,7 @@ type partitionDown struct {
 }
 
 func (p *partitionDown) partition(m *sarama.ProducerMessage) int32 {
-	n, err := sarama.NewHashPartitioner(m.Topic).Partition(m, p.partitions)
+	n, err := sarama.NewMurmur2Partitioner(m.Topic).Partition(m, p.partitions)
 	if err != nil {
 		panic(err)
 	}

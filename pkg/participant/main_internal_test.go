@@ -140,3 +140,27 @@ func unset(t *testing.T, keys ...string) {
 		os.Unsetenv(k)
 	}
 }
+
+// TestValidateOutboxRelay: OUTBOX_RELAY is builtin (also when unset) or
+// debezium; anything else stops the service before it starts.
+func TestValidateOutboxRelay(t *testing.T) {
+	tests := []struct {
+		relay string
+		ok    bool
+	}{
+		{"", true}, {RelayBuiltin, true}, {RelayDebezium, true}, {"Debezium", false}, {"kafka-connect", false},
+	}
+	for _, tt := range tests {
+		t.Run("OUTBOX_RELAY="+tt.relay, func(t *testing.T) {
+			c := DefaultConfig(":0")
+			c.DatabaseURL = "postgres://u@db:5432/svc"
+			c.Kafka.Brokers = []string{"k1:9092"}
+			c.Kafka.Username, c.Kafka.Password = "svc", "secret"
+			c.Auth.Disabled = true // without a token key Validate fails whatever the relay
+			c.OutboxRelay = tt.relay
+			if err := c.Validate(); (err == nil) != tt.ok {
+				t.Errorf("Validate() = %v, want ok %v", err, tt.ok)
+			}
+		})
+	}
+}

@@ -57,6 +57,13 @@ type Config struct {
 	// profiles (net/http/pprof) there, apart from the API so they are
 	// never exposed with it. Empty: off.
 	PprofAddr string `envconfig:"PPROF_ADDR"`
+	// OutboxRelay is who publishes the outbox (OUTBOX_RELAY): "builtin"
+	// (the default, also when empty), the service's own outbox.Relay; or
+	// "debezium", a Kafka Connect worker's Debezium connector
+	// (internal/connect), which must be registered first: the service waits
+	// for its replication slot, runs no relay and sweeps the rows Debezium
+	// has read (outbox.Sweep).
+	OutboxRelay string `envconfig:"OUTBOX_RELAY"`
 	// Auth is where the API finds the keys of its callers' tokens
 	// (AUTH_JWKS_URL or AUTH_PUBLIC_KEY_FILE, AUTH_ISSUER, AUTH_AUDIENCE;
 	// see package bearer). Without a key the service refuses to start,
@@ -73,8 +80,14 @@ type Config struct {
 // topic settings of a single local broker; there are none for the database
 // and the brokers.
 func DefaultConfig(httpAddr string) Config {
-	return Config{HTTPAddr: httpAddr, ConsumerBatch: 32, ProcessedRetention: 168 * time.Hour, TopicSettings: broker.DefaultTopicSettings()}
+	return Config{HTTPAddr: httpAddr, ConsumerBatch: 32, ProcessedRetention: 168 * time.Hour, OutboxRelay: RelayBuiltin, TopicSettings: broker.DefaultTopicSettings()}
 }
+
+// The values of Config.OutboxRelay.
+const (
+	RelayBuiltin  = "builtin"
+	RelayDebezium = "debezium"
+)
 
 // InstanceID is the static member id of this instance in group:
 // GroupInstanceID if set, else consumer.InstanceID of the host name and
@@ -103,6 +116,9 @@ func (c Config) Validate() error {
 	}
 	if c.ConsumerBatch < 1 || c.ConsumerBatch > MaxBatch {
 		return fmt.Errorf("CONSUMER_BATCH: %d is not 1 to %d", c.ConsumerBatch, MaxBatch)
+	}
+	if c.OutboxRelay != "" && c.OutboxRelay != RelayBuiltin && c.OutboxRelay != RelayDebezium {
+		return fmt.Errorf("OUTBOX_RELAY: %q is not %q or %q", c.OutboxRelay, RelayBuiltin, RelayDebezium)
 	}
 	if err := c.Auth.Validate(); err != nil {
 		return err
@@ -215,6 +231,46 @@ func Run[C ServiceConfig](ctx context.Context, cfg C, spec func(C) (Spec, error)
 	return run(ctx, cfg.participant(), s)
 }
 
+// outboxPublisher is what publishes the service's outbox: its own relay,
+// or, with Debezium, the sweep of what the connector has read.
+type outboxPublisher struct {
+	run   func(context.Context) error
+	close func()
+}
+
+// publisher returns cfg.OutboxRelay's publisher. With Debezium it first
+// prepares the outbox and waits for the connector's slot: a row written
+// before the slot exists would never be published. The built-in relay
+// first undoes Debezium's trigger, left by an earlier run, which would mark
+// its rows sent.
+func publisher(ctx context.Context, cfg Config, name string, db *sqlx.DB, log *slog.Logger) (outboxPublisher, error) {
+	if cfg.OutboxRelay == RelayDebezium {
+		if err := outbox.Publish(ctx, db); err != nil {
+			return outboxPublisher{}, err
+		}
+		if err := outbox.AwaitSlot(ctx, db, outbox.Slot(name), log); err != nil {
+			return outboxPublisher{}, err
+		}
+		log.Info("the outbox is published by Debezium", "slot", outbox.Slot(name), "publication", outbox.Publication)
+		return outboxPublisher{run: func(ctx context.Context) error { return outbox.Sweep(ctx, db, log) }, close: func() {}}, nil
+	}
+	if err := outbox.Unpublish(ctx, db); err != nil {
+		return outboxPublisher{}, err
+	}
+	producer, err := cfg.Kafka.NewSyncProducer(name)
+	if err != nil {
+		return outboxPublisher{}, err
+	}
+	relay, err := outbox.NewRelay(outbox.RelayConfig{
+		Name: name, DB: db, DatabaseURL: cfg.DatabaseURL, Publisher: producer, Logger: log,
+	})
+	if err != nil {
+		producer.Close()
+		return outboxPublisher{}, err
+	}
+	return outboxPublisher{run: relay.Run, close: func() { producer.Close() }}, nil
+}
+
 // run is Run once the Spec is known.
 func run(ctx context.Context, cfg Config, spec Spec) error {
 	if err := cfg.Validate(); err != nil {
@@ -247,18 +303,11 @@ func run(ctx context.Context, cfg Config, spec Spec) error {
 	dlq := events.DeadLetterTopic(spec.Name)
 	topics := append([]string{spec.Produces, dlq}, spec.Consumes()...)
 	cfg.Kafka.Warn(log)
-	producer, err := cfg.Kafka.NewSyncProducer(spec.Name)
+	publish, err := publisher(ctx, cfg, spec.Name, db, log)
 	if err != nil {
 		return err
 	}
-	defer producer.Close()
-
-	relay, err := outbox.NewRelay(outbox.RelayConfig{
-		Name: spec.Name, DB: db, DatabaseURL: cfg.DatabaseURL, Publisher: producer, Logger: log,
-	})
-	if err != nil {
-		return err
-	}
+	defer publish.close()
 	ensure := func(ctx context.Context, topics []string) error {
 		return broker.EnsureTopicsWith(ctx, cfg.Kafka, spec.Name, cfg.TopicSettings, topics...)
 	}
@@ -293,7 +342,7 @@ func run(ctx context.Context, cfg Config, spec Spec) error {
 	setBuildInfo(spec.Name)
 
 	g, ctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return relay.Run(ctx) })
+	g.Go(func() error { return publish.run(ctx) })
 	g.Go(func() error { return group.Run(ctx) })
 	g.Go(func() error {
 		return idem.Pruner{Group: spec.Name, Kafka: cfg.Kafka, DB: db, Window: cfg.ProcessedRetention, Log: log.With("component", "retention")}.Run(ctx)

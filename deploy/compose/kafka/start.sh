@@ -30,7 +30,7 @@ chmod 0600 "$conf" /tmp/admin.properties
 data="${KAFKA_LOG_DIRS:?}"
 if [ ! -f "$data/meta.properties" ]; then
   scram=()
-  for u in admin order payment inventory shipping tracker; do
+  for u in admin order payment inventory shipping tracker connect; do
     scram+=(--add-scram "SCRAM-SHA-512=[name=$u,password=$(pw "$u")]")
   done
   /opt/kafka/bin/kafka-storage.sh format -t "${CLUSTER_ID:?}" -c "$conf" "${scram[@]}"

@@ -5,7 +5,7 @@
 # The users are the administrator, the controller quorum's and the
 # services' (internal/kafkaacl.Grants).
 set -euo pipefail
-for u in admin controller order payment inventory shipping tracker; do
+for u in admin controller order payment inventory shipping tracker connect; do
   mkdir -p "/users/$u"
   if [ ! -s "/users/$u/password" ]; then
     od -An -N32 -tx1 /dev/urandom | tr -d ' \n' >"/users/$u/password"

@@ -1,0 +1,289 @@
+package connect_test
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/google/uuid"
+	"github.com/jmoiron/sqlx"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/choreo-saga/choreo/internal/connect"
+	"github.com/choreo-saga/choreo/internal/kafkaacl"
+	"github.com/choreo-saga/choreo/internal/testenv"
+	"github.com/choreo-saga/choreo/pkg/events"
+	"github.com/choreo-saga/choreo/pkg/outbox"
+	"github.com/choreo-saga/choreo/pkg/pg"
+	"github.com/choreo-saga/choreo/pkg/tracing"
+)
+
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
+
+// TestConsumersCannotTellTheRelaysApart writes the same messages through
+// the built-in relay and through Debezium (a real Connect worker decoding a
+// real WAL), each into a topic of its own, and compares what a consumer
+// reads: partition, key, headers (names and values, in any order: the
+// built-in relay writes them in map order) and value, byte for byte. The
+// one difference it allows is written down: an event without a trace
+// context gets a traceparent header without a value from Debezium, none
+// from the built-in relay (tracing.Extract reads both as no trace).
+func TestConsumersCannotTellTheRelaysApart(t *testing.T) {
+	base := testenv.Connect(t)
+	id := strings.ReplaceAll(uuid.NewString(), "-", "")[:8]
+	builtin := topics(t, "test.builtin-"+id)
+	debezium := topics(t, "test.debezium-"+id)
+
+	// Eight orders: a partitioner other than the Java client's would put
+	// some key elsewhere.
+	var orders []events.Envelope
+	for range 8 {
+		e, err := events.New("payment", uuid.NewString(), events.PaymentCompleted{CustomerID: "c-1", Amount: 1250, Currency: "EUR", Items: []events.Item{{SKU: "sku-1", Quantity: 1, UnitPrice: 1250}}, ShippingAddress: events.Address{Country: "FR", Line1: "1 rue d'Été"}}, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		orders = append(orders, e)
+	}
+	sc := trace.NewSpanContext(trace.SpanContextConfig{
+		TraceID: trace.TraceID{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16},
+		SpanID:  trace.SpanID{1, 2, 3, 4, 5, 6, 7, 8}, TraceFlags: trace.FlagsSampled,
+	})
+	ctx := trace.ContextWithSpanContext(context.Background(), sc)
+	messages := func(topics map[string]string) []outbox.Message {
+		var out []outbox.Message
+		for _, e := range orders {
+			m, err := outbox.EventMessage(topics["events"], e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, m)
+		}
+		// A dead letter as park.DeadLetter writes it: the original's
+		// headers and the reason and origin.
+		e := orders[0]
+		return append(out, outbox.Message{Topic: topics["dlq"], Key: []byte(e.OrderID), Value: []byte(`{"not":"an event"`), Headers: map[string]string{
+			events.HeaderEventID: e.ID, events.HeaderEventType: e.Type,
+			"dlq_reason": "payload: unexpected end of JSON input", "dlq_origin_topic": "order.events",
+			"dlq_origin_partition": "2", "dlq_origin_offset": "41", "dlq_consumer_group": "payment",
+			"dlq_failed_at": "2026-12-01T10:00:00.123456789Z", "dlq_reason_base64": "cGF5bG9hZA==",
+			"dlq_value_truncated": "true", "dlq_value_bytes": "2000000",
+		}})
+	}
+
+	relayDB := database(t)
+	pub, err := testenv.Kafka(t).NewSyncProducer("connect-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pub.Close() })
+	relay, err := outbox.NewRelay(outbox.RelayConfig{Name: t.Name(), DB: relayDB.DB, DatabaseURL: relayDB.url, Publisher: pub, Logger: testenv.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { relay.Close() })
+	testenv.Background(t, "the relay", 10*time.Second, relay.Run)
+
+	cdcDB := database(t)
+	register(t, base, cdcDB, "test_"+id)
+
+	// One event written outside any trace: it has no traceparent.
+	untraced, err := events.New("order", uuid.NewString(), events.OrderCancelled{Reason: events.ReasonCustomerCancelled}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		db     *sqlx.DB
+		topics map[string]string
+	}{{relayDB.DB, builtin}, {cdcDB.DB, debezium}} {
+		if err := pg.InTx(ctx, tc.db, func(tx *sqlx.Tx) error {
+			for _, m := range messages(tc.topics) {
+				if err := outbox.Add(ctx, tx, m); err != nil {
+					return err
+				}
+			}
+			m, err := outbox.EventMessage(tc.topics["events"], untraced)
+			if err != nil {
+				return err
+			}
+			return outbox.Add(context.Background(), tx, m)
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	for kind, n := range map[string]int{"events": len(orders) + 1, "dlq": 1} {
+		t.Run(kind, func(t *testing.T) {
+			want := byKey(testenv.ReadAll(t, builtin[kind], n, 30*time.Second))
+			got := byKey(testenv.ReadAll(t, debezium[kind], n, 60*time.Second))
+			if len(want) != n || len(got) != n {
+				t.Fatalf("built-in relay published %d keys, Debezium %d; want %d each", len(want), len(got), n)
+			}
+			for key, w := range want {
+				g, ok := got[key]
+				if !ok {
+					t.Errorf("key %s: none from Debezium", key)
+					continue
+				}
+				if g.Partition != w.Partition {
+					t.Errorf("key %s: partition: Debezium %d, built-in %d", key, g.Partition, w.Partition)
+				}
+				if !bytes.Equal(g.Value, w.Value) {
+					t.Errorf("key %s: value: Debezium %q, built-in %q", key, g.Value, w.Value)
+				}
+				wh := headers(w)
+				if key == untraced.OrderID {
+					// The one difference: the router places the NULL
+					// traceparent column as a header without a value.
+					wh = append(wh, "traceparent=<nil>")
+					slices.Sort(wh)
+					if trace.SpanContextFromContext(tracing.ExtractRecord(context.Background(), g.Headers)).IsValid() {
+						t.Errorf("key %s: Debezium's empty traceparent reads as a trace context", key)
+					}
+				}
+				if gh := headers(g); !slices.Equal(gh, wh) {
+					t.Errorf("key %s: headers:\n Debezium %q\n built-in %q", key, gh, wh)
+				}
+			}
+		})
+	}
+}
+
+// byKey is msgs by their key's bytes (each key is one message here).
+func byKey(msgs []*sarama.ConsumerMessage) map[string]*sarama.ConsumerMessage {
+	out := map[string]*sarama.ConsumerMessage{}
+	for _, m := range msgs {
+		out[string(m.Key)] = m
+	}
+	return out
+}
+
+// topics creates prefix.events and prefix.dlq, the topic names the
+// connector's header rules go by, and lets the connect user write them.
+func topics(t *testing.T, prefix string) map[string]string {
+	t.Helper()
+	m := map[string]string{"events": prefix + ".events", "dlq": prefix + ".dlq"}
+	testenv.Topics(t, m["events"], m["dlq"])
+	admin := testenv.Admin(t)
+	for _, topic := range m {
+		for _, op := range []sarama.AclOperation{sarama.AclOperationWrite, sarama.AclOperationDescribe} {
+			r := sarama.Resource{ResourceType: sarama.AclResourceTopic, ResourceName: topic, ResourcePatternType: sarama.AclPatternLiteral}
+			if err := admin.CreateACL(r, sarama.Acl{Principal: kafkaacl.Principal("connect"), Host: "*", Operation: op, PermissionType: sarama.AclPermissionAllow}); err != nil {
+				t.Fatalf("ACL for connect on %s: %v", topic, err)
+			}
+		}
+	}
+	return m
+}
+
+type db struct {
+	*sqlx.DB
+	url string
+}
+
+// database is a database of the test's own with the outbox schema.
+func database(t *testing.T) db {
+	t.Helper()
+	url := testenv.OwnDatabase(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	d, err := pg.Open(ctx, url, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	if err := pg.Migrate(ctx, d, testenv.Logger(t), outbox.Schema); err != nil {
+		t.Fatal(err)
+	}
+	return db{DB: d, url: url}
+}
+
+// register runs a connector for d until the test ends (connect.Start,
+// then connect.Stop).
+func register(t *testing.T, base string, d db, service string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := connect.Stop(ctx, http.DefaultClient, base, service, d.url); err != nil {
+			t.Error(err)
+		}
+	})
+	if _, err := connect.Start(ctx, http.DefaultClient, base, service, d.url, testenv.Logger(t)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// headers are m's headers as name=value lines, sorted; a header without a
+// value reads name=<nil>.
+func headers(m *sarama.ConsumerMessage) []string {
+	var out []string
+	for _, h := range m.Headers {
+		v := string(h.Value)
+		if h.Value == nil {
+			v = "<nil>"
+		}
+		out = append(out, string(h.Key)+"="+v)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestOneKeysOrderSurvivesAConnectorRestart writes one order's events,
+// each in a transaction of its own, and restarts the connector and its
+// task while they flow: every event arrives, and the first copy of each in
+// the order they were written. A restart may replay what the worker had
+// not yet committed offsets for; the consumers drop those by event id.
+func TestOneKeysOrderSurvivesAConnectorRestart(t *testing.T) {
+	base := testenv.Connect(t)
+	id := strings.ReplaceAll(uuid.NewString(), "-", "")[:8]
+	topic := topics(t, "test.restart-"+id)["events"]
+	d := database(t)
+	service := "test_r" + id
+	register(t, base, d, service)
+
+	order := uuid.NewString()
+	const n = 200
+	var written []string
+	ctx := context.Background()
+	for i := range n {
+		if i == n/4 {
+			if err := connect.Restart(ctx, http.DefaultClient, base, "choreo-"+service); err != nil {
+				t.Fatal(err)
+			}
+		}
+		e, err := events.New("order", order, events.OrderCancelled{Reason: events.ReasonCustomerCancelled}, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := outbox.EventMessage(topic, e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := pg.InTx(ctx, d.DB, func(tx *sqlx.Tx) error { return outbox.Add(ctx, tx, m) }); err != nil {
+			t.Fatal(err)
+		}
+		written = append(written, e.ID)
+	}
+
+	got := testenv.ReadAll(t, topic, n, 2*time.Minute)
+	seen := map[string]bool{}
+	var first []string
+	for _, m := range got {
+		if id := testenv.Header(m, events.HeaderEventID); !seen[id] {
+			seen[id] = true
+			first = append(first, id)
+		}
+	}
+	t.Logf("%d events written, %d messages read (%d replayed)", n, len(got), len(got)-len(first))
+	if !slices.Equal(first, written) {
+		t.Fatalf("first copies of the %d events, in arrival order, are not the order written (%d distinct arrived)", n, len(first))
+	}
+}
