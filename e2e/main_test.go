@@ -30,7 +30,7 @@ import (
 	"github.com/choreo-saga/choreo/internal/infra"
 	"github.com/choreo-saga/choreo/internal/testenv"
 	"github.com/choreo-saga/choreo/pkg/events"
-	"github.com/choreo-saga/choreo/pkg/participant"
+	"github.com/choreo-saga/choreo/pkg/outbox"
 )
 
 // service is one running service process.
@@ -115,7 +115,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	start := time.Now()
-	if os.Getenv("OUTBOX_RELAY") == participant.RelayDebezium {
+	if os.Getenv("OUTBOX_RELAY") == outbox.RelayDebezium {
 		stop, err := startConnectors(ctx, log)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "e2e:", err)

@@ -7,6 +7,8 @@ import (
 	"os"
 	"slices"
 	"testing"
+
+	"github.com/choreo-saga/choreo/pkg/outbox"
 )
 
 func TestConfigureReadsTheEnvironmentOverTheDefaults(t *testing.T) {
@@ -148,7 +150,7 @@ func TestValidateOutboxRelay(t *testing.T) {
 		relay string
 		ok    bool
 	}{
-		{"", true}, {RelayBuiltin, true}, {RelayDebezium, true}, {"Debezium", false}, {"kafka-connect", false},
+		{"", true}, {outbox.RelayBuiltin, true}, {outbox.RelayDebezium, true}, {"Debezium", false}, {"kafka-connect", false},
 	}
 	for _, tt := range tests {
 		t.Run("OUTBOX_RELAY="+tt.relay, func(t *testing.T) {

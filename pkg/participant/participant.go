@@ -80,14 +80,8 @@ type Config struct {
 // topic settings of a single local broker; there are none for the database
 // and the brokers.
 func DefaultConfig(httpAddr string) Config {
-	return Config{HTTPAddr: httpAddr, ConsumerBatch: 32, ProcessedRetention: 168 * time.Hour, OutboxRelay: RelayBuiltin, TopicSettings: broker.DefaultTopicSettings()}
+	return Config{HTTPAddr: httpAddr, ConsumerBatch: 32, ProcessedRetention: 168 * time.Hour, OutboxRelay: outbox.RelayBuiltin, TopicSettings: broker.DefaultTopicSettings()}
 }
-
-// The values of Config.OutboxRelay.
-const (
-	RelayBuiltin  = "builtin"
-	RelayDebezium = "debezium"
-)
 
 // InstanceID is the static member id of this instance in group:
 // GroupInstanceID if set, else consumer.InstanceID of the host name and
@@ -117,8 +111,8 @@ func (c Config) Validate() error {
 	if c.ConsumerBatch < 1 || c.ConsumerBatch > MaxBatch {
 		return fmt.Errorf("CONSUMER_BATCH: %d is not 1 to %d", c.ConsumerBatch, MaxBatch)
 	}
-	if c.OutboxRelay != "" && c.OutboxRelay != RelayBuiltin && c.OutboxRelay != RelayDebezium {
-		return fmt.Errorf("OUTBOX_RELAY: %q is not %q or %q", c.OutboxRelay, RelayBuiltin, RelayDebezium)
+	if c.OutboxRelay != "" && c.OutboxRelay != outbox.RelayBuiltin && c.OutboxRelay != outbox.RelayDebezium {
+		return fmt.Errorf("OUTBOX_RELAY: %q is not %q or %q", c.OutboxRelay, outbox.RelayBuiltin, outbox.RelayDebezium)
 	}
 	if err := c.Auth.Validate(); err != nil {
 		return err
@@ -231,46 +225,6 @@ func Run[C ServiceConfig](ctx context.Context, cfg C, spec func(C) (Spec, error)
 	return run(ctx, cfg.participant(), s)
 }
 
-// outboxPublisher is what publishes the service's outbox: its own relay,
-// or, with Debezium, the sweep of what the connector has read.
-type outboxPublisher struct {
-	run   func(context.Context) error
-	close func()
-}
-
-// publisher returns cfg.OutboxRelay's publisher. With Debezium it first
-// prepares the outbox and waits for the connector's slot: a row written
-// before the slot exists would never be published. The built-in relay
-// first undoes Debezium's trigger, left by an earlier run, which would mark
-// its rows sent.
-func publisher(ctx context.Context, cfg Config, name string, db *sqlx.DB, log *slog.Logger) (outboxPublisher, error) {
-	if cfg.OutboxRelay == RelayDebezium {
-		if err := outbox.Publish(ctx, db); err != nil {
-			return outboxPublisher{}, err
-		}
-		if err := outbox.AwaitSlot(ctx, db, outbox.Slot(name), log); err != nil {
-			return outboxPublisher{}, err
-		}
-		log.Info("the outbox is published by Debezium", "slot", outbox.Slot(name), "publication", outbox.Publication)
-		return outboxPublisher{run: func(ctx context.Context) error { return outbox.Sweep(ctx, db, log) }, close: func() {}}, nil
-	}
-	if err := outbox.Unpublish(ctx, db); err != nil {
-		return outboxPublisher{}, err
-	}
-	producer, err := cfg.Kafka.NewSyncProducer(name)
-	if err != nil {
-		return outboxPublisher{}, err
-	}
-	relay, err := outbox.NewRelay(outbox.RelayConfig{
-		Name: name, DB: db, DatabaseURL: cfg.DatabaseURL, Publisher: producer, Logger: log,
-	})
-	if err != nil {
-		producer.Close()
-		return outboxPublisher{}, err
-	}
-	return outboxPublisher{run: relay.Run, close: func() { producer.Close() }}, nil
-}
-
 // run is Run once the Spec is known.
 func run(ctx context.Context, cfg Config, spec Spec) error {
 	if err := cfg.Validate(); err != nil {
@@ -303,11 +257,12 @@ func run(ctx context.Context, cfg Config, spec Spec) error {
 	dlq := events.DeadLetterTopic(spec.Name)
 	topics := append([]string{spec.Produces, dlq}, spec.Consumes()...)
 	cfg.Kafka.Warn(log)
-	publish, err := publisher(ctx, cfg, spec.Name, db, log)
+	publish, closePublisher, err := outbox.Start(ctx, cfg.OutboxRelay, spec.Name, db, cfg.DatabaseURL,
+		func() (sarama.SyncProducer, error) { return cfg.Kafka.NewSyncProducer(spec.Name) }, log)
 	if err != nil {
 		return err
 	}
-	defer publish.close()
+	defer closePublisher()
 	ensure := func(ctx context.Context, topics []string) error {
 		return broker.EnsureTopicsWith(ctx, cfg.Kafka, spec.Name, cfg.TopicSettings, topics...)
 	}
@@ -342,7 +297,7 @@ func run(ctx context.Context, cfg Config, spec Spec) error {
 	setBuildInfo(spec.Name)
 
 	g, ctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return publish.run(ctx) })
+	g.Go(func() error { return publish(ctx) })
 	g.Go(func() error { return group.Run(ctx) })
 	g.Go(func() error {
 		return idem.Pruner{Group: spec.Name, Kafka: cfg.Kafka, DB: db, Window: cfg.ProcessedRetention, Log: log.With("component", "retention")}.Run(ctx)
