@@ -33,6 +33,7 @@ import (
 	"github.com/MicahParks/keyfunc/v3"
 	"github.com/go-chi/chi/v5"
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/hashicorp/golang-lru/v2/expirable"
 	"golang.org/x/time/rate"
 
 	"github.com/choreo-saga/choreo/pkg/events"
@@ -134,6 +135,10 @@ type Verifier struct {
 	// key returns the key of a token, for the request of ctx: a JWKS
 	// refresh it waits for ends with the request.
 	key func(ctx context.Context) jwt.Keyfunc
+	// remembered are the tokens accepted lately (remember.go); now is
+	// the clock they are taken by.
+	remembered *expirable.LRU[string, accepted]
+	now        func() time.Time
 }
 
 // RefreshUnknownKey is how often at most a token naming a key id the
@@ -189,7 +194,9 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Verifier, error) {
 	return &Verifier{
 		parser: jwt.NewParser(jwt.WithValidMethods(methods), jwt.WithIssuer(cfg.Issuer), jwt.WithAudience(cfg.Audience),
 			jwt.WithExpirationRequired(), jwt.WithIssuedAt(), jwt.WithLeeway(Leeway)),
-		key: key,
+		key:        key,
+		remembered: newRemembered(),
+		now:        time.Now,
 	}, nil
 }
 
@@ -200,14 +207,26 @@ func (v *Verifier) Disabled() bool { return v.disabled }
 // signature, an algorithm not accepted, a wrong issuer or audience, an
 // expiry passed or missing, or a subject that is not an id.
 func (v *Verifier) Verify(ctx context.Context, token string) (Caller, error) {
+	if caller, ok := v.recall(ctx, token); ok {
+		return caller, nil
+	}
 	var c claims
-	if _, err := v.parser.ParseWithClaims(token, &c, v.key(ctx)); err != nil {
+	var key any
+	keyOf := v.key(ctx)
+	t, err := v.parser.ParseWithClaims(token, &c, func(t *jwt.Token) (any, error) {
+		k, err := keyOf(t)
+		key = k
+		return k, err
+	})
+	if err != nil {
 		return Caller{}, err
 	}
 	if !events.ValidID(c.Subject) {
 		return Caller{}, fmt.Errorf("sub must be %s", events.IDRule)
 	}
-	return Caller{Subject: c.Subject, Operator: slices.Contains(c.Roles, RoleOperator)}, nil
+	caller := Caller{Subject: c.Subject, Operator: slices.Contains(c.Roles, RoleOperator)}
+	v.remember(token, t, key, caller, c.ExpiresAt.Time)
+	return caller, nil
 }
 
 type callerKey struct{}
