@@ -38,7 +38,9 @@
 #   status        say what runs
 #   connect-up    start a Kafka Connect worker (distributed mode) with
 #                 Debezium's PostgreSQL connector, for OUTBOX_RELAY=debezium;
-#                 Kafka and PostgreSQL must be up. REST on 127.0.0.1:CONNECT_PORT
+#                 Kafka and PostgreSQL must be up. REST on 127.0.0.1:CONNECT_PORT,
+#                 as KAFKA_CONNECT_USERNAME with KAFKA_CONNECT_PASSWORD_FILE's
+#                 password; connectors' secrets in KAFKA_CONNECT_SECRETS_DIR
 #   connect-down  stop the worker (its connectors' offsets stay in Kafka, their
 #                 replication slots in PostgreSQL, holding WAL until it is back)
 #   connect-register  register (or update) one connector per service database
@@ -66,7 +68,8 @@
 #
 # PostgreSQL runs with wal_level=logical in every mode (Debezium reads the
 # outbox from the WAL; the built-in relay does not care), and the worker logs
-# in to Kafka as the SCRAM user "connect" (internal/kafkaacl).
+# in to Kafka as the SCRAM user "connect" (internal/kafkaacl), its connectors
+# as their services' users.
 # All progress messages go to stderr; stdout carries only the export lines.
 set -euo pipefail
 
