@@ -26,11 +26,13 @@ import (
 
 // TestForKeepsPasswordsOut: the connector's configuration names its
 // passwords by reference to its secrets file, and WriteSecrets puts them
-// there, owner-only.
+// there, owner-only, escaped as a Java properties file must be: a
+// backslash read unescaped would vanish from the password.
 func TestForKeepsPasswordsOut(t *testing.T) {
 	dir := t.TempDir()
-	const dbPassword, kafkaPassword = "db-s3cret", "kafka-s3cret"
-	dbURL := "postgres://svc:" + dbPassword + "@db.example.com/payment_db?sslmode=verify-full"
+	const dbPassword, kafkaPassword = `db-s3\cret wört`, "kafka-s3cret"
+	const dbPasswordEscaped = `db-s3\\cret w\u00f6rt`
+	dbURL := (&url.URL{Scheme: "postgres", User: url.UserPassword("svc", dbPassword), Host: "db.example.com", Path: "/payment_db", RawQuery: "sslmode=verify-full"}).String()
 	c, err := connect.For("payment", dbURL, "public", "choreo_payment", dir)
 	if err != nil {
 		t.Fatal(err)
@@ -63,7 +65,7 @@ func TestForKeepsPasswordsOut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, line := range []string{"database.password=" + dbPassword, "kafka.password=" + kafkaPassword} {
+	for _, line := range []string{"database.password=" + dbPasswordEscaped, "kafka.password=" + kafkaPassword} {
 		if !strings.Contains(string(b), line+"\n") {
 			t.Errorf("secrets file lacks %q:\n%s", line, b)
 		}
