@@ -103,7 +103,8 @@ CONNECT_CONF="$INFRA_DIR/connect-config"
 CONNECT_PID_FILE="$INFRA_DIR/run/connect.pid"
 CONNECT_LOG="$INFRA_DIR/logs/connect.log"
 CONNECT_OUT="$INFRA_DIR/logs/connect.out"
-CONNECT_START_TIMEOUT="${CONNECT_START_TIMEOUT:-120}"
+# ~10 s on a quiet machine; minutes on a busy 2-core one.
+CONNECT_START_TIMEOUT="${CONNECT_START_TIMEOUT:-300}"
 # The worker's REST API asks for this user's password (0600 in
 # CONNECT_REST_DIR, made on first use), and its connectors' passwords are
 # files in CONNECT_SECRETS_DIR (0700), never in their configurations.
