@@ -12,7 +12,9 @@
 # rate's duration, default 20s), PERF_P99 (default 1s), PERF_MODES
 # (default "batched:32 per-event:1"), PERF_LOAD_FLAGS (more tools/load
 # flags, e.g. "-customers 1 -skus 1" for a hot key), PERF_OUTBOX=0 to skip
-# the outbox comparison.
+# the outbox comparison, PERF_RELAYS="builtin debezium" to run everything
+# on each outbox relay in turn (Debezium on a Kafka Connect worker that
+# infra.sh starts; its results are named <mode>-debezium).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -20,6 +22,7 @@ sweep="${PERF_SWEEP:-100:1000:100}"
 step="${PERF_STEP:-20s}"
 p99="${PERF_P99:-1s}"
 modes="${PERF_MODES:-batched:32 per-event:1}"
+relays="${PERF_RELAYS:-builtin}"
 out=bin/perf
 mkdir -p "$out" bin/logs
 
@@ -43,9 +46,20 @@ stop() {
 }
 trap stop EXIT
 
+for relay in $relays; do
+case "$relay" in
+  builtin) suffix="" ;;
+  debezium)
+    suffix="-debezium"
+    bash scripts/infra.sh connect-up
+    bash scripts/infra.sh connect-register
+    ;;
+  *) echo "perf.sh: PERF_RELAYS: $relay; want builtin or debezium" >&2; exit 2 ;;
+esac
+export OUTBOX_RELAY="$relay"
 for mode in $modes; do
-  name="${mode%%:*}" batch="${mode##*:}"
-  echo "[perf] $name: CONSUMER_BATCH=$batch" >&2
+  name="${mode%%:*}$suffix" batch="${mode##*:}"
+  echo "[perf] $name: CONSUMER_BATCH=$batch OUTBOX_RELAY=$relay" >&2
   for svc in order payment inventory shipping; do
     up="${svc^^}"
     url_var="${up}_DATABASE_URL" user_var="${up}_KAFKA_USERNAME" pw_var="${up}_KAFKA_PASSWORD_FILE"
@@ -78,15 +92,27 @@ for mode in $modes; do
     -out "$out/$name.json" -chart "$out/$name.svg" | tee "$out/$name.txt"
   stop
 done
+# Back to the built-in relay: the connectors and their slots go, or the
+# slots would hold WAL for ever.
+if [ "$relay" = debezium ]; then
+  bin/choreoctl connect-remove
+fi
+done
 
 if [ "${PERF_OUTBOX:-1}" = 1 ]; then
-  echo "[perf] outbox: relay vs naive poller vs Watermill" >&2
-  (cd bench && go run ./outbox -rows 20000 -rate 200 -trickle 10s) | tee "$out/outbox.txt"
+  contenders="relay,naive,watermill"
+  case " $relays " in *" debezium "*) contenders="relay,debezium,naive,watermill" ;; esac
+  echo "[perf] outbox: $contenders" >&2
+  (cd bench && go run ./outbox -rows 20000 -rate 200 -trickle 10s -only "$contenders") | tee "$out/outbox.txt"
 fi
 
 echo
 echo "highest rate sustained (p99 under $p99):"
-for mode in $modes; do
-  name="${mode%%:*}"
-  printf '  %-10s %s\n' "$name" "$(grep -o 'p99 under [^:]*: [0-9.]* orders/s' "$out/$name.txt" | sed 's/.*: //')"
+for relay in $relays; do
+  suffix=""
+  [ "$relay" = debezium ] && suffix="-debezium"
+  for mode in $modes; do
+    name="${mode%%:*}$suffix"
+    printf '  %-19s %s\n' "$name" "$(grep -o 'p99 under [^:]*: [0-9.]* orders/s' "$out/$name.txt" | sed 's/.*: //')"
+  done
 done

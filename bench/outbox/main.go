@@ -69,7 +69,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	rows := fs.Int("rows", 20000, "drain: rows in the backlog")
 	rate := fs.Float64("rate", 200, "trickle: rows committed per second")
 	trickle := fs.Duration("trickle", 10*time.Second, "trickle: how long")
-	only := fs.String("only", "relay,naive,watermill", "contenders to run, comma-separated")
+	only := fs.String("only", "relay,naive,watermill", "contenders to run, comma-separated (and debezium, which needs a Kafka Connect worker: scripts/infra.sh connect-up)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -80,7 +80,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	all := []contender{&relayContender{}, &naiveContender{}, &watermillContender{}}
+	all := []contender{&relayContender{}, &debeziumContender{}, &naiveContender{}, &watermillContender{}}
 	var results []result
 	for _, c := range all {
 		if !slices.Contains(strings.Split(*only, ","), c.Name()) {
@@ -119,6 +119,13 @@ func measure(ctx context.Context, c contender, baseURL string, kafka broker.Conn
 		return result{}, err
 	}
 	defer e.Close()
+	if cl, ok := c.(interface{ Close() error }); ok {
+		defer func() {
+			if err := cl.Close(); err != nil {
+				fmt.Fprintf(os.Stderr, "%s: close: %v\n", c.Name(), err)
+			}
+		}()
+	}
 	if err := c.Prepare(ctx, e); err != nil {
 		return result{}, fmt.Errorf("prepare: %w", err)
 	}

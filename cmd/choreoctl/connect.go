@@ -64,3 +64,39 @@ func connectRegister(ctx context.Context, args []string, getenv func(string) str
 	}
 	return nil
 }
+
+// connectRemove is `choreoctl connect-remove`: it undoes connect-register
+// for every service (connect.Stop: the connector, its offsets, its secrets
+// file and its replication slot, which would otherwise hold WAL for ever),
+// for going back to the built-in relay with every service stopped.
+func connectRemove(ctx context.Context, args []string, getenv func(string) string, out, errOut io.Writer) error {
+	fs := flag.NewFlagSet("choreoctl connect-remove", flag.ContinueOnError)
+	fs.SetOutput(errOut)
+	base := fs.String("connect", getenv("KAFKA_CONNECT_URL"), "the Kafka Connect worker's REST `URL` (default $KAFKA_CONNECT_URL)")
+	wait := fs.Duration("wait", 2*time.Minute, "how long to wait for each connector to go")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *base == "" {
+		return fmt.Errorf("connect-remove: no worker: set -connect or KAFKA_CONNECT_URL")
+	}
+	client, err := connect.Client(getenv("KAFKA_CONNECT_USERNAME"), getenv("KAFKA_CONNECT_PASSWORD_FILE"))
+	if err != nil {
+		return fmt.Errorf("connect-remove: %w", err)
+	}
+	for _, service := range connectServices {
+		p := strings.ToUpper(service)
+		url := getenv(p + "_DATABASE_URL")
+		if url == "" {
+			return fmt.Errorf("connect-remove: %s_DATABASE_URL is not set", p)
+		}
+		ctx, cancel := context.WithTimeout(ctx, *wait)
+		err := connect.Stop(ctx, client, *base, service, url, getenv("KAFKA_CONNECT_SECRETS_DIR"))
+		cancel()
+		if err != nil {
+			return fmt.Errorf("connect-remove: %w", err)
+		}
+		fmt.Fprintf(out, "connect-remove: choreo-%s removed, slot %s dropped\n", service, "choreo_"+service)
+	}
+	return nil
+}

@@ -63,6 +63,7 @@ commands:
   token -sub ID [-operator] [-ttl D]  a development token of customer (or operator) ID
   kafka-acls [-brokers B]           create the services' Kafka ACLs, as the administrator
   connect-register [-connect URL]   register the services' Debezium connectors (OUTBOX_RELAY=debezium)
+  connect-remove [-connect URL]     remove them and their slots, to go back to the built-in relay
 `
 
 // run is the command; -h prints the usage to errOut and is not an error.
@@ -117,6 +118,9 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 	}
 	if fs.Arg(0) == "connect-register" { // talks to Kafka Connect and the databases
 		return connectRegister(ctx, fs.Args()[1:], getenv, out, errOut)
+	}
+	if fs.Arg(0) == "connect-remove" {
+		return connectRemove(ctx, fs.Args()[1:], getenv, out, errOut)
 	}
 	cmd, rest := fs.Arg(0), fs.Args()[1:]
 	if err := sub.Parse(rest); err != nil {
