@@ -182,7 +182,7 @@ func TestComposeConnectWorker(t *testing.T) {
 		}
 		for _, pc := range s.Ports {
 			if pc.HostIP != "127.0.0.1" {
-				t.Errorf("port %d published on %q, want 127.0.0.1 only: the REST API has no authentication", pc.Target, pc.HostIP)
+				t.Errorf("port %d published on %q, want 127.0.0.1 only", pc.Target, pc.HostIP)
 			}
 			if int(pc.Target) != port {
 				t.Errorf("publishes container port %d, but the worker listens on %d", pc.Target, port)
