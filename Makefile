@@ -9,7 +9,9 @@
 # verify bearer tokens with: unless it is set, the development key's, made
 # once by `choreoctl dev-key` outside the repository, whose private half
 # `choreoctl token` signs with.
-COMPOSE = CHOREO_PUBLIC_KEY_FILE="$${CHOREO_PUBLIC_KEY_FILE:-$$(go run ./cmd/choreoctl dev-key | sed -n 's/^AUTH_PUBLIC_KEY_FILE=//p')}" docker compose -f deploy/compose/compose.yaml
+# OUTBOX_RELAY=debezium adds the debezium profile: Debezium on a Kafka
+# Connect worker publishes the outboxes (deploy/compose/README.md).
+COMPOSE = CHOREO_PUBLIC_KEY_FILE="$${CHOREO_PUBLIC_KEY_FILE:-$$(go run ./cmd/choreoctl dev-key | sed -n 's/^AUTH_PUBLIC_KEY_FILE=//p')}" docker compose -f deploy/compose/compose.yaml $(if $(filter debezium,$(OUTBOX_RELAY)),--profile debezium)
 
 run:
 	bash scripts/run.sh
