@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"net/http"
 	"os"
 	"testing"
 	"time"
@@ -107,8 +106,12 @@ func connectorsRun(t *testing.T) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	client, err := connect.Client(os.Getenv("KAFKA_CONNECT_USERNAME"), os.Getenv("KAFKA_CONNECT_PASSWORD_FILE"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, name := range []string{"order", "payment", "inventory", "shipping"} {
-		ok, err := connect.Running(ctx, http.DefaultClient, os.Getenv("KAFKA_CONNECT_URL"), "choreo-"+name)
+		ok, err := connect.Running(ctx, client, os.Getenv("KAFKA_CONNECT_URL"), "choreo-"+name)
 		if err != nil {
 			t.Fatal(err)
 		}
