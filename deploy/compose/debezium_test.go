@@ -143,7 +143,7 @@ func TestComposeConnectRegister(t *testing.T) {
 	if err != nil {
 		t.Fatalf("KAFKA_CONNECT_URL: %v", err)
 	}
-	if want := strconv.Itoa(listenerPort(t, worker(t, p))); u.Hostname() != connectService || u.Port() != want {
+	if want := strconv.Itoa(listenerPort(t, workerProps(t, p))); u.Hostname() != connectService || u.Port() != want {
 		t.Errorf("KAFKA_CONNECT_URL = %s, want the %s service's REST port %s", u, connectService, want)
 	}
 	deps := []string{connectService}
@@ -152,6 +152,11 @@ func TestComposeConnectRegister(t *testing.T) {
 		if got, want := e[key], env(t, mustService(t, p, name))["DATABASE_URL"]; got != want {
 			t.Errorf("%s = %q, want %s's DATABASE_URL %q", key, got, name, want)
 		}
+		// Its connector produces as the service's own Kafka user.
+		key = strings.ToUpper(name) + "_KAFKA_PASSWORD_FILE"
+		if m := mountAt(t, s, filepath.Dir(e[key])); filepath.Base(e[key]) != "password" || m.Source != "kafka-users" || m.Volume == nil || m.Volume.Subpath != name || !m.ReadOnly {
+			t.Errorf("%s = %q is not the password in kafka-users' %s, mounted read-only: %+v", key, e[key], name, m)
+		}
 		deps = append(deps, dbService(name))
 	}
 	for _, dep := range deps {
@@ -159,11 +164,73 @@ func TestComposeConnectRegister(t *testing.T) {
 			t.Errorf("does not wait for %s to be healthy: %+v", dep, s.DependsOn)
 		}
 	}
+
+	worker := mustService(t, p, connectService)
+	// The REST user's password is the one the worker's users file names.
+	if e["KAFKA_CONNECT_USERNAME"] != "admin" {
+		t.Errorf("KAFKA_CONNECT_USERNAME = %q, want admin, the worker's REST user", e["KAFKA_CONNECT_USERNAME"])
+	}
+	rest := mountAt(t, s, filepath.Dir(e["KAFKA_CONNECT_PASSWORD_FILE"]))
+	users := restUsersFile(t, worker)
+	wrest := mountAt(t, worker, filepath.Dir(users))
+	if rest.Source != "kafka-users" || rest.Volume == nil || rest.Volume.Subpath != "connect-rest" || !rest.ReadOnly ||
+		wrest.Source != rest.Source || wrest.Volume == nil || wrest.Volume.Subpath != rest.Volume.Subpath || !wrest.ReadOnly {
+		t.Errorf("KAFKA_CONNECT_PASSWORD_FILE's mount %+v and the worker's users file's %+v are not kafka-users' connect-rest, read-only", rest, wrest)
+	}
+	// The connectors' secrets: written here, read by the worker at the
+	// same path, which their ${file:...} references name.
+	dir := e["KAFKA_CONNECT_SECRETS_DIR"]
+	secrets, wsecrets := mountAt(t, s, dir), mountAt(t, worker, dir)
+	if secrets.Type != types.VolumeTypeVolume || secrets.ReadOnly || wsecrets.Source != secrets.Source || !wsecrets.ReadOnly {
+		t.Errorf("KAFKA_CONNECT_SECRETS_DIR %s: mounted %+v here and %+v in the worker, want one volume, written here, read there", dir, secrets, wsecrets)
+	}
+	if got := workerProps(t, p)["config.providers.file.param.allowed.paths"]; got != dir {
+		t.Errorf("the worker's file provider reads %q, not KAFKA_CONNECT_SECRETS_DIR %q", got, dir)
+	}
 	for k := range e {
-		if k != "KAFKA_CONNECT_URL" && !slices.Contains(deps, strings.ToLower(strings.TrimSuffix(k, "_DATABASE_URL"))+"-db") {
+		known := slices.Contains([]string{"KAFKA_CONNECT_URL", "KAFKA_CONNECT_USERNAME", "KAFKA_CONNECT_PASSWORD_FILE", "KAFKA_CONNECT_SECRETS_DIR"}, k)
+		for _, name := range outboxServices() {
+			known = known || k == strings.ToUpper(name)+"_DATABASE_URL" || k == strings.ToUpper(name)+"_KAFKA_PASSWORD_FILE"
+		}
+		if !known {
 			t.Errorf("sets %s, which connect-register does not read", k)
 		}
 	}
+}
+
+// mountAt returns what s mounts at target.
+func mountAt(t *testing.T, s types.ServiceConfig, target string) types.ServiceVolumeConfig {
+	t.Helper()
+	for _, v := range s.Volumes {
+		if v.Target == target {
+			return v
+		}
+	}
+	t.Errorf("%s mounts nothing at %s", s.Name, target)
+	return types.ServiceVolumeConfig{}
+}
+
+// restUsersFile returns the users file the worker's REST login module
+// reads, from the JAAS file start.sh names.
+func restUsersFile(t *testing.T, worker types.ServiceConfig) string {
+	t.Helper()
+	script, err := os.ReadFile(bindSource(t, worker, startTarget))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`-Djava\.security\.auth\.login\.config=(\S+)`).FindStringSubmatch(string(script))
+	if m == nil {
+		t.Fatal("start.sh names no JAAS file for the REST API's login")
+	}
+	jaas, err := os.ReadFile(bindSource(t, worker, m[1]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := regexp.MustCompile(`PropertyFileLoginModule required\s+file="([^"]+)"`).FindStringSubmatch(string(jaas))
+	if f == nil {
+		t.Fatalf("%s has no PropertyFileLoginModule with a users file", m[1])
+	}
+	return f[1]
 }
 
 // TestComposeConnectWorker: the worker answers REST on the host's loopback
@@ -173,7 +240,7 @@ func TestComposeConnectRegister(t *testing.T) {
 func TestComposeConnectWorker(t *testing.T) {
 	p := loadDebezium(t)
 	s := mustService(t, p, connectService)
-	w := worker(t, p)
+	w := workerProps(t, p)
 	port := listenerPort(t, w)
 
 	t.Run("ports", func(t *testing.T) {
@@ -217,14 +284,10 @@ func TestComposeConnectWorker(t *testing.T) {
 		}
 	})
 	t.Run("login", func(t *testing.T) {
-		var mount *types.ServiceVolumeConfig
-		for i, v := range s.Volumes {
-			if v.Source == "kafka-users" {
-				mount = &s.Volumes[i]
-			}
-		}
-		if mount == nil || !mount.ReadOnly || mount.Volume == nil || mount.Volume.Subpath != "connect" {
-			t.Fatalf("kafka-users mount = %+v, want its subpath connect, read-only", mount)
+		target := w["config.providers.dir.param.allowed.paths"]
+		mount := mountAt(t, s, target)
+		if mount.Source != "kafka-users" || !mount.ReadOnly || mount.Volume == nil || mount.Volume.Subpath != "connect" {
+			t.Fatalf("mount at %s = %+v, want kafka-users' subpath connect, read-only", target, mount)
 		}
 		jaas := `org.apache.kafka.common.security.scram.ScramLoginModule required username="connect" password="${dir:` + mount.Target + `:password}";`
 		for _, client := range []string{"", "producer.", "consumer.", "admin."} {
@@ -233,9 +296,8 @@ func TestComposeConnectWorker(t *testing.T) {
 			}
 		}
 		if w["config.providers.dir.class"] != "org.apache.kafka.common.config.provider.DirectoryConfigProvider" ||
-			!slices.Contains(strings.Split(w["config.providers"], ","), "dir") ||
-			w["config.providers.dir.param.allowed.paths"] != mount.Target {
-			t.Errorf("the dir config provider is not DirectoryConfigProvider limited to %s", mount.Target)
+			!slices.Contains(strings.Split(w["config.providers"], ","), "dir") {
+			t.Errorf("the dir config provider is not DirectoryConfigProvider")
 		}
 	})
 	t.Run("as make run's", func(t *testing.T) {
@@ -248,6 +310,12 @@ func TestComposeConnectWorker(t *testing.T) {
 			switch {
 			case !ok:
 				t.Errorf("worker.properties lacks %s, which infra.sh's worker sets (%s)", k, v)
+			case k == "config.providers":
+				for _, name := range strings.Split(v, ",") {
+					if !slices.Contains(strings.Split(got, ","), name) {
+						t.Errorf("config.providers = %q lacks %s, which infra.sh's worker has", got, name)
+					}
+				}
 			case !strings.Contains(v, "$") && got != v:
 				t.Errorf("%s = %q, but infra.sh's worker has %q", k, got, v)
 			}
@@ -385,7 +453,7 @@ func TestComposePostgresLogicalDecoding(t *testing.T) {
 }
 
 // worker parses the worker.properties the connect service mounts.
-func worker(t *testing.T, p *types.Project) map[string]string {
+func workerProps(t *testing.T, p *types.Project) map[string]string {
 	t.Helper()
 	f, err := os.Open(bindSource(t, mustService(t, p, connectService), workerTarget))
 	if err != nil {

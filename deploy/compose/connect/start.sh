@@ -11,4 +11,5 @@ if [ "${OUTBOX_RELAY:-}" != debezium ]; then
 fi
 exec java -Xms128m -Xmx512m -XX:+UseG1GC -Djava.awt.headless=true \
   -Dlog4j2.configurationFile=/choreo/log4j2.properties \
+  -Djava.security.auth.login.config=/choreo/rest-jaas.conf \
   -cp '/opt/connect/libs/*' org.apache.kafka.connect.cli.ConnectDistributed /choreo/worker.properties
