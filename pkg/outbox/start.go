@@ -20,7 +20,7 @@ const (
 // exists would never be published, and runs only the Sweep of the rows
 // Debezium has read. The built-in relay first undoes Debezium's trigger,
 // left by an earlier run, which would mark its rows sent.
-func Start(ctx context.Context, relay, name string, db *sqlx.DB, databaseURL string,
+func Start(ctx context.Context, relay, name string, db *sqlx.DB, databaseURL, connectURL string,
 	newProducer func() (sarama.SyncProducer, error), log *slog.Logger) (run func(context.Context) error, closeFn func(), err error) {
 	if relay == RelayDebezium {
 		if err := Publish(ctx, db); err != nil {
@@ -30,7 +30,7 @@ func Start(ctx context.Context, relay, name string, db *sqlx.DB, databaseURL str
 			return nil, nil, err
 		}
 		log.Info("the outbox is published by Debezium", "slot", Slot(name), "publication", Publication)
-		return func(ctx context.Context) error { return Sweep(ctx, db, log) }, func() {}, nil
+		return withWatch(func(ctx context.Context) error { return Sweep(ctx, db, log) }, db, name, connectURL, log), func() {}, nil
 	}
 	if err := Unpublish(ctx, db); err != nil {
 		return nil, nil, err

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"slices"
 	"time"
@@ -64,6 +65,11 @@ type Config struct {
 	// for its replication slot, runs no relay and sweeps the rows Debezium
 	// has read (outbox.Sweep).
 	OutboxRelay string `envconfig:"OUTBOX_RELAY"`
+	// ConnectURL is the Kafka Connect worker's REST API, e.g.
+	// "http://127.0.0.1:8183" (KAFKA_CONNECT_URL). With OUTBOX_RELAY=debezium
+	// the service exports its connector's state read there
+	// (choreo_outbox_connector_*); empty: only its slot's gauges.
+	ConnectURL string `envconfig:"KAFKA_CONNECT_URL"`
 	// Auth is where the API finds the keys of its callers' tokens
 	// (AUTH_JWKS_URL or AUTH_PUBLIC_KEY_FILE, AUTH_ISSUER, AUTH_AUDIENCE;
 	// see package bearer). Without a key the service refuses to start,
@@ -113,6 +119,9 @@ func (c Config) Validate() error {
 	}
 	if c.OutboxRelay != "" && c.OutboxRelay != outbox.RelayBuiltin && c.OutboxRelay != outbox.RelayDebezium {
 		return fmt.Errorf("OUTBOX_RELAY: %q is not %q or %q", c.OutboxRelay, outbox.RelayBuiltin, outbox.RelayDebezium)
+	}
+	if u, err := url.Parse(c.ConnectURL); c.ConnectURL != "" && (err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "") {
+		return fmt.Errorf("KAFKA_CONNECT_URL: %q is not an http or https URL", c.ConnectURL)
 	}
 	if err := c.Auth.Validate(); err != nil {
 		return err
@@ -257,7 +266,7 @@ func run(ctx context.Context, cfg Config, spec Spec) error {
 	dlq := events.DeadLetterTopic(spec.Name)
 	topics := append([]string{spec.Produces, dlq}, spec.Consumes()...)
 	cfg.Kafka.Warn(log)
-	publish, closePublisher, err := outbox.Start(ctx, cfg.OutboxRelay, spec.Name, db, cfg.DatabaseURL,
+	publish, closePublisher, err := outbox.Start(ctx, cfg.OutboxRelay, spec.Name, db, cfg.DatabaseURL, cfg.ConnectURL,
 		func() (sarama.SyncProducer, error) { return cfg.Kafka.NewSyncProducer(spec.Name) }, log)
 	if err != nil {
 		return err
