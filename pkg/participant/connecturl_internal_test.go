@@ -1,6 +1,13 @@
 package participant
 
-import "testing"
+import (
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
 
 // TestValidateConnectURL: KAFKA_CONNECT_URL is unset or an http(s) URL
 // with a host; anything else stops the service before it starts, rather
@@ -25,5 +32,38 @@ func TestValidateConnectURL(t *testing.T) {
 				t.Errorf("Validate() = %v, want ok %v", err, tt.ok)
 			}
 		})
+	}
+}
+
+// TestConnectURLCarriesTheCredential: the connector's state is read with
+// the worker's REST credential, which the worker asks for; a user without
+// a password file stops the service before it starts.
+func TestConnectURLCarriesTheCredential(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if u, p, ok := r.BasicAuth(); !ok || u != "choreo" || p != "s3cret" {
+			w.WriteHeader(http.StatusUnauthorized)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	file := filepath.Join(t.TempDir(), "choreo.password")
+	if err := os.WriteFile(file, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := Config{ConnectURL: srv.URL, ConnectUsername: "choreo", ConnectPasswordFile: file}
+	u, err := c.connectURL()
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Get(u + "/connectors")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("the worker answered %s, want 200: the credential was not sent", resp.Status)
+	}
+	c.ConnectPasswordFile = ""
+	if _, err := c.connectURL(); err == nil || !strings.Contains(err.Error(), "KAFKA_CONNECT_PASSWORD_FILE") {
+		t.Errorf("connectURL without a password file = %v, want an error naming KAFKA_CONNECT_PASSWORD_FILE", err)
 	}
 }

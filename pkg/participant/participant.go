@@ -70,6 +70,11 @@ type Config struct {
 	// the service exports its connector's state read there
 	// (choreo_outbox_connector_*); empty: only its slot's gauges.
 	ConnectURL string `envconfig:"KAFKA_CONNECT_URL"`
+	// ConnectUsername and ConnectPasswordFile are the worker's REST
+	// credential (KAFKA_CONNECT_USERNAME, KAFKA_CONNECT_PASSWORD_FILE; see
+	// scripts/infra.sh): without it the worker answers 401.
+	ConnectUsername     string `envconfig:"KAFKA_CONNECT_USERNAME"`
+	ConnectPasswordFile string `envconfig:"KAFKA_CONNECT_PASSWORD_FILE"`
 	// Auth is where the API finds the keys of its callers' tokens
 	// (AUTH_JWKS_URL or AUTH_PUBLIC_KEY_FILE, AUTH_ISSUER, AUTH_AUDIENCE;
 	// see package bearer). Without a key the service refuses to start,
@@ -266,7 +271,11 @@ func run(ctx context.Context, cfg Config, spec Spec) error {
 	dlq := events.DeadLetterTopic(spec.Name)
 	topics := append([]string{spec.Produces, dlq}, spec.Consumes()...)
 	cfg.Kafka.Warn(log)
-	publish, closePublisher, err := outbox.Start(ctx, cfg.OutboxRelay, spec.Name, db, cfg.DatabaseURL, cfg.ConnectURL,
+	connectURL, err := cfg.connectURL()
+	if err != nil {
+		return err
+	}
+	publish, closePublisher, err := outbox.Start(ctx, cfg.OutboxRelay, spec.Name, db, cfg.DatabaseURL, connectURL,
 		func() (sarama.SyncProducer, error) { return cfg.Kafka.NewSyncProducer(spec.Name) }, log)
 	if err != nil {
 		return err
