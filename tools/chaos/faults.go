@@ -27,7 +27,11 @@ type Failpoints struct {
 // 6 orders/s, in which a 2% after-commit fired twice, and a 5% relay point
 // 2–9 times (fewer, larger batches on a loaded machine): at 8% and 10%
 // each fires ~5–15 times, so that none stays silent but by a fluke.
-func FailpointsFor(short bool) Failpoints {
+func FailpointsFor(short bool, relay string) Failpoints {
+	if relay == RelayDebezium {
+		// No relay of the services' own passes the relay's points.
+		return Failpoints{Consumer: FailpointsFor(short, RelayBuiltin).Consumer}
+	}
 	if short {
 		return Failpoints{Consumer: "after-commit=0.08", Relay: "after-publish=0.1,between-batches=0.1"}
 	}
@@ -74,6 +78,8 @@ type Injector struct {
 	// Dups follows the consumers' duplicate counters, read before an
 	// instance is stopped so that its count is not lost with it.
 	Dups *DupCounter
+	// Worker is the Kafka Connect worker with -relay debezium, else nil.
+	Worker *Worker
 
 	mu   sync.Mutex
 	done []Injected
@@ -183,6 +189,12 @@ func (j *Injector) fire(ctx context.Context, f Fault, in *Injected) error {
 
 	case KindFailpoints:
 		return j.failpoints(ctx, f, in)
+
+	case KindConnectKill, KindConnectPause:
+		if j.Worker == nil {
+			return fmt.Errorf("%s needs -relay debezium", f.Kind)
+		}
+		return j.Worker.fault(ctx, f, in)
 	}
 	return fmt.Errorf("unknown fault kind %q", f.Kind)
 }
@@ -195,6 +207,9 @@ func (j *Injector) fire(ctx context.Context, f Fault, in *Injected) error {
 // consumer's point is armed on the scheduled instance only, as before.
 func (j *Injector) failpoints(ctx context.Context, f Fault, in *Injected) error {
 	spec := func(i *Instance) string {
+		if i.Index == f.Instance && j.Failpoints.Relay == "" {
+			return j.Failpoints.Consumer
+		}
 		if i.Index == f.Instance {
 			return j.Failpoints.Consumer + "," + j.Failpoints.Relay
 		}

@@ -24,8 +24,10 @@ type Infra struct {
 	Dir       string // CHOREO_INFRA_DIR
 	KafkaPort int    // node I listens on KafkaPort+2(I-1), its controller on KafkaPort+1+2(I-1)
 	PGPort    int
-	Nodes     int
-	log       *slog.Logger
+	// ConnectPort is the Kafka Connect worker's REST port (-relay debezium).
+	ConnectPort int
+	Nodes       int
+	log         *slog.Logger
 
 	// Filled by Up.
 	Kafka     broker.Conn            // as the administrator
@@ -42,6 +44,7 @@ func (in *Infra) env() []string {
 		"KAFKA_PORT="+strconv.Itoa(in.KafkaPort),
 		"KAFKA_CONTROLLER_PORT="+strconv.Itoa(in.KafkaPort+1),
 		"PGPORT="+strconv.Itoa(in.PGPort),
+		"CONNECT_PORT="+strconv.Itoa(in.ConnectPort),
 	)
 	if os.Getenv("KAFKA_LIBS_DIR") == "" {
 		home, _ := os.UserHomeDir()
@@ -175,7 +178,7 @@ func placeInfra(o *options, nodes int) (fresh bool, release func(), err error) {
 	if err != nil {
 		return false, nil, err
 	}
-	o.kafkaPort, o.pgPort, o.portBase = p.Kafka, p.PG, p.HTTP
+	o.kafkaPort, o.pgPort, o.portBase, o.connectPort = p.Kafka, p.PG, p.HTTP, p.Connect
 	if o.infraDir, err = os.MkdirTemp("", "choreo-chaos-infra-"); err != nil {
 		release()
 		return false, nil, err
@@ -191,7 +194,7 @@ func placeInfra(o *options, nodes int) (fresh bool, release func(), err error) {
 func endInfra(ctx context.Context, log *slog.Logger, in *Infra, o options, fresh bool, runErr error) {
 	if o.keep {
 		log.Info("infrastructure left running (-keep); reuse it with",
-			"flags", fmt.Sprintf("-infra-dir %s -kafka-port %d -pg-port %d -port-base %d", in.Dir, o.kafkaPort, o.pgPort, o.portBase))
+			"flags", fmt.Sprintf("-infra-dir %s -kafka-port %d -pg-port %d -port-base %d -connect-port %d", in.Dir, o.kafkaPort, o.pgPort, o.portBase, o.connectPort))
 		return
 	}
 	log.Info("stopping the infrastructure (-keep leaves it up)")
