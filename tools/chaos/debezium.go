@@ -68,24 +68,47 @@ func failpointNames(relay string) []string {
 	return FailpointNames
 }
 
-// placeWorkerFaults moves the schedule's first worker pause into the first
-// half of [warm, crashStart) and its first worker kill into the second, so
-// that neither waits for the other (one worker fault at a time, see
-// Worker.fault) and both happen while orders flow. Later ones stay where
-// they fell.
-func placeWorkerFaults(r *rand.Rand, out []Fault, warm, crashStart time.Duration) {
-	mid := warm + (crashStart-warm)/2
-	place := func(k Kind, from, to time.Duration) {
-		for i := range out {
-			if out[i].Kind == k {
-				span := to - out[i].For - from
-				out[i].At = from + time.Duration(r.Int64N(int64(max(time.Millisecond, span))))
-				return
-			}
+// placeWorkerFaults lays the schedule's worker faults out one after the
+// other over [warm, crashStart), each somewhere in a slot of its own with
+// room for the worker to recover, the mandatory pause first and kill
+// second: a fault that had to wait for the previous one could end after
+// the load. Worker faults beyond what fits (a slot per pause, recovery
+// and some) are dropped.
+func placeWorkerFaults(r *rand.Rand, out []Fault, warm, crashStart, pause time.Duration) []Fault {
+	const recovery = 15 * time.Second
+	fit := max(2, int((crashStart-warm)/(pause+3*time.Second+recovery)))
+	var idx []int
+	for i, f := range out {
+		if f.Kind == KindConnectKill || f.Kind == KindConnectPause {
+			idx = append(idx, i)
 		}
 	}
-	place(KindConnectPause, warm, mid)
-	place(KindConnectKill, mid, crashStart)
+	if len(idx) == 0 {
+		return out
+	}
+	// The mandatory pause, then the mandatory kill: they come first in out.
+	if out[idx[0]].Kind != KindConnectPause {
+		idx[0], idx[1] = idx[1], idx[0]
+	}
+	if len(idx) > fit {
+		drop := slices.Clone(idx[fit:])
+		idx = idx[:fit]
+		var kept []Fault
+		for i, f := range out {
+			if !slices.Contains(drop, i) {
+				kept = append(kept, f)
+			}
+		}
+		// Indices before the first dropped one are unchanged: the kept
+		// worker faults are all mandatory or earlier extras.
+		out = kept
+	}
+	slot := (crashStart - warm) / time.Duration(len(idx))
+	for n, i := range idx {
+		span := slot - out[i].For - recovery/3
+		out[i].At = warm + time.Duration(n)*slot + time.Duration(r.Int64N(int64(max(time.Millisecond, span))))
+	}
+	return out
 }
 
 // Worker is the run's Kafka Connect worker, started by infra.sh

@@ -152,7 +152,6 @@ func Schedule(seed int64, t Timings) ([]Fault, error) {
 			out[i].At = warm + 8*time.Second + time.Duration(r.Int64N(int64(max(time.Second, (crashStart-warm)/5))))
 		}
 	}
-	placeWorkerFaults(r, out, warm, crashStart)
 	// The two pauses on different services, so that no service has both
 	// instances frozen by the mandatory faults.
 	var leader, consumer *Fault
@@ -175,6 +174,7 @@ func Schedule(seed int64, t Timings) ([]Fault, error) {
 	for range max(0, int((crashStart-warm-time.Minute)/(15*time.Second))) {
 		out = append(out, mk(extra[r.IntN(len(extra))]))
 	}
+	out = placeWorkerFaults(r, out, warm, crashStart, t.Pause)
 	for at := crashStart; at < crashStart+crashLen; at += t.CrashEvery {
 		jitter := time.Duration(r.Int64N(int64(t.CrashEvery / 4)))
 		out = append(out, Fault{At: at + jitter, Kind: KindCrashLoop, Service: service(), Instance: instance(),
