@@ -68,47 +68,75 @@ func failpointNames(relay string) []string {
 	return FailpointNames
 }
 
-// placeWorkerFaults lays the schedule's worker faults out one after the
-// other over [warm, crashStart), each somewhere in a slot of its own with
-// room for the worker to recover, the mandatory pause first and kill
-// second: a fault that had to wait for the previous one could end after
-// the load. Worker faults beyond what fits (a slot per pause, recovery
-// and some) are dropped.
-func placeWorkerFaults(r *rand.Rand, out []Fault, warm, crashStart, pause time.Duration) []Fault {
-	const recovery = 15 * time.Second
-	fit := max(2, int((crashStart-warm)/(pause+3*time.Second+recovery)))
-	var idx []int
-	for i, f := range out {
-		if f.Kind == KindConnectKill || f.Kind == KindConnectPause {
-			idx = append(idx, i)
-		}
-	}
-	if len(idx) == 0 {
+// placeWorkerFaults lays the failpoint window and the worker's faults out
+// one after the other over [warm, crashStart): the window first, while
+// the worker publishes (a consumer's crash point passes only on messages
+// that arrive), then the worker's pause, then its kill, then any more
+// worker faults, each followed by room for the worker to recover
+// (afterWorkerFault), so that none waits for the one before and all happen
+// while orders flow. More worker faults than fit are dropped, and the
+// window shortened if the mandatory ones do not fit.
+func placeWorkerFaults(r *rand.Rand, out []Fault, warm, crashStart time.Duration) []Fault {
+	first := func(k Kind) int { return slices.IndexFunc(out, func(f Fault) bool { return f.Kind == k }) }
+	pause, kill := first(KindConnectPause), first(KindConnectKill)
+	if pause < 0 || kill < 0 {
 		return out
 	}
-	// The mandatory pause, then the mandatory kill: they come first in out.
-	if out[idx[0]].Kind != KindConnectPause {
-		idx[0], idx[1] = idx[1], idx[0]
+	var seq []int
+	if fp := first(KindFailpoints); fp >= 0 {
+		seq = append(seq, fp)
 	}
-	if len(idx) > fit {
-		drop := slices.Clone(idx[fit:])
-		idx = idx[:fit]
-		var kept []Fault
-		for i, f := range out {
-			if !slices.Contains(drop, i) {
-				kept = append(kept, f)
+	seq = append(seq, pause, kill)
+	mandatory := len(seq)
+	for i, f := range out {
+		if (f.Kind == KindConnectKill || f.Kind == KindConnectPause) && i != pause && i != kill {
+			seq = append(seq, i)
+		}
+	}
+	need := func(seq []int) time.Duration {
+		var d time.Duration
+		for n, i := range seq {
+			d += out[i].For
+			if n < len(seq)-1 {
+				d += afterWorkerFault(out[i].Kind)
 			}
 		}
-		// Indices before the first dropped one are unchanged: the kept
-		// worker faults are all mandatory or earlier extras.
-		out = kept
+		return d
 	}
-	slot := (crashStart - warm) / time.Duration(len(idx))
-	for n, i := range idx {
-		span := slot - out[i].For - recovery/3
-		out[i].At = warm + time.Duration(n)*slot + time.Duration(r.Int64N(int64(max(time.Millisecond, span))))
+	for len(seq) > mandatory && need(seq) > crashStart-warm {
+		drop := seq[len(seq)-1]
+		seq = seq[:len(seq)-1]
+		out = slices.Delete(out, drop, drop+1)
+		// The extras were appended last and in order: dropping from the
+		// end leaves the indices of the others as they were.
+	}
+	// A short load: the failpoint window gives up what is missing, down to
+	// 10 s, rather than the worker's faults their time.
+	if over := need(seq) - (crashStart - warm); over > 0 && out[seq[0]].Kind == KindFailpoints {
+		out[seq[0]].For = max(10*time.Second, out[seq[0]].For-over)
+	}
+	slack := max(0, crashStart-warm-need(seq))
+	cur := warm
+	for _, i := range seq {
+		cur += time.Duration(r.Int64N(int64(max(time.Millisecond, slack/time.Duration(len(seq))))))
+		out[i].At = cur
+		cur += out[i].For + afterWorkerFault(out[i].Kind)
 	}
 	return out
+}
+
+// afterWorkerFault is the room a schedule leaves after a fault of kind k
+// before the next worker fault: a killed worker takes a minute or more to
+// start again and run its connectors on a busy 2-core machine, a thawed one
+// a few seconds.
+func afterWorkerFault(k Kind) time.Duration {
+	switch k {
+	case KindConnectKill:
+		return time.Minute
+	case KindConnectPause:
+		return 5 * time.Second
+	}
+	return 3 * time.Second
 }
 
 // Worker is the run's Kafka Connect worker, started by infra.sh
@@ -165,13 +193,22 @@ func StartWorker(ctx context.Context, log *slog.Logger, in *Infra) (*Worker, err
 		}
 	}
 	t0 := time.Now()
-	for _, s := range Services {
-		rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-		_, err := connect.Start(rctx, http.DefaultClient, w.URL, s, in.Databases[s], log)
-		cancel()
-		if err != nil {
-			return nil, fmt.Errorf("registering %s's connector: %w", s, err)
-		}
+	errs := make([]error, len(Services))
+	var wg sync.WaitGroup
+	for n, s := range Services {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+			defer cancel()
+			if _, err := connect.Start(rctx, http.DefaultClient, w.URL, s, in.Databases[s], log); err != nil {
+				errs[n] = fmt.Errorf("registering %s's connector: %w", s, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
 	log.Info("connect worker ready", "url", w.URL, "pid", w.pid, "connectors", len(Services), "registered_in", time.Since(t0).Round(time.Millisecond))
 	return w, nil

@@ -11,9 +11,10 @@ import (
 )
 
 // TestScheduleDebezium: with -relay debezium every run kills and freezes
-// the Connect worker while orders flow, its first pause and kill do not
-// overlap (so neither waits for the other), and the relay leader's pause,
-// which has no target without the built-in relay, is not scheduled.
+// the Connect worker while orders flow, after the failpoint window (whose
+// consumer crash point passes only on messages the worker publishes), one
+// after the other (so none waits for another), and the relay leader's
+// pause, which has no target without the built-in relay, is not scheduled.
 func TestScheduleDebezium(t *testing.T) {
 	for _, load := range []time.Duration{70 * time.Second, 400 * time.Second} {
 		for seed := range int64(50) {
@@ -27,7 +28,7 @@ func TestScheduleDebezium(t *testing.T) {
 				t.Fatalf("seed %d: same seed, different schedules", seed)
 			}
 			kinds := map[Kind]int{}
-			var pause, kill, prev *Fault
+			var pause, kill, prev, window *Fault
 			for i, f := range s {
 				kinds[f.Kind]++
 				if i > 0 && f.At < s[i-1].At {
@@ -42,7 +43,10 @@ func TestScheduleDebezium(t *testing.T) {
 				case f.Kind == KindConnectKill && kill == nil:
 					kill = &s[i]
 				}
-				if f.Kind == KindConnectKill || f.Kind == KindConnectPause {
+				if f.Kind == KindFailpoints && window == nil {
+					window = &s[i]
+				}
+				if f.Kind == KindConnectKill || f.Kind == KindConnectPause || f.Kind == KindFailpoints {
 					if prev != nil && prev.At+prev.For > f.At {
 						t.Fatalf("seed %d load %s: %s at %s for %s overlaps %s at %s", seed, load, prev.Kind, prev.At, prev.For, f.Kind, f.At)
 					}
@@ -66,9 +70,11 @@ func TestScheduleDebezium(t *testing.T) {
 			if pause.At > kill.At {
 				t.Fatalf("seed %d: the first worker kill (%s) comes before the first pause (%s)", seed, kill.At, pause.At)
 			}
-			from, _, _ := CrashWindow(s, tm.CrashEvery)
-			if kill.At+kill.For > from {
-				t.Fatalf("seed %d: the worker kill runs into the crash loop", seed)
+			if window.At+window.For > pause.At {
+				t.Fatalf("seed %d: the failpoint window (%s for %s) runs into the worker's pause at %s", seed, window.At, window.For, pause.At)
+			}
+			if from, _, _ := CrashWindow(s, tm.CrashEvery); kill.At >= from {
+				t.Fatalf("seed %d: the worker kill (%s) in the crash loop (%s)", seed, kill.At, from)
 			}
 		}
 	}

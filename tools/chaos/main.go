@@ -219,18 +219,27 @@ func run(ctx context.Context, args []string, stdout io.Writer) (err error) {
 		return err
 	}
 	// With Debezium the worker and its connectors run before the services
-	// start: a service writes its outbox only once its slot exists.
+	// start: a service writes its outbox only once its slot exists. The
+	// services build meanwhile.
+	type built struct {
+		bins map[string]string
+		err  error
+	}
+	building := make(chan built, 1)
+	go func() {
+		bins, err := Build(ctx, log, repo, o.rev, o.dir)
+		building <- built{bins, err}
+	}()
 	var worker *Worker
 	if o.relay == RelayDebezium {
-		if worker, err = StartWorker(ctx, log, infra); err != nil {
-			return err
-		}
+		worker, err = StartWorker(ctx, log, infra)
 	}
-	infra.Env = append(infra.Env, "OUTBOX_RELAY="+o.relay)
-	bins, err := Build(ctx, log, repo, o.rev, o.dir)
-	if err != nil {
+	b := <-building
+	if err = errors.Join(err, b.err); err != nil {
 		return err
 	}
+	bins := b.bins
+	infra.Env = append(infra.Env, "OUTBOX_RELAY="+o.relay)
 	from, err := NewestOffsets(ctx, infra.Kafka)
 	if err != nil {
 		return err

@@ -174,7 +174,7 @@ func Schedule(seed int64, t Timings) ([]Fault, error) {
 	for range max(0, int((crashStart-warm-time.Minute)/(15*time.Second))) {
 		out = append(out, mk(extra[r.IntN(len(extra))]))
 	}
-	out = placeWorkerFaults(r, out, warm, crashStart, t.Pause)
+	out = placeWorkerFaults(r, out, warm, crashStart)
 	for at := crashStart; at < crashStart+crashLen; at += t.CrashEvery {
 		jitter := time.Duration(r.Int64N(int64(t.CrashEvery / 4)))
 		out = append(out, Fault{At: at + jitter, Kind: KindCrashLoop, Service: service(), Instance: instance(),
