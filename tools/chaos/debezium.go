@@ -147,8 +147,11 @@ type Worker struct {
 	URL   string
 	log   *slog.Logger
 
-	// busy: one worker fault at a time, and none cut short by another.
-	busy sync.Mutex
+	// Worker faults take turns in schedule order, one at a time, none cut
+	// short by another: turns are their schedule times, served how many
+	// have ended (see Order).
+	turns  []time.Duration
+	served int
 
 	mu     sync.Mutex
 	pid    int
@@ -322,6 +325,19 @@ func waitState(ctx context.Context, pid int, limit time.Duration, ok func(string
 	}
 }
 
+// Order makes the worker's faults in sched take turns in schedule order.
+func (w *Worker) Order(sched []Fault) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.turns, w.served = nil, 0
+	for _, f := range sched {
+		if f.Kind == KindConnectKill || f.Kind == KindConnectPause {
+			w.turns = append(w.turns, f.At)
+		}
+	}
+	slices.Sort(w.turns)
+}
+
 // WaitConnectors waits up to limit until the worker answers and every
 // connector and its task run.
 func (w *Worker) WaitConnectors(ctx context.Context, limit time.Duration) error {
@@ -358,15 +374,28 @@ func (w *Worker) WaitConnectors(ctx context.Context, limit time.Duration) error 
 // recoverWithin is how long the connectors get to run again after a
 // worker fault: a JVM start, a group join and four tasks on a busy 2-core
 // machine.
-const recoverWithin = 3 * time.Minute
+const recoverWithin = 5 * time.Minute
 
 // fault fires a worker fault, after any other worker fault has ended, and
 // proves it: the process dead (kill) or stopped (pause) as /proc shows
 // it, and afterwards every connector running again.
 func (w *Worker) fault(ctx context.Context, f Fault, in *Injected) error {
 	t0 := time.Now()
-	w.busy.Lock()
-	defer w.busy.Unlock()
+	turn := slices.Index(w.turns, f.At)
+	for {
+		w.mu.Lock()
+		served := w.served
+		w.mu.Unlock()
+		if turn < 0 || served >= turn || ctx.Err() != nil {
+			break
+		}
+		sleep(ctx, 100*time.Millisecond)
+	}
+	defer func() {
+		w.mu.Lock()
+		w.served++
+		w.mu.Unlock()
+	}()
 	var notes []string
 	if waited := time.Since(t0); waited >= time.Second {
 		notes = append(notes, fmt.Sprintf("waited %s for the previous worker fault", Duration(waited)))
@@ -431,4 +460,44 @@ func (w *Worker) fault(ctx context.Context, f Fault, in *Injected) error {
 	}
 	in.Note = strings.Join(notes, "; ")
 	return nil
+}
+
+// newWindow returns the channel closed when sched's first failpoint window
+// ends, or nil if it has none.
+func newWindow(sched []Fault) chan struct{} {
+	if slices.ContainsFunc(sched, func(f Fault) bool { return f.Kind == KindFailpoints }) {
+		return make(chan struct{})
+	}
+	return nil
+}
+
+// closeWindow marks the failpoint window over, once.
+func (j *Injector) closeWindow() {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.window != nil {
+		close(j.window)
+		j.window = nil
+	}
+}
+
+// waitWindow holds a worker fault back while the failpoint window lasts,
+// until 10 s before the load ends at the latest, and says how long it
+// waited. A stopped or dead worker publishes nothing, so the consumers'
+// crash point would pass no message; and restarting eight instances to arm
+// and disarm it takes longer than the schedule can know on a busy machine.
+func (j *Injector) waitWindow(ctx context.Context) time.Duration {
+	j.mu.Lock()
+	window := j.window
+	j.mu.Unlock()
+	if window == nil {
+		return 0
+	}
+	t0 := time.Now()
+	select {
+	case <-window:
+	case <-time.After(time.Until(j.start.Add(j.Load - 10*time.Second))):
+	case <-ctx.Done():
+	}
+	return time.Since(t0)
 }

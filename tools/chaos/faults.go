@@ -80,15 +80,27 @@ type Injector struct {
 	Dups *DupCounter
 	// Worker is the Kafka Connect worker with -relay debezium, else nil.
 	Worker *Worker
+	// Load is how long orders are sent: a worker fault waits for the
+	// failpoint window at most until shortly before it ends.
+	Load time.Duration
 
 	mu   sync.Mutex
 	done []Injected
+	// window is closed when the first failpoint window has ended (see
+	// waitWindow); start is when the load began.
+	window chan struct{}
+	start  time.Time
 }
 
 // Run fires every fault at start+At (in parallel: faults overlap), and
 // returns when all have ended — paused instances resumed, killed brokers
 // and instances started again, failpoints disarmed.
 func (j *Injector) Run(ctx context.Context, start time.Time, sched []Fault) []Injected {
+	j.window = newWindow(sched)
+	j.start = start
+	if j.Worker != nil {
+		j.Worker.Order(sched)
+	}
 	var wg sync.WaitGroup
 	for _, f := range sched {
 		wg.Add(1)
@@ -188,13 +200,19 @@ func (j *Injector) fire(ctx context.Context, f Fault, in *Injected) error {
 		return err
 
 	case KindFailpoints:
+		defer j.closeWindow()
 		return j.failpoints(ctx, f, in)
 
 	case KindConnectKill, KindConnectPause:
 		if j.Worker == nil {
 			return fmt.Errorf("%s needs -relay debezium", f.Kind)
 		}
-		return j.Worker.fault(ctx, f, in)
+		waited := j.waitWindow(ctx)
+		err := j.Worker.fault(ctx, f, in)
+		if waited >= time.Second {
+			in.Note = strings.TrimSpace(fmt.Sprintf("waited %s for the failpoint window to end; %s", Duration(waited), in.Note))
+		}
+		return err
 	}
 	return fmt.Errorf("unknown fault kind %q", f.Kind)
 }

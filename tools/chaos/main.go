@@ -106,6 +106,11 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	if o.short {
 		if !set["orders"] && !set["duration"] {
 			o.orders = 420
+			if o.relay == RelayDebezium {
+				// The worker's faults wait for the failpoint window,
+				// and need orders flowing after it (docs/chaos.md).
+				o.orders = 600
+			}
 		}
 		if !set["rate"] {
 			o.rate = 6
@@ -118,6 +123,10 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		}
 		if !set["drain"] {
 			o.drain = 90 * time.Second
+			if o.relay == RelayDebezium {
+				// A killed worker's backlog, published at once.
+				o.drain = 3 * time.Minute
+			}
 		}
 	}
 	if o.defaults && !set["pause"] {
@@ -278,7 +287,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) (err error) {
 	// The duplicate counters are followed until the system is at rest,
 	// when every copy a duplicating pass made has been consumed.
 	dups := NewDupCounter(cluster)
-	inj := &Injector{Cluster: cluster, Infra: infra, From: from, Log: log, Failpoints: FailpointsFor(o.short, o.relay), Dups: dups, Worker: worker}
+	inj := &Injector{Cluster: cluster, Infra: infra, From: from, Log: log, Failpoints: FailpointsFor(o.short, o.relay), Dups: dups, Worker: worker, Load: load}
 	start := time.Now()
 	rep.LoadStart = Duration(start.Sub(t0))
 	injected := make(chan []Injected, 1)
