@@ -7,6 +7,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -146,6 +147,9 @@ type Worker struct {
 	Infra *Infra
 	URL   string
 	log   *slog.Logger
+	// Recover is how long the connectors get to run again after a fault
+	// (recoverWithin if 0).
+	Recover time.Duration
 
 	// Worker faults take turns in schedule order, one at a time, none cut
 	// short by another: turns are their schedule times, served how many
@@ -426,7 +430,7 @@ func (w *Worker) fault(ctx context.Context, f Fault, in *Injected) error {
 			return err
 		}
 		restarted := time.Now()
-		if err := w.WaitConnectors(context.WithoutCancel(ctx), recoverWithin); err != nil {
+		if err := w.WaitConnectors(context.WithoutCancel(ctx), cmp.Or(w.Recover, recoverWithin)); err != nil {
 			return err
 		}
 		notes = append(notes, fmt.Sprintf("killed pid %d; pid %d started after %s down; every connector running %s later",
@@ -450,7 +454,7 @@ func (w *Worker) fault(ctx context.Context, f Fault, in *Injected) error {
 			return fmt.Errorf("SIGCONT %d: %w", pid, err)
 		}
 		resumed := time.Now()
-		if err := w.WaitConnectors(context.WithoutCancel(ctx), recoverWithin); err != nil {
+		if err := w.WaitConnectors(context.WithoutCancel(ctx), cmp.Or(w.Recover, recoverWithin)); err != nil {
 			return err
 		}
 		notes = append(notes, fmt.Sprintf("pid %d frozen %s; every connector running %s after SIGCONT",

@@ -1,10 +1,16 @@
 package main
 
 import (
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os/exec"
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -152,5 +158,70 @@ func TestProcState(t *testing.T) {
 	_ = cmd.Wait()
 	if st := procState(pid); st != "" {
 		t.Fatalf("reaped: state %q, want none", st)
+	}
+}
+
+// TestWorkerFaultTurns: worker faults run one at a time in schedule order
+// whichever fires first, a pause is proven on a real process (frozen, then
+// thawed), and a fault after which a connector does not run again fails.
+func TestWorkerFaultTurns(t *testing.T) {
+	var down atomic.Bool
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		state := "RUNNING"
+		if down.Load() && strings.Contains(r.URL.Path, "choreo-shipping") {
+			state = "UNASSIGNED"
+		}
+		fmt.Fprintf(w, `{"connector":{"state":%q},"tasks":[{"state":%q}]}`, state, state)
+	}))
+	defer api.Close()
+	cmd := exec.Command("sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	w := &Worker{URL: api.URL, log: slog.New(slog.DiscardHandler), pid: cmd.Process.Pid}
+	first := Fault{At: time.Second, Kind: KindConnectPause, For: 1200 * time.Millisecond}
+	second := Fault{At: 2 * time.Second, Kind: KindConnectPause, For: 300 * time.Millisecond}
+	w.Order([]Fault{second, first})
+
+	var ends [2]time.Time
+	var ins [2]Injected
+	var wg sync.WaitGroup
+	for n, f := range []Fault{second, first} { // the later one fires first
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if n == 1 {
+				time.Sleep(200 * time.Millisecond)
+			}
+			if err := w.fault(t.Context(), f, &ins[n]); err != nil {
+				t.Errorf("%s at %s: %v", f.Kind, f.At, err)
+			}
+			ends[n] = time.Now()
+		}()
+	}
+	wg.Wait()
+	if !ins[0].Fired || !ins[1].Fired {
+		t.Fatalf("not fired: %+v", ins)
+	}
+	if !ends[1].Before(ends[0]) {
+		t.Fatalf("the fault scheduled first ended at %s, after the one scheduled second (%s)", ends[1].Format(time.StampMilli), ends[0].Format(time.StampMilli))
+	}
+	if !strings.Contains(ins[0].Note, "waited") {
+		t.Fatalf("the second fault's note %q does not say it waited", ins[0].Note)
+	}
+	if st := procState(cmd.Process.Pid); st == "T" {
+		t.Fatal("the process is still frozen")
+	}
+
+	// A connector that does not come back: the fault fails after firing.
+	down.Store(true)
+	third := Fault{At: 3 * time.Second, Kind: KindConnectPause, For: 100 * time.Millisecond}
+	w.Order([]Fault{third})
+	w.Recover = time.Second
+	var in Injected
+	err := w.fault(t.Context(), third, &in)
+	if err == nil || !in.Fired || !strings.Contains(err.Error(), "choreo-shipping") {
+		t.Fatalf("fired %v, err %v: want fired and an error naming choreo-shipping", in.Fired, err)
 	}
 }
