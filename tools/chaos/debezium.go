@@ -150,6 +150,8 @@ type Worker struct {
 	// Recover is how long the connectors get to run again after a fault
 	// (recoverWithin if 0).
 	Recover time.Duration
+	// client carries the REST credential (nil: none).
+	client *http.Client
 
 	// Worker faults take turns in schedule order, one at a time, none cut
 	// short by another: turns are their schedule times, served how many
@@ -188,6 +190,15 @@ func StartWorker(ctx context.Context, log *slog.Logger, in *Infra) (*Worker, err
 	if err := w.adopt(); err != nil {
 		return nil, err
 	}
+	// The worker's REST API wants infra.sh's credential; each connector
+	// produces as its service's own Kafka user, whose password goes to
+	// the secrets directory the worker reads.
+	client, err := connect.Client(in.Exported["KAFKA_CONNECT_USERNAME"], in.Exported["KAFKA_CONNECT_PASSWORD_FILE"])
+	if err != nil {
+		return nil, err
+	}
+	w.client = client
+	secretsDir := in.Exported["KAFKA_CONNECT_SECRETS_DIR"]
 	props, err := os.ReadFile(filepath.Join(in.Dir, "connect-config", "worker.properties"))
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
@@ -208,7 +219,11 @@ func StartWorker(ctx context.Context, log *slog.Logger, in *Infra) (*Worker, err
 			defer wg.Done()
 			rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 			defer cancel()
-			if _, err := connect.Start(rctx, http.DefaultClient, w.URL, s, in.Databases[s], log); err != nil {
+			password, err := in.Users[s].Secret()
+			if err == nil {
+				_, err = connect.Start(rctx, client, w.URL, s, in.Databases[s], connect.Secrets{Dir: secretsDir, KafkaPassword: password}, log)
+			}
+			if err != nil {
 				errs[n] = fmt.Errorf("registering %s's connector: %w", s, err)
 			}
 		}()
@@ -348,6 +363,9 @@ func (w *Worker) WaitConnectors(ctx context.Context, limit time.Duration) error 
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	hc := &http.Client{Timeout: 2 * time.Second}
+	if w.client != nil {
+		hc.Transport = w.client.Transport
+	}
 	for {
 		var last error
 		all := true

@@ -34,6 +34,9 @@ type Infra struct {
 	Users     map[string]broker.Conn // service → its own user
 	Databases map[string]string      // service → URL
 	Env       []string               // KAFKA_REPLICATION_FACTOR, KAFKA_MIN_INSYNC_REPLICAS
+	// Exported is everything infra.sh up exported, e.g. the Connect
+	// worker's KAFKA_CONNECT_URL and REST credential.
+	Exported map[string]string
 }
 
 // env is the environment every infra.sh command of this cluster gets.
@@ -105,6 +108,7 @@ func (in *Infra) Up(ctx context.Context) error {
 			in.Databases[strings.ToLower(strings.TrimSuffix(name, "_DATABASE_URL"))] = val
 		}
 	}
+	in.Exported = exported
 	getenv := func(name string) string { return exported[name] }
 	if in.Kafka, err = broker.FromEnv(getenv); err != nil {
 		return fmt.Errorf("infra.sh up: %w", err)
