@@ -28,6 +28,7 @@ import (
 //	go run ./tools/chaos -orders 10000 -rate 25 # a full run
 //	go run ./tools/chaos -defaults              # one instance each, no instance ids
 //	go run ./tools/chaos -rolling               # a rolling restart with orders flowing
+//	go run ./tools/chaos -short -relay debezium # Debezium publishes; its worker killed and frozen
 //
 // The last line is `chaos: lost=N doubled=N inconsistent=N unproven=N
 // terminal=X/Y`, and the exit status is non-zero unless every order, the
