@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/choreo-saga/choreo/internal/connect"
+	"github.com/choreo-saga/choreo/pkg/failpoint"
 	"github.com/choreo-saga/choreo/pkg/outbox"
 )
 
@@ -64,7 +65,7 @@ func KindsFor(relay string) []Kind {
 // without the built-in relay, only the consumers' after-commit is passed.
 func failpointNames(relay string) []string {
 	if relay == RelayDebezium {
-		return []string{FailpointNames[0]}
+		return []string{failpoint.AfterCommit}
 	}
 	return FailpointNames
 }
