@@ -9,14 +9,19 @@
 # Usage: scripts/chaos.sh [more tools/chaos flags, e.g. -keep]
 # Environment knobs: CHAOS_SEED (default 1, so CI runs the same schedule
 # every time and a failure is the change's, not the calendar's; try others
-# by hand), CHAOS_OUT (where the JSON report goes, default bin/chaos-report.json).
+# by hand), CHAOS_RELAY (builtin, the default, or debezium: a Kafka Connect
+# worker of the run's own publishes the outboxes and is killed and frozen,
+# docs/chaos.md), CHAOS_OUT (where the JSON report goes, default
+# bin/chaos-report.json, bin/chaos-report-debezium.json with debezium).
 # Exits non-zero on any lost, doubled or inconsistent saga, and when the run
 # proved too little (unproven): see the verdict in tools/chaos/main.go.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 seed="${CHAOS_SEED:-1}"
-out="${CHAOS_OUT:-bin/chaos-report.json}"
+relay="${CHAOS_RELAY:-builtin}"
+if [ "$relay" = builtin ]; then def=bin/chaos-report.json; else def="bin/chaos-report-$relay.json"; fi
+out="${CHAOS_OUT:-$def}"
 mkdir -p "$(dirname "$out")"
-echo "[chaos] seed $seed, report $out" >&2
-exec go run ./tools/chaos -short -seed "$seed" -out "$out" "$@"
+echo "[chaos] seed $seed, relay $relay, report $out" >&2
+exec go run ./tools/chaos -short -seed "$seed" -relay "$relay" -out "$out" "$@"

@@ -27,7 +27,14 @@ type Failpoints struct {
 // 6 orders/s, in which a 2% after-commit fired twice, and a 5% relay point
 // 2–9 times (fewer, larger batches on a loaded machine): at 8% and 10%
 // each fires ~5–15 times, so that none stays silent but by a fluke.
-func FailpointsFor(short bool) Failpoints {
+func FailpointsFor(short bool, relay string) Failpoints {
+	if relay == RelayDebezium {
+		// No relay of the services' own passes the relay's points. The
+		// consumers' fires at the short run's 8% in a full run too: at 2%
+		// it passed a 22 s window of 10,000 orders at 25/s without firing
+		// (Debezium delivers in bursts, and a batch passes it once).
+		return Failpoints{Consumer: FailpointsFor(true, RelayBuiltin).Consumer}
+	}
 	if short {
 		return Failpoints{Consumer: "after-commit=0.08", Relay: "after-publish=0.1,between-batches=0.1"}
 	}
@@ -74,15 +81,29 @@ type Injector struct {
 	// Dups follows the consumers' duplicate counters, read before an
 	// instance is stopped so that its count is not lost with it.
 	Dups *DupCounter
+	// Worker is the Kafka Connect worker with -relay debezium, else nil.
+	Worker *Worker
+	// Load is how long orders are sent: a worker fault waits for the
+	// failpoint window at most until shortly before it ends.
+	Load time.Duration
 
 	mu   sync.Mutex
 	done []Injected
+	// window is closed when the first failpoint window has ended (see
+	// waitWindow); start is when the load began.
+	window chan struct{}
+	start  time.Time
 }
 
 // Run fires every fault at start+At (in parallel: faults overlap), and
 // returns when all have ended — paused instances resumed, killed brokers
 // and instances started again, failpoints disarmed.
 func (j *Injector) Run(ctx context.Context, start time.Time, sched []Fault) []Injected {
+	j.window = newWindow(sched)
+	j.start = start
+	if j.Worker != nil {
+		j.Worker.Order(sched)
+	}
 	var wg sync.WaitGroup
 	for _, f := range sched {
 		wg.Add(1)
@@ -182,7 +203,19 @@ func (j *Injector) fire(ctx context.Context, f Fault, in *Injected) error {
 		return err
 
 	case KindFailpoints:
+		defer j.closeWindow()
 		return j.failpoints(ctx, f, in)
+
+	case KindConnectKill, KindConnectPause:
+		if j.Worker == nil {
+			return fmt.Errorf("%s needs -relay debezium", f.Kind)
+		}
+		waited := j.waitWindow(ctx)
+		err := j.Worker.fault(ctx, f, in)
+		if waited >= time.Second {
+			in.Note = strings.TrimSpace(fmt.Sprintf("waited %s for the failpoint window to end; %s", Duration(waited), in.Note))
+		}
+		return err
 	}
 	return fmt.Errorf("unknown fault kind %q", f.Kind)
 }
@@ -195,6 +228,12 @@ func (j *Injector) fire(ctx context.Context, f Fault, in *Injected) error {
 // consumer's point is armed on the scheduled instance only, as before.
 func (j *Injector) failpoints(ctx context.Context, f Fault, in *Injected) error {
 	spec := func(i *Instance) string {
+		if j.Failpoints.Relay == "" {
+			// Without the relay's points, the consumers' on every instance:
+			// the group may hand one instance only topics its service
+			// rarely reacts to, and its crash point would pass nothing.
+			return j.Failpoints.Consumer
+		}
 		if i.Index == f.Instance {
 			return j.Failpoints.Consumer + "," + j.Failpoints.Relay
 		}

@@ -24,14 +24,19 @@ type Infra struct {
 	Dir       string // CHOREO_INFRA_DIR
 	KafkaPort int    // node I listens on KafkaPort+2(I-1), its controller on KafkaPort+1+2(I-1)
 	PGPort    int
-	Nodes     int
-	log       *slog.Logger
+	// ConnectPort is the Kafka Connect worker's REST port (-relay debezium).
+	ConnectPort int
+	Nodes       int
+	log         *slog.Logger
 
 	// Filled by Up.
 	Kafka     broker.Conn            // as the administrator
 	Users     map[string]broker.Conn // service → its own user
 	Databases map[string]string      // service → URL
 	Env       []string               // KAFKA_REPLICATION_FACTOR, KAFKA_MIN_INSYNC_REPLICAS
+	// Exported is everything infra.sh up exported, e.g. the Connect
+	// worker's KAFKA_CONNECT_URL and REST credential.
+	Exported map[string]string
 }
 
 // env is the environment every infra.sh command of this cluster gets.
@@ -42,6 +47,7 @@ func (in *Infra) env() []string {
 		"KAFKA_PORT="+strconv.Itoa(in.KafkaPort),
 		"KAFKA_CONTROLLER_PORT="+strconv.Itoa(in.KafkaPort+1),
 		"PGPORT="+strconv.Itoa(in.PGPort),
+		"CONNECT_PORT="+strconv.Itoa(in.ConnectPort),
 	)
 	if os.Getenv("KAFKA_LIBS_DIR") == "" {
 		home, _ := os.UserHomeDir()
@@ -102,6 +108,7 @@ func (in *Infra) Up(ctx context.Context) error {
 			in.Databases[strings.ToLower(strings.TrimSuffix(name, "_DATABASE_URL"))] = val
 		}
 	}
+	in.Exported = exported
 	getenv := func(name string) string { return exported[name] }
 	if in.Kafka, err = broker.FromEnv(getenv); err != nil {
 		return fmt.Errorf("infra.sh up: %w", err)
@@ -175,7 +182,7 @@ func placeInfra(o *options, nodes int) (fresh bool, release func(), err error) {
 	if err != nil {
 		return false, nil, err
 	}
-	o.kafkaPort, o.pgPort, o.portBase = p.Kafka, p.PG, p.HTTP
+	o.kafkaPort, o.pgPort, o.portBase, o.connectPort = p.Kafka, p.PG, p.HTTP, p.Connect
 	if o.infraDir, err = os.MkdirTemp("", "choreo-chaos-infra-"); err != nil {
 		release()
 		return false, nil, err
@@ -191,7 +198,7 @@ func placeInfra(o *options, nodes int) (fresh bool, release func(), err error) {
 func endInfra(ctx context.Context, log *slog.Logger, in *Infra, o options, fresh bool, runErr error) {
 	if o.keep {
 		log.Info("infrastructure left running (-keep); reuse it with",
-			"flags", fmt.Sprintf("-infra-dir %s -kafka-port %d -pg-port %d -port-base %d", in.Dir, o.kafkaPort, o.pgPort, o.portBase))
+			"flags", fmt.Sprintf("-infra-dir %s -kafka-port %d -pg-port %d -port-base %d -connect-port %d", in.Dir, o.kafkaPort, o.pgPort, o.portBase, o.connectPort))
 		return
 	}
 	log.Info("stopping the infrastructure (-keep leaves it up)")

@@ -28,6 +28,7 @@ import (
 //	go run ./tools/chaos -orders 10000 -rate 25 # a full run
 //	go run ./tools/chaos -defaults              # one instance each, no instance ids
 //	go run ./tools/chaos -rolling               # a rolling restart with orders flowing
+//	go run ./tools/chaos -short -relay debezium # Debezium publishes; its worker killed and frozen
 //
 // The last line is `chaos: lost=N doubled=N inconsistent=N unproven=N
 // terminal=X/Y`, and the exit status is non-zero unless every order, the
@@ -52,9 +53,13 @@ type options struct {
 	maxStall           time.Duration
 	drain              time.Duration
 	kafkaPort, pgPort  int
-	portBase           int
-	crashEvery, pause  time.Duration
-	budget             Budget
+	connectPort        int
+	// relay is the services' OUTBOX_RELAY: builtin, or debezium with a
+	// Kafka Connect worker of the run's own.
+	relay             string
+	portBase          int
+	crashEvery, pause time.Duration
+	budget            Budget
 	// fixedInfra: -infra-dir or a port was given, so the run uses them as
 	// they are instead of a fresh state dir and ports checked free.
 	fixedInfra bool
@@ -80,6 +85,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	first := slot(0)
 	fs.IntVar(&o.kafkaPort, "kafka-port", first.Kafka, "first broker's port (nodes step by 2, controllers on +1; default: the first free set of ports)")
 	fs.IntVar(&o.pgPort, "pg-port", first.PG, "PostgreSQL's port (default: the first free set of ports)")
+	fs.IntVar(&o.connectPort, "connect-port", first.Connect, "the Kafka Connect worker's REST port with -relay debezium (default: the first free set of ports)")
+	fs.StringVar(&o.relay, "relay", RelayBuiltin, "what publishes the outboxes: builtin (each service's relay) or debezium (a Kafka Connect worker; its kill -9 and SIGSTOP take the place of the relay leader's pause)")
 	fs.IntVar(&o.portBase, "port-base", first.HTTP, "HTTP port of order-1; service s instance i listens on base+s+100(i-1) (default: the first free set of ports)")
 	fs.DurationVar(&o.crashEvery, "crash-every", 3*time.Second, "period of the crash loop")
 	fs.DurationVar(&o.pause, "pause", 16*time.Second, "how long a SIGSTOP lasts (past relay takeover and the session timeout; 15s with -defaults)")
@@ -93,10 +100,18 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	o.fixedInfra = set["infra-dir"] || set["kafka-port"] || set["pg-port"] || set["port-base"]
+	o.fixedInfra = set["infra-dir"] || set["kafka-port"] || set["pg-port"] || set["port-base"] || set["connect-port"]
+	if o.relay != RelayBuiltin && o.relay != RelayDebezium {
+		return o, fmt.Errorf("-relay must be %s or %s, not %q", RelayBuiltin, RelayDebezium, o.relay)
+	}
 	if o.short {
 		if !set["orders"] && !set["duration"] {
 			o.orders = 420
+			if o.relay == RelayDebezium {
+				// The worker's faults wait for the failpoint window,
+				// and need orders flowing after it (docs/chaos.md).
+				o.orders = 600
+			}
 		}
 		if !set["rate"] {
 			o.rate = 6
@@ -109,6 +124,10 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		}
 		if !set["drain"] {
 			o.drain = 90 * time.Second
+			if o.relay == RelayDebezium {
+				// A killed worker's backlog, published at once.
+				o.drain = 3 * time.Minute
+			}
 		}
 	}
 	if o.defaults && !set["pause"] {
@@ -179,7 +198,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) (err error) {
 
 	rep := &Report{Seed: o.seed, Tag: tag, Started: t0, Dir: o.dir, Schedule: sched,
 		Config: Settings{Orders: o.orders, Rate: o.rate, Customers: o.customers, SKUs: o.skus, Short: o.short,
-			Profile: o.profile(), Instances: Instances}, Budget: o.budget}
+			Profile: o.profile(), Instances: Instances, Relay: o.relay}, Budget: o.budget}
 	// Whatever happens, the report (as far as it got) is printed and written.
 	defer func() {
 		rep.Wall = Duration(time.Since(t0))
@@ -204,15 +223,33 @@ func run(ctx context.Context, args []string, stdout io.Writer) (err error) {
 		return err
 	}
 	defer release()
-	infra := &Infra{Repo: repo, Dir: o.infraDir, KafkaPort: o.kafkaPort, PGPort: o.pgPort, Nodes: nodes, log: log}
+	infra := &Infra{Repo: repo, Dir: o.infraDir, KafkaPort: o.kafkaPort, PGPort: o.pgPort, ConnectPort: o.connectPort, Nodes: nodes, log: log}
 	defer func() { endInfra(cleanup, log, infra, o, fresh, err) }()
 	if err := infra.Up(ctx); err != nil {
 		return err
 	}
-	bins, err := Build(ctx, log, repo, o.rev, o.dir)
-	if err != nil {
+	// With Debezium the worker and its connectors run before the services
+	// start: a service writes its outbox only once its slot exists. The
+	// services build meanwhile.
+	type built struct {
+		bins map[string]string
+		err  error
+	}
+	building := make(chan built, 1)
+	go func() {
+		bins, err := Build(ctx, log, repo, o.rev, o.dir)
+		building <- built{bins, err}
+	}()
+	var worker *Worker
+	if o.relay == RelayDebezium {
+		worker, err = StartWorker(ctx, log, infra)
+	}
+	b := <-building
+	if err = errors.Join(err, b.err); err != nil {
 		return err
 	}
+	bins := b.bins
+	infra.Env = append(infra.Env, "OUTBOX_RELAY="+o.relay)
 	from, err := NewestOffsets(ctx, infra.Kafka)
 	if err != nil {
 		return err
@@ -251,7 +288,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) (err error) {
 	// The duplicate counters are followed until the system is at rest,
 	// when every copy a duplicating pass made has been consumed.
 	dups := NewDupCounter(cluster)
-	inj := &Injector{Cluster: cluster, Infra: infra, From: from, Log: log, Failpoints: FailpointsFor(o.short), Dups: dups}
+	inj := &Injector{Cluster: cluster, Infra: infra, From: from, Log: log, Failpoints: FailpointsFor(o.short, o.relay), Dups: dups, Worker: worker, Load: load}
 	start := time.Now()
 	rep.LoadStart = Duration(start.Sub(t0))
 	injected := make(chan []Injected, 1)
@@ -320,6 +357,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) (err error) {
 	rep.Rest = WaitAtRest(ctx, infra.Kafka, infra.Databases, time.Minute)
 	log.Info("at rest", "reached", rep.Rest.Reached, "waited", rep.Rest.Waited, "outbox", rep.Rest.Outbox, "lag", rep.Rest.Lag, "err", rep.Rest.Err)
 	counted := dups.Totals(ctx)
+	rep.Duplicates = counted
 	for n := range rep.Injected {
 		if in := &rep.Injected[n]; in.Kind == KindDuplicate && in.Fired && rep.Rest.Reached {
 			in.Counted = map[string]int{}

@@ -11,9 +11,10 @@ import (
 
 // Ports are the TCP ports of one run, all on 127.0.0.1: Kafka node I
 // listens on Kafka+2(I-1) and its controller on Kafka+1+2(I-1),
-// PostgreSQL on PG, instance i of service s on HTTP+s+100(i-1).
+// PostgreSQL on PG, instance i of service s on HTTP+s+100(i-1), the
+// Kafka Connect worker (-relay debezium) on Connect.
 type Ports struct {
-	Kafka, PG, HTTP int
+	Kafka, PG, HTTP, Connect int
 }
 
 // portSlots is how many candidate sets of ports a run tries (see slot).
@@ -25,7 +26,7 @@ const portSlots = 10
 // a port. All stay below Linux's ephemeral range (32768 on), from which
 // outgoing connections would take ports at random.
 func slot(n int) Ports {
-	return Ports{Kafka: 19092 + 10*n, PG: 15432 + n, HTTP: 18080 + 10*n}
+	return Ports{Kafka: 19092 + 10*n, PG: 15432 + n, HTTP: 18080 + 10*n, Connect: 18280 + 10*n}
 }
 
 // List returns every port p needs for a cluster of nodes brokers and the
@@ -41,7 +42,7 @@ func (p Ports) List(nodes int) []int {
 			out = append(out, p.HTTP+s+100*n)
 		}
 	}
-	return out
+	return append(out, p.Connect)
 }
 
 // choosePorts returns the first candidate that claim grants (so that two

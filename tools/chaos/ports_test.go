@@ -11,7 +11,7 @@ import (
 func TestPortsList(t *testing.T) {
 	got := slot(0).List(3)
 	want := []int{19092, 19093, 19094, 19095, 19096, 19097, 15432,
-		18080, 18081, 18082, 18083, 18180, 18181, 18182, 18183}
+		18080, 18081, 18082, 18083, 18180, 18181, 18182, 18183, 18280}
 	if !slices.Equal(got, want) {
 		t.Fatalf("slot(0).List(3) = %v, want %v", got, want)
 	}

@@ -36,7 +36,7 @@ var ProfileKinds = []Kind{KindFreezeTwin, KindRolling}
 // kinds are the fault kinds the report counts, in report order: every
 // kind of the standard schedule, and the profile kinds it scheduled.
 func (r *Report) kinds() []Kind {
-	out := slices.Clone(AllKinds)
+	out := slices.Clone(KindsFor(r.Config.Relay))
 	for _, k := range ProfileKinds {
 		if slices.ContainsFunc(r.Schedule, func(f Fault) bool { return f.Kind == k }) {
 			out = append(out, k)
@@ -75,7 +75,7 @@ func (o options) instances() int {
 
 // schedule returns the profile's faults for a load of load.
 func (o options) schedule(load time.Duration) ([]Fault, error) {
-	t := Timings{Load: load, CrashEvery: o.crashEvery, Pause: o.pause}
+	t := Timings{Load: load, CrashEvery: o.crashEvery, Pause: o.pause, Relay: o.relay}
 	switch {
 	case o.rolling:
 		return RollingSchedule(t)

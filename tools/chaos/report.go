@@ -55,6 +55,9 @@ type Report struct {
 
 	// Bounds: the stalls -defaults and -rolling are held to (profile.go).
 	Bounds []Bound `json:"bounds,omitempty"`
+	// Duplicates counts, by service, the deliveries the consumers skipped
+	// as already processed, from the start until the system was at rest.
+	Duplicates map[string]int `json:"duplicates_skipped,omitempty"`
 }
 
 // Duration marshals as a string like "1.5s".
@@ -73,12 +76,13 @@ type Settings struct {
 	SKUs      int     `json:"skus"`
 	Short     bool    `json:"short"`
 	Profile   string  `json:"profile"` // standard, defaults, rolling
+	Relay     string  `json:"relay"`   // the services' OUTBOX_RELAY: builtin, debezium
 	Instances int     `json:"instances"`
 }
 
 // Print writes the human report; its last line is the summary CI greps.
 func (r *Report) Print(w io.Writer) {
-	fmt.Fprintf(w, "\n=== chaos report (seed %d, tag %s, logs in %s)\n", r.Seed, r.Tag, r.Dir)
+	fmt.Fprintf(w, "\n=== chaos report (seed %d, tag %s, relay %s, logs in %s)\n", r.Seed, r.Tag, orBuiltin(r.Config.Relay), r.Dir)
 	l := r.Load
 	fmt.Fprintf(w, "load: %d orders sent in %s (%.1f/s), accepted %d, refused %d, unsettled %d, client retries %d, replays %d, max in flight %d\n",
 		l.Sent, Duration(l.Elapsed), l.Rate, l.Accepted, l.Rejected, l.Unsettled, l.Retries, l.Replays, l.MaxBacklog)
@@ -97,7 +101,7 @@ func (r *Report) Print(w io.Writer) {
 			fmt.Fprintf(w, "  NOT FIRED %s %s at +%s: %s\n", in.Kind, in.Service, at, in.Err)
 		case in.Fallback != "":
 			fmt.Fprintf(w, "  FALLBACK %s %s at +%s: %s\n", in.Kind, in.Target, at, in.Fallback)
-		case in.Kind == KindPauseLeader || (in.Kind == KindPauseConsumer && in.Note != ""):
+		case in.Kind == KindPauseLeader || in.Kind == KindConnectKill || in.Kind == KindConnectPause || (in.Kind == KindPauseConsumer && in.Note != ""):
 			fmt.Fprintf(w, "  %s %s at +%s: %s\n", in.Kind, in.Target, at, in.Note)
 		case in.Kind == KindDuplicate:
 			want := duplicatesWanted(in.Copies)
@@ -108,8 +112,9 @@ func (r *Report) Print(w io.Writer) {
 			fmt.Fprintf(w, "  %s at +%s: %s; duplicates counted/re-produced for it until at rest: %s\n", in.Kind, at, in.Note, strings.Join(parts, ", "))
 		}
 	}
-	fps := make([]string, len(FailpointNames))
-	for n, name := range FailpointNames {
+	names := failpointNames(r.Config.Relay)
+	fps := make([]string, len(names))
+	for n, name := range names {
 		fps[n] = fmt.Sprintf("%s %d", name, r.Failpoints[name])
 	}
 	fmt.Fprintf(w, "crash points fired: %s\n", strings.Join(fps, ", "))
@@ -120,6 +125,13 @@ func (r *Report) Print(w io.Writer) {
 	sort.Strings(causes)
 	fmt.Fprintf(w, "process ends: %s\n", strings.Join(causes, ", "))
 	fmt.Fprintf(w, "outcomes: %s\n", formatOutcomes(r.Verdict.Outcomes))
+	if len(r.Duplicates) > 0 {
+		parts := make([]string, len(Services))
+		for n, s := range Services {
+			parts[n] = fmt.Sprintf("%s %d", s, r.Duplicates[s])
+		}
+		fmt.Fprintf(w, "duplicate deliveries skipped by the consumers, every fault together: %s\n", strings.Join(parts, ", "))
+	}
 	fmt.Fprintf(w, "drain: %s after the last fault, %s after the last order sent\n", r.Drain, r.DrainAfterLoad)
 	if r.Rest.Reached {
 		fmt.Fprintf(w, "at rest after %s more: every outbox sent, every consumer group at the partitions' ends; two reads %s apart compared\n", r.Rest.Waited, rereadAfter)
@@ -154,6 +166,13 @@ func (r *Report) Print(w io.Writer) {
 	fmt.Fprintf(w, "wall time: %s\n", r.Wall)
 	fmt.Fprintf(w, "chaos: lost=%d doubled=%d inconsistent=%d unproven=%d terminal=%d/%d%s\n",
 		r.Verdict.Lost, r.Verdict.Doubled, r.Verdict.Inconsistent, r.Verdict.Unproven, r.Verdict.Terminal, r.Verdict.Total, r.boundsSuffix())
+}
+
+func orBuiltin(relay string) string {
+	if relay == "" {
+		return RelayBuiltin
+	}
+	return relay
 }
 
 func orNone(s string) string {
@@ -239,7 +258,7 @@ func (r *Report) tally() {
 		}
 	}
 	if r.Scheduled[KindFailpoints] > 0 {
-		for _, name := range FailpointNames {
+		for _, name := range failpointNames(r.Config.Relay) {
 			if r.Failpoints[name] == 0 {
 				r.Missing = append(r.Missing, fmt.Sprintf("crash point %s: armed, fired none", name))
 			}

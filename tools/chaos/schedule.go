@@ -77,6 +77,9 @@ type Timings struct {
 	// Pause is how long a SIGSTOP lasts: past a relay takeover's 15 s and
 	// past the consumer session timeout.
 	Pause time.Duration
+	// Relay is the services' OUTBOX_RELAY, which decides the relay's
+	// faults (KindsFor); "" is the built-in relay.
+	Relay string
 }
 
 // Schedule returns the faults for a run of t.Load, the same for the same
@@ -119,6 +122,12 @@ func Schedule(seed int64, t Timings) ([]Fault, error) {
 		case KindBrokerKill:
 			d := 5*time.Second + time.Duration(r.Int64N(int64(5*time.Second)))
 			return Fault{At: at(d), Kind: k, For: d, Topic: topics[r.IntN(len(topics))], Partition: int32(r.IntN(3))}
+		case KindConnectKill:
+			d := time.Second + time.Duration(r.Int64N(int64(3*time.Second)))
+			return Fault{At: at(d), Kind: k, Service: "connect", For: d}
+		case KindConnectPause:
+			d := t.Pause + time.Duration(r.Int64N(int64(3*time.Second)))
+			return Fault{At: at(d), Kind: k, Service: "connect", For: d}
 		case KindFailpoints:
 			d := 15*time.Second + time.Duration(r.Int64N(int64(10*time.Second)))
 			return Fault{At: at(d), Kind: k, Service: "*", Instance: instance(), For: d}
@@ -126,7 +135,7 @@ func Schedule(seed int64, t Timings) ([]Fault, error) {
 			return Fault{At: at(0), Kind: k}
 		}
 	}
-	for _, k := range AllKinds {
+	for _, k := range KindsFor(t.Relay) {
 		if k != KindCrashLoop {
 			out = append(out, mk(k))
 		}
@@ -154,14 +163,18 @@ func Schedule(seed int64, t Timings) ([]Fault, error) {
 			consumer = &out[i]
 		}
 	}
-	for leader.Service == consumer.Service {
+	for leader != nil && leader.Service == consumer.Service {
 		consumer.Service = service()
 	}
 	// One more fault per 15 s of load beyond the first minute.
 	extra := []Kind{KindKill, KindKill, KindKill, KindDuplicate, KindPGRestart, KindBrokerKill, KindPauseConsumer}
+	if t.Relay == RelayDebezium {
+		extra = append(extra, KindConnectKill, KindConnectPause)
+	}
 	for range max(0, int((crashStart-warm-time.Minute)/(15*time.Second))) {
 		out = append(out, mk(extra[r.IntN(len(extra))]))
 	}
+	out = placeWorkerFaults(r, out, warm, crashStart)
 	for at := crashStart; at < crashStart+crashLen; at += t.CrashEvery {
 		jitter := time.Duration(r.Int64N(int64(t.CrashEvery / 4)))
 		out = append(out, Fault{At: at + jitter, Kind: KindCrashLoop, Service: service(), Instance: instance(),
