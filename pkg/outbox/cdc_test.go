@@ -69,8 +69,20 @@ func TestPublishPreparesTheOutboxForDebezium(t *testing.T) {
 func TestSwitchingToDebeziumMovesThePendingRows(t *testing.T) {
 	db := newDB(t)
 	ctx := context.Background()
-	addID(t, db, "pending-1", []byte("v"))
+	// pending-1's transaction began first but wrote last: the built-in
+	// relay's order is (txid, id), and so is the move's.
+	first := db.MustBegin()
+	defer first.Rollback()
+	if _, err := first.ExecContext(ctx, `SELECT pg_current_xact_id()`); err != nil {
+		t.Fatal(err)
+	}
 	addID(t, db, "pending-2", []byte("v"))
+	if err := outbox.Add(ctx, first, outbox.Message{Topic: "t.events", Value: []byte("v"), Headers: map[string]string{"event_id": "pending-1", "dlq_reason": "why"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Commit(); err != nil {
+		t.Fatal(err)
+	}
 	addID(t, db, "sent", []byte("v"))
 	addID(t, db, "refused", []byte("v"))
 	if _, err := db.ExecContext(ctx, `UPDATE outbox SET sent_at = now() WHERE headers->>'event_id' = 'sent';
