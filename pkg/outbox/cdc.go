@@ -52,7 +52,7 @@ func Slot(service string) string { return "choreo_" + service }
 func Publish(ctx context.Context, db *sqlx.DB) error {
 	var state struct {
 		Found bool `db:"found"`
-		Same   bool `db:"same"`
+		Same  bool `db:"same"`
 	}
 	if err := db.GetContext(ctx, &state, `
 		SELECT count(*) > 0 AS found,

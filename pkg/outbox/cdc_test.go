@@ -412,4 +412,3 @@ func TestBuiltinStartWarnsOfALeftoverSlot(t *testing.T) {
 		t.Errorf("Start's log does not warn of the slot:\n%s", logs.String())
 	}
 }
-
