@@ -289,12 +289,17 @@ func TestAwaitSlotWaitsForAConsistentPoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	slot := outbox.Slot("await")
-	created := make(chan error, 1)
+	created, done := make(chan error, 1), make(chan struct{})
 	go func() {
+		defer close(done)
 		_, err := db.ExecContext(ctx, `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, slot)
 		created <- err
 	}()
-	t.Cleanup(func() { dropSlot(t, db, slot) })
+	t.Cleanup(func() { // the slot may be created only once running ends
+		running.Rollback()
+		<-done
+		dropSlot(t, db, slot)
+	})
 	waitFor(t, db, "the slot to be listed", `SELECT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = $1)`, slot)
 	short, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
 	defer cancel()
