@@ -101,9 +101,27 @@ type topicPartition struct {
 }
 
 // unsent counts the outboxes' rows that are neither sent nor refused.
+// Under Debezium (its trigger outbox_cdc is there) a row stays unsent until
+// the service sweeps it; there an outbox counts one until its slot has
+// confirmed a heartbeat written now, when every row committed before it is
+// on Kafka (outbox.SweepConfirmed's rule).
 func unsent(dbs []*sqlx.DB) (int, string) {
 	total := 0
 	for _, db := range dbs {
+		var debezium bool
+		if err := db.Get(&debezium, `SELECT EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = 'outbox_cdc' AND tgrelid = 'outbox'::regclass)`); err != nil {
+			return 0, fmt.Sprintf("look up the outbox trigger: %v", err)
+		}
+		if debezium {
+			confirmed, why := confirmedNow(db)
+			if why != "" {
+				return 0, why
+			}
+			if !confirmed {
+				total++
+			}
+			continue
+		}
 		var n int
 		if err := db.Get(&n, `SELECT count(*) FROM outbox WHERE sent_at IS NULL AND refused_at IS NULL`); err != nil {
 			return 0, fmt.Sprintf("count unsent outbox rows: %v", err)
@@ -111,6 +129,29 @@ func unsent(dbs []*sqlx.DB) (int, string) {
 		total += n
 	}
 	return total, ""
+}
+
+// confirmedNow writes a heartbeat, which the connector decodes, and reports
+// whether db's slot confirms the WAL position after it within 15 s (the
+// worker commits offsets every second, and only then does the slot move).
+func confirmedNow(db *sqlx.DB) (bool, string) {
+	var lsn string
+	if _, err := db.Exec(`INSERT INTO outbox_heartbeat (at) VALUES (now())`); err != nil {
+		return false, fmt.Sprintf("write a heartbeat: %v", err)
+	}
+	if err := db.Get(&lsn, `SELECT pg_current_wal_insert_lsn()::text`); err != nil {
+		return false, fmt.Sprintf("WAL position: %v", err)
+	}
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		var ok bool
+		if err := db.Get(&ok, `SELECT coalesce(bool_or(confirmed_flush_lsn >= $1::pg_lsn), false) FROM pg_replication_slots WHERE database = current_database()`, lsn); err != nil {
+			return false, fmt.Sprintf("slot position: %v", err)
+		}
+		if ok {
+			return true, ""
+		}
+	}
+	return false, ""
 }
 
 // topicEnds reads the end offset of every partition of topics.
