@@ -102,9 +102,11 @@ type topicPartition struct {
 
 // unsent counts the outboxes' rows that are neither sent nor refused.
 // Under Debezium (its trigger outbox_cdc is there) a row stays unsent until
-// the service sweeps it; there an outbox counts one until its slot has
-// confirmed a heartbeat written now, when every row committed before it is
-// on Kafka (outbox.SweepConfirmed's rule).
+// the service sweeps it, and the slot confirms only what a later published
+// record follows; there an outbox counts one until the server has sent its
+// connector the WAL up to now, so every row committed before is with the
+// worker, and the topic ends that restless reads twice after it show what
+// is still in flight.
 func unsent(dbs []*sqlx.DB) (int, string) {
 	total := 0
 	for _, db := range dbs {
@@ -113,11 +115,11 @@ func unsent(dbs []*sqlx.DB) (int, string) {
 			return 0, fmt.Sprintf("look up the outbox trigger: %v", err)
 		}
 		if debezium {
-			confirmed, why := confirmedNow(db)
+			sent, why := sentNow(db)
 			if why != "" {
 				return 0, why
 			}
-			if !confirmed {
+			if !sent {
 				total++
 			}
 			continue
@@ -131,20 +133,17 @@ func unsent(dbs []*sqlx.DB) (int, string) {
 	return total, ""
 }
 
-// confirmedNow writes a heartbeat, which the connector decodes, and reports
-// whether db's slot confirms the WAL position after it within 15 s (the
-// worker commits offsets every second, and only then does the slot move).
-func confirmedNow(db *sqlx.DB) (bool, string) {
+// sentNow reports whether, within 5 s, the walsender of db's slot has sent
+// its connector the WAL up to the position when it was called.
+func sentNow(db *sqlx.DB) (bool, string) {
 	var lsn string
-	if _, err := db.Exec(`INSERT INTO outbox_heartbeat (at) VALUES (now())`); err != nil {
-		return false, fmt.Sprintf("write a heartbeat: %v", err)
-	}
 	if err := db.Get(&lsn, `SELECT pg_current_wal_insert_lsn()::text`); err != nil {
 		return false, fmt.Sprintf("WAL position: %v", err)
 	}
-	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		var ok bool
-		if err := db.Get(&ok, `SELECT coalesce(bool_or(confirmed_flush_lsn >= $1::pg_lsn), false) FROM pg_replication_slots WHERE database = current_database()`, lsn); err != nil {
+		if err := db.Get(&ok, `SELECT coalesce(bool_or(r.sent_lsn >= $1::pg_lsn), false) FROM pg_replication_slots s
+			JOIN pg_stat_replication r ON r.pid = s.active_pid WHERE s.database = current_database()`, lsn); err != nil {
 			return false, fmt.Sprintf("slot position: %v", err)
 		}
 		if ok {

@@ -207,12 +207,13 @@ func AwaitSlot(ctx context.Context, db *sqlx.DB, slot string, log *slog.Logger) 
 // was published.
 const SweepAfter = time.Minute
 
-// Sweep deletes, every SweepAfter until ctx ends, the rows slot has
-// confirmed, refused rows aside, and the heartbeats before the last, and
-// keeps the refused rows' gauge; meanwhile it keeps writers from
-// notifying a relay that does not run (quietWriters, notify.go). Debezium recommends deleting the row in
-// the transaction that inserts it; one periodic DELETE costs less than a
-// second statement in every writing transaction and leaves Add as it is.
+// Sweep deletes, every SweepAfter until ctx ends, the rows service's slot
+// has confirmed, refused rows aside, and the heartbeats before the last,
+// and keeps the refused rows' gauge; meanwhile it keeps writers from
+// notifying a relay that does not run (quietWriters, notify.go). Debezium
+// recommends deleting the row in the transaction that inserts it; one
+// periodic DELETE costs less than a second statement in every writing
+// transaction and leaves Add as it is.
 // Once the slot is gone or lost, Sweep deletes nothing more: rows written
 // since may never have been decoded (switch to the built-in relay, which
 // publishes them, then back).
