@@ -199,20 +199,30 @@ func startConnectors(ctx context.Context, log *slog.Logger) (stop func(), err er
 	if running.Mode != infra.ModeEnvironment || base == "" {
 		return nil, fmt.Errorf("OUTBOX_RELAY=debezium needs scripts/infra.sh's Kafka and PostgreSQL and its Connect worker (KAFKA_CONNECT_URL; bash scripts/infra.sh connect-up), not %s infrastructure", running.Mode)
 	}
+	client, err := connect.Client(os.Getenv("KAFKA_CONNECT_USERNAME"), os.Getenv("KAFKA_CONNECT_PASSWORD_FILE"))
+	if err != nil {
+		return nil, err
+	}
+	secretsDir := os.Getenv("KAFKA_CONNECT_SECRETS_DIR")
 	var started []string
 	stop = func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
 		for _, name := range started {
-			if err := connect.Stop(ctx, http.DefaultClient, base, name, running.DatabaseURLs[name]); err != nil {
+			if err := connect.Stop(ctx, client, base, name, running.DatabaseURLs[name], secretsDir); err != nil {
 				fmt.Fprintln(os.Stderr, "e2e:", err)
 			}
 		}
 	}
 	t0 := time.Now()
 	for _, name := range []string{"order", "payment", "inventory", "shipping"} {
+		password, err := running.Users[name].Secret()
+		if err != nil {
+			stop()
+			return nil, err
+		}
 		ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-		_, err := connect.Start(ctx, http.DefaultClient, base, name, running.DatabaseURLs[name], log)
+		_, err = connect.Start(ctx, client, base, name, running.DatabaseURLs[name], connect.Secrets{Dir: secretsDir, KafkaPassword: password}, log)
 		cancel()
 		if err != nil {
 			stop()

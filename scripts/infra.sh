@@ -38,7 +38,9 @@
 #   status        say what runs
 #   connect-up    start a Kafka Connect worker (distributed mode) with
 #                 Debezium's PostgreSQL connector, for OUTBOX_RELAY=debezium;
-#                 Kafka and PostgreSQL must be up. REST on 127.0.0.1:CONNECT_PORT
+#                 Kafka and PostgreSQL must be up. REST on 127.0.0.1:CONNECT_PORT,
+#                 as KAFKA_CONNECT_USERNAME with KAFKA_CONNECT_PASSWORD_FILE's
+#                 password; connectors' secrets in KAFKA_CONNECT_SECRETS_DIR
 #   connect-down  stop the worker (its connectors' offsets stay in Kafka, their
 #                 replication slots in PostgreSQL, holding WAL until it is back)
 #   connect-register  register (or update) one connector per service database
@@ -66,7 +68,8 @@
 #
 # PostgreSQL runs with wal_level=logical in every mode (Debezium reads the
 # outbox from the WAL; the built-in relay does not care), and the worker logs
-# in to Kafka as the SCRAM user "connect" (internal/kafkaacl).
+# in to Kafka as the SCRAM user "connect" (internal/kafkaacl), its connectors
+# as their services' users.
 # All progress messages go to stderr; stdout carries only the export lines.
 set -euo pipefail
 
@@ -100,7 +103,14 @@ CONNECT_CONF="$INFRA_DIR/connect-config"
 CONNECT_PID_FILE="$INFRA_DIR/run/connect.pid"
 CONNECT_LOG="$INFRA_DIR/logs/connect.log"
 CONNECT_OUT="$INFRA_DIR/logs/connect.out"
-CONNECT_START_TIMEOUT="${CONNECT_START_TIMEOUT:-120}"
+# ~10 s on a quiet machine; minutes on a busy 2-core one.
+CONNECT_START_TIMEOUT="${CONNECT_START_TIMEOUT:-300}"
+# The worker's REST API asks for this user's password (0600 in
+# CONNECT_REST_DIR, made on first use), and its connectors' passwords are
+# files in CONNECT_SECRETS_DIR (0700), never in their configurations.
+CONNECT_REST_USER=admin
+CONNECT_REST_DIR="$INFRA_DIR/connect-rest"
+CONNECT_SECRETS_DIR="$INFRA_DIR/connect-secrets"
 
 PG_HOST=127.0.0.1
 PG_PORT="${PGPORT:-5432}"
@@ -148,6 +158,9 @@ print_env() {
   echo "export TRACKER_DATABASE_URL=$(pg_url tracker_db)"
   echo "export TEST_DATABASE_URL=$(pg_url choreo_test)"
   echo "export KAFKA_CONNECT_URL=http://$KAFKA_HOST:$CONNECT_PORT"
+  echo "export KAFKA_CONNECT_USERNAME=$CONNECT_REST_USER"
+  echo "export KAFKA_CONNECT_PASSWORD_FILE=$CONNECT_REST_DIR/$CONNECT_REST_USER.password"
+  echo "export KAFKA_CONNECT_SECRETS_DIR=$CONNECT_SECRETS_DIR"
 }
 
 port_open() { timeout 2 bash -c "exec 9<>/dev/tcp/$1/$2" 2>/dev/null; }
@@ -806,6 +819,8 @@ kafka_stop_strays() {
 # its compression libraries); its own Jackson stays, the plugin's class loader
 # prefers it.
 connect_fetch() {
+  # A worker fetched before the REST extension was in the POM fetches again.
+  [ -f "$CONNECT_LIBS/connect-basic-auth-extension-$KAFKA_VERSION.jar" ] || rm -f "$CONNECT_LIBS/.complete"
   [ -f "$CONNECT_LIBS/.complete" ] && [ -f "$CONNECT_PLUGIN/.complete" ] && return 0
   ensure_java_maven
   log "downloading Kafka Connect $KAFKA_VERSION and Debezium $DEBEZIUM_VERSION from Maven Central into $CONNECT_HOME"
@@ -826,6 +841,7 @@ connect_fetch() {
     mv "$dir.tmp" "$dir"
   done
   [ -f "$CONNECT_LIBS/connect-runtime-$KAFKA_VERSION.jar" ] || die "connect-runtime-$KAFKA_VERSION.jar missing after mvn"
+  [ -f "$CONNECT_LIBS/connect-basic-auth-extension-$KAFKA_VERSION.jar" ] || die "connect-basic-auth-extension-$KAFKA_VERSION.jar missing after mvn"
   [ -f "$CONNECT_PLUGIN/debezium-connector-postgres-$DEBEZIUM_VERSION.jar" ] || die "debezium-connector-postgres missing after mvn"
   local jar artifact
   for jar in "$CONNECT_PLUGIN"/*.jar; do
@@ -839,13 +855,24 @@ connect_fetch() {
 
 # The worker's configuration. Its connectors' producers keep what the
 # built-in relay relies on: acks=all, idempotence, and at most 5 requests in
-# flight so idempotence keeps each partition's order; connectors may not
-# override them (connector.client.config.override.policy=None). Offsets
-# are flushed every second: Debezium confirms a WAL position to its slot
-# only once the worker has committed the offsets up to it.
+# flight so idempotence keeps each partition's order. A connector may
+# override only its login (connector.client.config.override.policy=
+# Principal: sasl.jaas.config, sasl.mechanism, security.protocol): each
+# produces as its service's Kafka user (internal/connect), and the worker's
+# own user, connect, writes only the worker's topics. Connector
+# configurations name their passwords as ${file:...} in CONNECT_SECRETS_DIR
+# (FileConfigProvider, limited to that directory), so the REST API and the
+# config topic never show them. The REST API asks for a password
+# (BasicAuthSecurityRestExtension, the JAAS file below); it listens on
+# 127.0.0.1 only. Offsets are flushed every second: Debezium confirms a WAL
+# position to its slot only once the worker has committed the offsets up
+# to it.
 connect_write_config() {
   mkdir -p "$CONNECT_CONF"
   kafka_passwords
+  connect_rest_password
+  (umask 077 && mkdir -p "$CONNECT_SECRETS_DIR")
+  chmod 700 "$CONNECT_SECRETS_DIR"
   local rf jaas
   rf="$(kafka_default_rf)"
   jaas="org.apache.kafka.common.security.scram.ScramLoginModule required username=\"connect\" password=\"$(kafka_password connect)\";"
@@ -866,7 +893,11 @@ listeners=http://$KAFKA_HOST:$CONNECT_PORT
 rest.advertised.host.name=$KAFKA_HOST
 rest.advertised.port=$CONNECT_PORT
 plugin.path=$CONNECT_PLUGINS
-connector.client.config.override.policy=None
+connector.client.config.override.policy=Principal
+config.providers=file
+config.providers.file.class=org.apache.kafka.common.config.provider.FileConfigProvider
+config.providers.file.param.allowed.paths=$CONNECT_SECRETS_DIR
+rest.extension.classes=org.apache.kafka.connect.rest.basic.auth.extension.BasicAuthSecurityRestExtension
 security.protocol=SASL_PLAINTEXT
 sasl.mechanism=SCRAM-SHA-512
 sasl.jaas.config=$jaas
@@ -882,6 +913,12 @@ consumer.sasl.jaas.config=$jaas
 admin.security.protocol=SASL_PLAINTEXT
 admin.sasl.mechanism=SCRAM-SHA-512
 admin.sasl.jaas.config=$jaas
+EOF
+  (umask 077 && cat >"$CONNECT_CONF/rest-jaas.conf") <<EOF
+KafkaConnect {
+  org.apache.kafka.connect.rest.basic.auth.extension.PropertyFileLoginModule required
+  file="$CONNECT_REST_DIR/users.properties";
+};
 EOF
   cat >"$CONNECT_CONF/log4j2.properties" <<EOF
 # worker logging: INFO (clients at WARN) into $CONNECT_LOG
@@ -907,6 +944,16 @@ logger.reflections.level = ERROR
 EOF
 }
 
+# Creates the REST user's password once (CONNECT_REST_DIR, 0700, files
+# 0600) and, from it, the users file the worker's PropertyFileLoginModule
+# reads ("user: password").
+connect_rest_password() {
+  (umask 077 && mkdir -p "$CONNECT_REST_DIR")
+  local file="$CONNECT_REST_DIR/$CONNECT_REST_USER.password"
+  [ -s "$file" ] || (umask 077 && od -An -N32 -tx1 /dev/urandom | tr -d ' \n' >"$file")
+  (umask 077 && printf '%s: %s\n' "$CONNECT_REST_USER" "$(cat "$file")" >"$CONNECT_REST_DIR/users.properties")
+}
+
 connect_pid() {
   local pid
   [ -f "$CONNECT_PID_FILE" ] || return 1
@@ -916,7 +963,12 @@ connect_pid() {
   echo "$pid"
 }
 
-connect_answers() { curl -fsS -m 2 "http://$KAFKA_HOST:$CONNECT_PORT/connectors" >/dev/null 2>&1; }
+# curl reads the credential from its config on stdin, not its arguments,
+# which any local user could read in ps.
+connect_answers() {
+  printf 'user = "%s:%s"\n' "$CONNECT_REST_USER" "$(cat "$CONNECT_REST_DIR/$CONNECT_REST_USER.password")" \
+    | curl -fsS -m 2 -K - "http://$KAFKA_HOST:$CONNECT_PORT/connectors" >/dev/null 2>&1
+}
 
 # connect-up: Kafka and PostgreSQL must run (infra.sh up). The connect
 # user's SCRAM credential is set on every start, so a state dir formatted
@@ -949,7 +1001,8 @@ connect_up() {
   # shellcheck disable=SC2016  # $$ is the child's
   (cd "$CONNECT_HOME" && exec setsid nohup bash -c 'echo $$ >"$0"; exec "$@"' "$CONNECT_PID_FILE" \
     java -Xms128m -Xmx256m -XX:+UseG1GC -Djava.awt.headless=true \
-      "-Dlog4j2.configurationFile=$CONNECT_CONF/log4j2.properties" ${CONNECT_JVM_OPTS:-} \
+      "-Dlog4j2.configurationFile=$CONNECT_CONF/log4j2.properties" \
+      "-Djava.security.auth.login.config=$CONNECT_CONF/rest-jaas.conf" ${CONNECT_JVM_OPTS:-} \
       -cp "$CONNECT_LIBS/*" org.apache.kafka.connect.cli.ConnectDistributed "$CONNECT_CONF/worker.properties") \
     </dev/null >>"$CONNECT_OUT" 2>&1 3>&- 8>&- &
   local deadline=$(( $(now) + CONNECT_START_TIMEOUT ))

@@ -36,6 +36,23 @@ trap stop INT TERM EXIT
 for svc in order payment inventory shipping tracker; do
   go build -o "bin/$svc" "./services/$svc/cmd/$svc"
 done
+
+# OUTBOX_RELAY=debezium make run: Debezium, on a Kafka Connect worker of
+# its own, publishes the outboxes in place of each service's relay
+# (docs/transactional-outbox.md). Its connectors are registered before the
+# services start, which wait for their slots; the services inherit
+# OUTBOX_RELAY. Going back to the built-in relay takes the steps
+# docs/transactional-outbox.md gives: a stopped worker's slots hold WAL.
+relay="${OUTBOX_RELAY:-builtin}"
+case "$relay" in
+  builtin) ;;
+  debezium)
+    bash scripts/infra.sh connect-up
+    bash scripts/infra.sh connect-register
+    ;;
+  *) echo "run.sh: OUTBOX_RELAY=$relay; want builtin or debezium" >&2; exit 2 ;;
+esac
+export OUTBOX_RELAY="$relay"
 # Each service runs as its own Kafka user, allowed only its own topics and
 # group (internal/kafkaacl); infra.sh exports <SERVICE>_KAFKA_USERNAME and
 # <SERVICE>_KAFKA_PASSWORD_FILE.
@@ -59,7 +76,7 @@ for port in 8080 8081 8082 8083 8084; do
   curl -fsS "http://127.0.0.1:$port/readyz" >/dev/null || { echo "service on :$port is not ready; see bin/logs/" >&2; exit 1; }
 done
 cat >&2 <<TXT
-Choreo is running: order :8080  payment :8081  inventory :8082  shipping :8083  tracker :8084 (open http://localhost:8084/)
+Choreo is running (outbox relay: $relay): order :8080  payment :8081  inventory :8082  shipping :8083  tracker :8084 (open http://localhost:8084/)
 Logs: bin/logs/<service>.log     Stop: Ctrl-C
 Tokens: OPERATOR=\$(bin/choreoctl token -sub ops -operator); TOKEN=\$(bin/choreoctl token -sub c-1)
   (signed with the development key in $(dirname "$AUTH_PUBLIC_KEY_FILE"))

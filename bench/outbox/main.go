@@ -56,6 +56,10 @@ type result struct {
 	drainPerSec float64
 	p50, p99    time.Duration
 	trickled    int
+	// walPerRow and cpuPerRow are what PostgreSQL spent per row over the
+	// trickle (cost.go).
+	walPerRow float64
+	cpuPerRow time.Duration
 }
 
 func run(ctx context.Context, args []string, out io.Writer) error {
@@ -87,7 +91,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", c.Name(), err)
 		}
-		fmt.Fprintf(out, "drain %.0f rows/s; trickle p50 %s p99 %s (%d rows)\n", r.drainPerSec, r.p50.Round(100*time.Microsecond), r.p99.Round(100*time.Microsecond), r.trickled)
+		fmt.Fprintf(out, "drain %.0f rows/s; trickle p50 %s p99 %s (%d rows), PostgreSQL %.0f WAL bytes and %s CPU a row\n", r.drainPerSec,
+			r.p50.Round(100*time.Microsecond), r.p99.Round(100*time.Microsecond), r.trickled, r.walPerRow, r.cpuPerRow.Round(time.Microsecond))
 		results = append(results, r)
 	}
 	report(out, results)
@@ -100,10 +105,10 @@ func report(out io.Writer, rs []result) {
 		return
 	}
 	base := rs[0]
-	fmt.Fprintf(out, "\n| contender | drain rows/s | × %s | trickle p50 | trickle p99 | p99 × %s |\n|---|---|---|---|---|---|\n", base.name, base.name)
+	fmt.Fprintf(out, "\n| contender | drain rows/s | × %s | trickle p50 | trickle p99 | p99 × %s | WAL bytes/row | PostgreSQL CPU/row |\n|---|---|---|---|---|---|---|---|\n", base.name, base.name)
 	for _, r := range rs {
-		fmt.Fprintf(out, "| %s | %.0f | %.2f | %s | %s | %.1f |\n", r.name, r.drainPerSec, r.drainPerSec/base.drainPerSec,
-			r.p50.Round(100*time.Microsecond), r.p99.Round(100*time.Microsecond), float64(r.p99)/float64(base.p99))
+		fmt.Fprintf(out, "| %s | %.0f | %.2f | %s | %s | %.1f | %.0f | %s |\n", r.name, r.drainPerSec, r.drainPerSec/base.drainPerSec,
+			r.p50.Round(100*time.Microsecond), r.p99.Round(100*time.Microsecond), float64(r.p99)/float64(base.p99), r.walPerRow, r.cpuPerRow.Round(time.Microsecond))
 	}
 }
 
@@ -144,9 +149,16 @@ func measure(ctx context.Context, c contender, baseURL string, kafka broker.Conn
 	if err != nil {
 		return r, err
 	}
+	before, err := e.read(ctx)
+	if err != nil {
+		return r, err
+	}
 	lat, err := e.trickle(ctx, topic, rate, trickle, func(i int) error { return c.Insert(ctx, topic, i, i+1) }, errc)
 	if err != nil {
 		return r, fmt.Errorf("trickle: %w", err)
+	}
+	if r.walPerRow, r.cpuPerRow, err = e.costSince(ctx, before, len(lat)); err != nil {
+		return r, err
 	}
 	slices.Sort(lat)
 	r.trickled = len(lat)

@@ -8,9 +8,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/url"
 	"strings"
@@ -38,7 +40,10 @@ var placed = []string{
 
 // For returns the connector of the database at databaseURL that holds
 // service's outbox in schema (the tables' schema, "public" unless a test's
-// own), with its replication slot slot (see outbox.Slot).
+// own), with its replication slot slot (see outbox.Slot). Its passwords
+// stay out of its configuration: the worker reads them from the
+// connector's file in secretsDir (see WriteSecrets), and it produces as
+// service's own Kafka user (identity.go).
 //
 // What it publishes is what the built-in relay publishes: the row's topic,
 // its key and value bytes as they are (ByteArrayConverter), and as headers
@@ -46,12 +51,18 @@ var placed = []string{
 // router places a column whose value is NULL as a header without a value,
 // where the built-in relay writes none: a message without a traceparent
 // carries an empty one.
-func For(service, databaseURL, schema, slot string) (Connector, error) {
-	u, err := url.Parse(databaseURL)
-	if err != nil {
+func For(service, databaseURL, schema, slot, secretsDir string) (Connector, error) {
+	if err := pg.ValidateURL(databaseURL); err != nil {
 		return Connector{}, fmt.Errorf("connect: database URL: %w", err)
 	}
-	password, _ := u.User.Password()
+	u, err := url.Parse(databaseURL)
+	if err != nil {
+		return Connector{}, errors.New("connect: database URL: not a URL")
+	}
+	tls, err := tlsConfig(u.Query())
+	if err != nil {
+		return Connector{}, err
+	}
 	port := u.Port()
 	if port == "" {
 		port = "5432"
@@ -64,14 +75,21 @@ func For(service, databaseURL, schema, slot string) (Connector, error) {
 			dlq = append(dlq, c)
 		}
 	}
-	return Connector{Name: prefix, Config: map[string]string{
+	file, err := secretsFile(secretsDir, prefix)
+	if err != nil {
+		return Connector{}, err
+	}
+	producer, err := identity(service, file)
+	if err != nil {
+		return Connector{}, err
+	}
+	c := Connector{Name: prefix, Config: map[string]string{
 		"connector.class":   "io.debezium.connector.postgresql.PostgresConnector",
 		"tasks.max":         "1",
 		"plugin.name":       "pgoutput",
 		"database.hostname": u.Hostname(),
 		"database.port":     port,
 		"database.user":     u.User.Username(),
-		"database.password": password,
 		"database.dbname":   strings.TrimPrefix(u.Path, "/"),
 		"topic.prefix":      prefix,
 		"slot.name":         slot,
@@ -125,7 +143,13 @@ func For(service, databaseURL, schema, slot string) (Connector, error) {
 		"transforms.events.predicate": "events",
 		"predicates.events.type":      "org.apache.kafka.connect.transforms.predicates.TopicNameMatches",
 		"predicates.events.pattern":   `.*\.events`,
-	}}, nil
+	}}
+	if _, ok := u.User.Password(); ok {
+		c.Config["database.password"] = secretRef(file, keyDatabasePassword)
+	}
+	maps.Copy(c.Config, tls)
+	maps.Copy(c.Config, producer)
+	return c, nil
 }
 
 // regexpQuote escapes the dots of a topic name for TopicNameMatches.
@@ -134,13 +158,18 @@ func regexpQuote(s string) string { return strings.ReplaceAll(s, ".", `\.`) }
 // Start makes the worker at base publish service's outbox in the database
 // at databaseURL (its public schema): it applies the outbox schema and
 // Debezium's publication (outbox.Publish), so the connector finds them
-// whichever starts first, registers the connector, and waits until it runs
-// and its slot is consistent (outbox.AwaitSlot). The service's own start
-// on OUTBOX_RELAY=debezium (outbox.Start) then takes the outbox over.
-func Start(ctx context.Context, client *http.Client, base, service, databaseURL string, log *slog.Logger) (Connector, error) {
-	c, err := For(service, databaseURL, "public", outbox.Slot(service))
+// whichever starts first, writes the connector's secrets file, registers
+// the connector, and waits until it runs and its slot is consistent
+// (outbox.AwaitSlot). The service's own start on OUTBOX_RELAY=debezium
+// (outbox.Start) then takes the outbox over. client carries the worker's
+// REST credential (see Client).
+func Start(ctx context.Context, client *http.Client, base, service, databaseURL string, secrets Secrets, log *slog.Logger) (Connector, error) {
+	c, err := For(service, databaseURL, "public", outbox.Slot(service), secrets.Dir)
 	if err != nil {
 		return Connector{}, err
+	}
+	if err := WriteSecrets(secrets, c.Name, databaseURL); err != nil {
+		return c, err
 	}
 	db, err := pg.Open(ctx, databaseURL, 30*time.Second)
 	if err != nil {
@@ -174,10 +203,11 @@ func Start(ctx context.Context, client *http.Client, base, service, databaseURL 
 }
 
 // Stop undoes Start: it stops service's connector, deletes its offsets
-// and then it, and drops its slot, which would otherwise outlive it and
-// hold WAL for ever. Offsets left in Kafka would point a later Start's
-// connector at a position its new slot no longer has, and its task fails.
-func Stop(ctx context.Context, client *http.Client, base, service, databaseURL string) error {
+// and then it and its secrets file in secretsDir, and drops its slot,
+// which would otherwise outlive it and hold WAL for ever. Offsets left in
+// Kafka would point a later Start's connector at a position its new slot
+// no longer has, and its task fails.
+func Stop(ctx context.Context, client *http.Client, base, service, databaseURL, secretsDir string) error {
 	name := "choreo-" + service
 	if err := call(ctx, client, http.MethodPut, base, name, "/stop"); err != nil {
 		return err
@@ -195,6 +225,9 @@ func Stop(ctx context.Context, client *http.Client, base, service, databaseURL s
 		}
 	}
 	if err := Delete(ctx, client, base, name); err != nil {
+		return err
+	}
+	if err := RemoveSecrets(secretsDir, name); err != nil {
 		return err
 	}
 	db, err := pg.Open(ctx, databaseURL, 30*time.Second)

@@ -3,7 +3,6 @@ package connect_test
 import (
 	"bytes"
 	"context"
-	"net/http"
 	"os"
 	"slices"
 	"strings"
@@ -35,10 +34,12 @@ func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 // context gets a traceparent header without a value from Debezium, none
 // from the built-in relay (tracing.Extract reads both as no trace).
 func TestConsumersCannotTellTheRelaysApart(t *testing.T) {
-	base := testenv.Connect(t)
+	w := testenv.Connect(t)
 	id := strings.ReplaceAll(uuid.NewString(), "-", "")[:8]
 	builtin := topics(t, "test.builtin-"+id)
 	debezium := topics(t, "test.debezium-"+id)
+	service := "test_" + id
+	password := producer(t, service, debezium["events"], debezium["dlq"])
 
 	// Eight orders: a partitioner other than the Java client's would put
 	// some key elsewhere.
@@ -90,7 +91,7 @@ func TestConsumersCannotTellTheRelaysApart(t *testing.T) {
 	testenv.Background(t, "the relay", 10*time.Second, relay.Run)
 
 	cdcDB := database(t)
-	register(t, base, cdcDB, "test_"+id)
+	register(t, w, cdcDB, service, password)
 
 	// One event written outside any trace: it has no traceparent.
 	untraced, err := events.New("order", uuid.NewString(), events.OrderCancelled{Reason: events.ReasonCustomerCancelled}, time.Now())
@@ -164,21 +165,48 @@ func byKey(msgs []*sarama.ConsumerMessage) map[string]*sarama.ConsumerMessage {
 }
 
 // topics creates prefix.events and prefix.dlq, the topic names the
-// connector's header rules go by, and lets the connect user write them.
+// connector's header rules go by.
 func topics(t *testing.T, prefix string) map[string]string {
 	t.Helper()
 	m := map[string]string{"events": prefix + ".events", "dlq": prefix + ".dlq"}
 	testenv.Topics(t, m["events"], m["dlq"])
-	admin := testenv.Admin(t)
-	for _, topic := range m {
-		for _, op := range []sarama.AclOperation{sarama.AclOperationWrite, sarama.AclOperationDescribe} {
-			r := sarama.Resource{ResourceType: sarama.AclResourceTopic, ResourceName: topic, ResourcePatternType: sarama.AclPatternLiteral}
-			if err := admin.CreateACL(r, sarama.Acl{Principal: kafkaacl.Principal("connect"), Host: "*", Operation: op, PermissionType: sarama.AclPermissionAllow}); err != nil {
-				t.Fatalf("ACL for connect on %s: %v", topic, err)
-			}
-		}
-	}
 	return m
+}
+
+// producer makes user a Kafka user of the test's own, as a service's, that
+// may write topics, and returns its password; the user goes when the test
+// ends. A connector produces as its service's user, and the worker's own
+// may write none of them.
+func producer(t *testing.T, user string, topics ...string) string {
+	t.Helper()
+	admin := testenv.Admin(t)
+	password := kafkaacl.NewPassword()
+	salt := []byte(uuid.NewString())
+	if _, err := admin.UpsertUserScramCredentials([]sarama.AlterUserScramCredentialsUpsert{{
+		Name: user, Mechanism: sarama.SCRAM_MECHANISM_SHA_512, Iterations: 8192, Salt: salt, Password: []byte(password),
+	}}); err != nil {
+		t.Fatalf("SCRAM user %s: %v", user, err)
+	}
+	principal := kafkaacl.Principal(user)
+	t.Cleanup(func() {
+		_, _ = admin.DeleteUserScramCredentials([]sarama.AlterUserScramCredentialsDelete{{Name: user, Mechanism: sarama.SCRAM_MECHANISM_SHA_512}})
+		_, _ = admin.DeleteACL(sarama.AclFilter{ResourceType: sarama.AclResourceAny, ResourcePatternTypeFilter: sarama.AclPatternAny,
+			Principal: &principal, Operation: sarama.AclOperationAny, PermissionType: sarama.AclPermissionAny}, false)
+	})
+	var acls []*sarama.ResourceAcls
+	allow := func(r sarama.Resource, op sarama.AclOperation) {
+		acls = append(acls, &sarama.ResourceAcls{Resource: r, Acls: []*sarama.Acl{{Principal: principal, Host: "*", Operation: op, PermissionType: sarama.AclPermissionAllow}}})
+	}
+	for _, topic := range topics {
+		r := sarama.Resource{ResourceType: sarama.AclResourceTopic, ResourceName: topic, ResourcePatternType: sarama.AclPatternLiteral}
+		allow(r, sarama.AclOperationWrite)
+		allow(r, sarama.AclOperationDescribe)
+	}
+	allow(sarama.Resource{ResourceType: sarama.AclResourceCluster, ResourceName: "kafka-cluster", ResourcePatternType: sarama.AclPatternLiteral}, sarama.AclOperationIdempotentWrite)
+	if err := admin.CreateACLs(acls); err != nil {
+		t.Fatalf("ACLs of %s: %v", user, err)
+	}
+	return password
 }
 
 type db struct {
@@ -203,20 +231,22 @@ func database(t *testing.T) db {
 	return db{DB: d, url: url}
 }
 
-// register runs a connector for d until the test ends (connect.Start,
-// then connect.Stop), and what a service on Debezium runs (outbox.Start).
-func register(t *testing.T, base string, d db, service string) {
+// register runs service's connector for d until the test ends
+// (connect.Start, then connect.Stop), producing as the Kafka user service
+// with password, and what a service on Debezium runs (outbox.Start).
+func register(t *testing.T, w testenv.ConnectWorker, d db, service, password string) connect.Connector {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		if err := connect.Stop(ctx, http.DefaultClient, base, service, d.url); err != nil {
+		if err := connect.Stop(ctx, w.Client, w.URL, service, d.url, w.SecretsDir); err != nil {
 			t.Error(err)
 		}
 	})
-	if _, err := connect.Start(ctx, http.DefaultClient, base, service, d.url, testenv.Logger(t)); err != nil {
+	c, err := connect.Start(ctx, w.Client, w.URL, service, d.url, connect.Secrets{Dir: w.SecretsDir, KafkaPassword: password}, testenv.Logger(t))
+	if err != nil {
 		t.Fatal(err)
 	}
 	// What the service does at its start on OUTBOX_RELAY=debezium: take
@@ -227,6 +257,7 @@ func register(t *testing.T, base string, d db, service string) {
 	}
 	t.Cleanup(closeFn)
 	testenv.Background(t, "the sweep", 10*time.Second, run)
+	return c
 }
 
 // headers are m's headers as name=value lines, sorted; a header without a
@@ -250,12 +281,12 @@ func headers(m *sarama.ConsumerMessage) []string {
 // the order they were written. A restart may replay what the worker had
 // not yet committed offsets for; the consumers drop those by event id.
 func TestOneKeysOrderSurvivesAConnectorRestart(t *testing.T) {
-	base := testenv.Connect(t)
+	w := testenv.Connect(t)
 	id := strings.ReplaceAll(uuid.NewString(), "-", "")[:8]
 	topic := topics(t, "test.restart-"+id)["events"]
 	d := database(t)
 	service := "test_r" + id
-	register(t, base, d, service)
+	register(t, w, d, service, producer(t, service, topic))
 
 	order := uuid.NewString()
 	const n = 200
@@ -263,7 +294,7 @@ func TestOneKeysOrderSurvivesAConnectorRestart(t *testing.T) {
 	ctx := context.Background()
 	for i := range n {
 		if i == n/4 {
-			if err := connect.Restart(ctx, http.DefaultClient, base, "choreo-"+service); err != nil {
+			if err := connect.Restart(ctx, w.Client, w.URL, "choreo-"+service); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -302,7 +333,7 @@ func TestOneKeysOrderSurvivesAConnectorRestart(t *testing.T) {
 // over the worker producer's max.request.size is refused at insert instead
 // of killing the connector's task, and the row after it flows.
 func TestNoRowIsLostOrStallsTheConnector(t *testing.T) {
-	base := testenv.Connect(t)
+	w := testenv.Connect(t)
 	id := strings.ReplaceAll(uuid.NewString(), "-", "")[:8]
 	topic := topics(t, "test.lossless-"+id)["events"]
 	d := database(t)
@@ -329,7 +360,7 @@ func TestNoRowIsLostOrStallsTheConnector(t *testing.T) {
 	}
 	written = append(written, write(nil), write(nil))
 	service := "test_l" + id
-	register(t, base, d, service)
+	register(t, w, d, service, producer(t, service, topic))
 	oversize := write(bytes.Repeat([]byte("x"), 1_100_000)) // over the default max.request.size, 1 MiB
 	written = append(written, write(nil))
 
@@ -340,7 +371,7 @@ func TestNoRowIsLostOrStallsTheConnector(t *testing.T) {
 	if !slices.Equal(got, written) {
 		t.Errorf("Debezium published %q, want %q (the two written before its slot, then the one after the oversize row)", got, written)
 	}
-	if ok, err := connect.Running(ctx, http.DefaultClient, base, "choreo-"+service); err != nil || !ok {
+	if ok, err := connect.Running(ctx, w.Client, w.URL, "choreo-"+service); err != nil || !ok {
 		t.Errorf("the connector runs: %v, %v; want true", ok, err)
 	}
 	refused, err := outbox.ListRefused(ctx, d.DB, 10)

@@ -50,17 +50,12 @@ var Grants = []Grant{
 // (scripts/infra.sh writes them into its worker.properties).
 var ConnectTopics = []string{"choreo-connect-configs", "choreo-connect-offsets", "choreo-connect-status"}
 
-// connect is the worker's Grant: it publishes every service's outbox, so it
-// writes their topics and dead-letter topics, and it reads and writes its
-// own topics in its own group.
+// connect is the worker's Grant: its own topics, read and written in its
+// own group, and none of the services'. Each connector produces as its
+// service's user (internal/connect), so a worker's credentials cannot
+// write an event in any service's name.
 func connect() Grant {
-	g := Grant{User: "connect", Group: "choreo-connect", Consumes: ConnectTopics}
-	for name, topic := range map[string]string{"order": events.TopicOrder, "payment": events.TopicPayment, "inventory": events.TopicInventory, "shipping": events.TopicShipping} {
-		g.Produces = append(g.Produces, topic, events.DeadLetterTopic(name))
-	}
-	slices.Sort(g.Produces)
-	g.Produces = append(g.Produces, ConnectTopics...)
-	return g
+	return Grant{User: "connect", Group: "choreo-connect", Produces: ConnectTopics, Consumes: ConnectTopics}
 }
 
 func service(name, produces string, consumes ...string) Grant {

@@ -62,6 +62,12 @@ func TestGrantsCoverWhatEachServiceTouches(t *testing.T) {
 			}
 		})
 	}
+	t.Run("connect", func(t *testing.T) {
+		g, ok := kafkaacl.Find("connect")
+		if !ok || !slices.Equal(g.Produces, kafkaacl.ConnectTopics) || !slices.Equal(g.Consumes, kafkaacl.ConnectTopics) {
+			t.Errorf("connect grant %+v, want to read and write only %v", g, kafkaacl.ConnectTopics)
+		}
+	})
 	t.Run(tracker.Name, func(t *testing.T) {
 		g, ok := kafkaacl.Find(tracker.Name)
 		if !ok || g.Group != tracker.Name || len(g.Produces) != 0 || !slices.Equal(g.Consumes, tracker.Topics) {
@@ -75,6 +81,9 @@ func TestGrantsCoverWhatEachServiceTouches(t *testing.T) {
 func TestServiceCredentialsAreRefusedBeyondTheirGrant(t *testing.T) {
 	testenv.Topics(t, events.TopicOrder, events.TopicPayment, events.TopicInventory, events.TopicShipping, events.DeadLetterTopic("payment"))
 	pay := user(t, "payment")
+	// The Connect worker's user: each connector produces as its service's
+	// user instead, so the worker's cannot forge any service's event.
+	worker := user(t, "connect")
 	tests := []struct {
 		name string
 		try  func() error
@@ -88,6 +97,10 @@ func TestServiceCredentialsAreRefusedBeyondTheirGrant(t *testing.T) {
 		{"PaymentProducesToItsDeadLetterTopic", func() error { return produceTo(pay, events.DeadLetterTopic("payment")) }, nil},
 		{"PaymentReadsOrderEvents", func() error { return readFrom(pay, events.TopicOrder) }, nil},
 		{"PaymentJoinsItsOwnGroup", func() error { return join(t, pay, "payment", events.TopicOrder) }, nil},
+		{"ConnectProducingToPaymentEventsIsRefused", func() error { return produceTo(worker, events.TopicPayment) }, sarama.ErrTopicAuthorizationFailed},
+		{"ConnectProducingToPaymentsDeadLetterTopicIsRefused", func() error { return produceTo(worker, events.DeadLetterTopic("payment")) }, sarama.ErrTopicAuthorizationFailed},
+		{"ConnectProducingToOrderEventsIsRefused", func() error { return produceTo(worker, events.TopicOrder) }, sarama.ErrTopicAuthorizationFailed},
+		{"ConnectReadingPaymentEventsIsRefused", func() error { return readFrom(worker, events.TopicPayment) }, sarama.ErrTopicAuthorizationFailed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -22,9 +22,13 @@ import (
 // signature check.
 const RememberFor = time.Minute
 
-// rememberTokens bounds how many accepted tokens are held, about 1 KiB
-// each; only tokens that verified are held, so a stranger cannot fill it.
-const rememberTokens = 10_000
+// rememberTokens bounds how many accepted tokens are held, and
+// rememberBytes how long one may be (so at most ~40 MiB); only tokens that
+// verified are held, so a stranger cannot fill it.
+const (
+	rememberTokens = 10_000
+	rememberBytes  = 4 << 10
+)
 
 // accepted is a token that verified: who it names, until when it may be
 // taken again, and the header and key that verified it.
@@ -59,6 +63,10 @@ func (v *Verifier) recall(ctx context.Context, token string) (Caller, bool) {
 // remember holds token, verified by key, for recall until its expiry or
 // for RememberFor, whichever comes first.
 func (v *Verifier) remember(token string, t *jwt.Token, key any, c Caller, exp time.Time) {
+	// A key recall cannot compare would never be recalled: hold nothing.
+	if _, ok := key.(interface{ Equal(crypto.PublicKey) bool }); !ok || len(token) > rememberBytes {
+		return
+	}
 	until := v.now().Add(RememberFor)
 	if exp.Before(until) {
 		until = exp

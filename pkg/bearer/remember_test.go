@@ -4,13 +4,14 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
 
 // verifier returns a Verifier of a new development key pair, on a clock
 // the test moves, and a function signing tokens of that key for ttl.
-func verifier(t testing.TB) (*Verifier, *time.Time, func(sub string, ttl time.Duration) string) {
+func verifier(t testing.TB) (*Verifier, *time.Time, func(sub string, ttl time.Duration, kid string) string) {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "key")
 	priv, pub, err := WriteKeyPair(dir)
@@ -23,8 +24,8 @@ func verifier(t testing.TB) (*Verifier, *time.Time, func(sub string, ttl time.Du
 	}
 	now := time.Now()
 	v.now = func() time.Time { return now }
-	sign := func(sub string, ttl time.Duration) string {
-		s, err := Issue(priv, Token{Issuer: "iss", Audience: "aud", Subject: sub, TTL: ttl})
+	sign := func(sub string, ttl time.Duration, kid string) string {
+		s, err := Issue(priv, Token{Issuer: "iss", Audience: "aud", Subject: sub, TTL: ttl, KeyID: kid})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -36,26 +37,32 @@ func verifier(t testing.TB) (*Verifier, *time.Time, func(sub string, ttl time.Du
 // TestVerifierRemembers: a token that verified is taken again without a
 // second signature check, but only until its expiry and for RememberFor at
 // most; a refused token is not remembered, so a forgery is checked, and
-// refused, every time. (TestJWKSKeyRotation shows a remembered token
+// refused, every time; nor is a token too long to be worth holding. (TestJWKSKeyRotation shows a remembered token
 // refused once its key leaves the JWKS.)
 func TestVerifierRemembers(t *testing.T) {
 	tests := []struct {
 		name    string
 		ttl     time.Duration
 		forge   bool
+		long    bool
 		after   time.Duration
 		want    bool
 		wantLen int
 	}{
-		{"AcceptedTokenIsRemembered", time.Hour, false, time.Second, true, 1},
-		{"NotPastItsExpiry", 10 * time.Second, false, 11 * time.Second, false, 0},
-		{"NotPastRememberFor", time.Hour, false, RememberFor + time.Second, false, 0},
-		{"RefusedTokenIsNot", time.Hour, true, 0, false, 0},
+		{"AcceptedTokenIsRemembered", time.Hour, false, false, time.Second, true, 1},
+		{"NotPastItsExpiry", 10 * time.Second, false, false, 11 * time.Second, false, 0},
+		{"NotPastRememberFor", time.Hour, false, false, RememberFor + time.Second, false, 0},
+		{"RefusedTokenIsNot", time.Hour, true, false, 0, false, 0},
+		{"LongTokenIsNot", time.Hour, false, true, 0, false, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			v, now, sign := verifier(t)
-			token := sign("c-1", tt.ttl)
+			kid := "" // a key file's Verifier reads no kid: a long one pads the token
+			if tt.long {
+				kid = strings.Repeat("k", rememberBytes)
+			}
+			token := sign("c-1", tt.ttl, kid)
 			if tt.forge {
 				token = token[:len(token)-4] + "AAAA"
 			}
@@ -82,7 +89,7 @@ func BenchmarkVerify(b *testing.B) {
 	b.Run("FirstTime", func(b *testing.B) {
 		tokens := make([]string, b.N)
 		for i := range tokens {
-			tokens[i] = sign(fmt.Sprint("c-", i), time.Hour)
+			tokens[i] = sign(fmt.Sprint("c-", i), time.Hour, "")
 		}
 		b.ResetTimer()
 		for i := range b.N {
@@ -92,7 +99,7 @@ func BenchmarkVerify(b *testing.B) {
 		}
 	})
 	b.Run("Remembered", func(b *testing.B) {
-		token := sign("c-1", time.Hour)
+		token := sign("c-1", time.Hour, "")
 		for b.Loop() {
 			if _, err := v.Verify(b.Context(), token); err != nil {
 				b.Fatal(err)
