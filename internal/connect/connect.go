@@ -107,7 +107,7 @@ func For(service, databaseURL, schema, slot, secretsDir string) (Connector, erro
 		"poll.interval.ms": "50",
 		// A heartbeat every 10 s inserts a row Debezium decodes (the
 		// publication carries inserts only), so the slot moves on in an idle
-		// database, the WAL behind it is freed and the sweep sees it confirm.
+		// database and the WAL behind it is freed.
 		"heartbeat.interval.ms":  "10000",
 		"heartbeat.action.query": "INSERT INTO " + schema + ".outbox_heartbeat (at) VALUES (now())",
 		"key.converter":          "org.apache.kafka.connect.converters.ByteArrayConverter",
