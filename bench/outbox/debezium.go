@@ -59,7 +59,7 @@ func (c *debeziumContender) Prepare(ctx context.Context, e *env) error {
 	if _, err := connect.Start(ctx, client, c.base, c.user, e.url, connect.Secrets{Dir: c.secrets, KafkaPassword: password}, log); err != nil {
 		return err
 	}
-	run, _, err := outbox.Start(ctx, outbox.RelayDebezium, c.user, e.db, e.url, nil, log)
+	run, _, err := outbox.Start(ctx, outbox.RelayDebezium, c.user, e.db, e.url, "", nil, log)
 	if err != nil {
 		return err
 	}

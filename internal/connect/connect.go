@@ -93,8 +93,9 @@ func For(service, databaseURL, schema, slot, secretsDir string) (Connector, erro
 		"database.dbname":   strings.TrimPrefix(u.Path, "/"),
 		"topic.prefix":      prefix,
 		"slot.name":         slot,
-		// The service creates the publication (outbox.Publish), limited to
-		// the outbox and the heartbeat table.
+		// The service creates the publication (outbox.Publish): the
+		// inserts into the outbox, refused rows left out, and the heartbeat
+		// table.
 		"publication.name":            outbox.Publication,
 		"publication.autocreate.mode": "disabled",
 		"table.include.list":          schema + ".outbox," + schema + ".outbox_heartbeat",
@@ -104,10 +105,11 @@ func For(service, databaseURL, schema, slot, secretsDir string) (Connector, erro
 		"binary.handling.mode": "bytes",
 		// The default 500 ms adds about 0.6 s to every event.
 		"poll.interval.ms": "50",
-		// A heartbeat every 10 s writes a row Debezium decodes, so the slot
-		// moves on in an idle database and the WAL behind it is freed.
+		// A heartbeat every 10 s inserts a row Debezium decodes (the
+		// publication carries inserts only), so the slot moves on in an idle
+		// database and the WAL behind it is freed.
 		"heartbeat.interval.ms":  "10000",
-		"heartbeat.action.query": "INSERT INTO " + schema + ".outbox_heartbeat (id, at) VALUES (1, now()) ON CONFLICT (id) DO UPDATE SET at = excluded.at",
+		"heartbeat.action.query": "INSERT INTO " + schema + ".outbox_heartbeat (at) VALUES (now())",
 		"key.converter":          "org.apache.kafka.connect.converters.ByteArrayConverter",
 		"value.converter":        "org.apache.kafka.connect.converters.ByteArrayConverter",
 		"header.converter":       "org.apache.kafka.connect.storage.SimpleHeaderConverter",
@@ -157,9 +159,10 @@ func regexpQuote(s string) string { return strings.ReplaceAll(s, ".", `\.`) }
 // at databaseURL (its public schema): it applies the outbox schema and
 // Debezium's publication (outbox.Publish), so the connector finds them
 // whichever starts first, writes the connector's secrets file, registers
-// the connector, and waits until it runs and its slot exists, when the
-// service may write (outbox.AwaitSlot). client carries the worker's REST
-// credential (see Client).
+// the connector, and waits until it runs and its slot is consistent
+// (outbox.AwaitSlot). The service's own start on OUTBOX_RELAY=debezium
+// (outbox.Start) then takes the outbox over. client carries the worker's
+// REST credential (see Client).
 func Start(ctx context.Context, client *http.Client, base, service, databaseURL string, secrets Secrets, log *slog.Logger) (Connector, error) {
 	c, err := For(service, databaseURL, "public", outbox.Slot(service), secrets.Dir)
 	if err != nil {

@@ -233,7 +233,7 @@ func database(t *testing.T) db {
 
 // register runs service's connector for d until the test ends
 // (connect.Start, then connect.Stop), producing as the Kafka user service
-// with password.
+// with password, and what a service on Debezium runs (outbox.Start).
 func register(t *testing.T, w testenv.ConnectWorker, d db, service, password string) connect.Connector {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -249,6 +249,14 @@ func register(t *testing.T, w testenv.ConnectWorker, d db, service, password str
 	if err != nil {
 		t.Fatal(err)
 	}
+	// What the service does at its start on OUTBOX_RELAY=debezium: take
+	// the outbox over, then sweep until it stops.
+	run, closeFn, err := outbox.Start(ctx, outbox.RelayDebezium, service, d.DB, d.url, "", nil, testenv.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(closeFn)
+	testenv.Background(t, "the sweep", 10*time.Second, run)
 	return c
 }
 
@@ -316,5 +324,61 @@ func TestOneKeysOrderSurvivesAConnectorRestart(t *testing.T) {
 	t.Logf("%d events written, %d messages read (%d replayed)", n, len(got), len(got)-len(first))
 	if !slices.Equal(first, written) {
 		t.Fatalf("first copies of the %d events, in arrival order, are not the order written (%d distinct arrived)", n, len(first))
+	}
+}
+
+// TestNoRowIsLostOrStallsTheConnector: rows committed before the
+// connector's slot existed (the service ran on the built-in relay, Kafka
+// down) are published once the service starts on Debezium, in order; a row
+// over the worker producer's max.request.size is refused at insert instead
+// of killing the connector's task, and the row after it flows.
+func TestNoRowIsLostOrStallsTheConnector(t *testing.T) {
+	w := testenv.Connect(t)
+	id := strings.ReplaceAll(uuid.NewString(), "-", "")[:8]
+	topic := topics(t, "test.lossless-"+id)["events"]
+	d := database(t)
+	ctx := context.Background()
+	order := uuid.NewString()
+	var written []string
+	write := func(value []byte) string {
+		t.Helper()
+		e, err := events.New("order", order, events.OrderCancelled{Reason: events.ReasonCustomerCancelled}, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := outbox.EventMessage(topic, e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if value != nil {
+			m.Value = value
+		}
+		if err := pg.InTx(ctx, d.DB, func(tx *sqlx.Tx) error { return outbox.Add(ctx, tx, m) }); err != nil {
+			t.Fatal(err)
+		}
+		return e.ID
+	}
+	written = append(written, write(nil), write(nil))
+	service := "test_l" + id
+	register(t, w, d, service, producer(t, service, topic))
+	oversize := write(bytes.Repeat([]byte("x"), 1_100_000)) // over the default max.request.size, 1 MiB
+	written = append(written, write(nil))
+
+	var got []string
+	for _, m := range testenv.ReadAll(t, topic, len(written), time.Minute) {
+		got = append(got, testenv.Header(m, events.HeaderEventID))
+	}
+	if !slices.Equal(got, written) {
+		t.Errorf("Debezium published %q, want %q (the two written before its slot, then the one after the oversize row)", got, written)
+	}
+	if ok, err := connect.Running(ctx, w.Client, w.URL, "choreo-"+service); err != nil || !ok {
+		t.Errorf("the connector runs: %v, %v; want true", ok, err)
+	}
+	refused, err := outbox.ListRefused(ctx, d.DB, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(refused) != 1 || refused[0].Bytes != 1_100_000 || !strings.Contains(refused[0].LastError, "too large") {
+		t.Errorf("refused rows %+v, want the oversize one (event %s)", refused, oversize)
 	}
 }

@@ -19,17 +19,17 @@ import (
 // seconds old; once the connector is stopped, the worker says STOPPED and
 // the slot stays behind, inactive.
 func TestWatchReadsARealConnector(t *testing.T) {
-	base := testenv.Connect(t)
+	w := testenv.Connect(t)
 	id := strings.ReplaceAll(uuid.NewString(), "-", "")[:8]
 	d := database(t)
 	service := "test_w" + id
-	register(t, base, d, service)
+	register(t, w, d, service, producer(t, service))
 	ctx := context.Background()
 	name := outbox.ConnectorName(service)
 
 	read := func() (outbox.ConnectorState, outbox.SlotState) {
 		t.Helper()
-		c, err := outbox.ReadConnector(ctx, http.DefaultClient, base, name)
+		c, err := outbox.ReadConnector(ctx, w.Client, w.URL, name)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -47,11 +47,11 @@ func TestWatchReadsARealConnector(t *testing.T) {
 		return c.Running() && s.Exists && s.Active && s.WALStatus == "reserved" && s.HeartbeatAge < 20
 	})
 
-	req, err := http.NewRequestWithContext(ctx, http.MethodPut, base+"/connectors/"+name+"/stop", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, w.URL+"/connectors/"+name+"/stop", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := w.Client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,86 +1,198 @@
 // This file holds what a service needs when Debezium, not its own Relay,
 // publishes the outbox (OUTBOX_RELAY=debezium): the publication Debezium
-// decodes, a wait for its replication slot, and a sweep of the rows it has
-// read. The connector's configuration is internal/connect's.
+// decodes, a wait for its replication slot, the switch that hands Debezium
+// the rows committed before its slot, and a sweep of the rows the slot has
+// confirmed. No row is deleted before Debezium confirmed it, so a lost slot
+// or a switch back to the built-in relay loses nothing
+// (TestSweepDeletesOnlyWhatTheSlotConfirmed, TestSwitchingToDebeziumMovesThePendingRows).
+// The connector's configuration is internal/connect's.
 
 package outbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
-
-	"github.com/choreo-saga/choreo/pkg/tick"
 )
 
 // Publication is the logical-replication publication Debezium reads: the
-// outbox and the heartbeat table only, so no other change of the service's
-// database is decoded.
+// inserts into the outbox and the heartbeat table, refused rows left out,
+// so no other change of the service's database is decoded.
 const Publication = "choreo_outbox"
+
+// publicationTables is Publication's definition. Inserts only: a row
+// filter on a table whose updates and deletes are published may name only
+// replica-identity columns, and the sweep's deletes need no decoding.
+const publicationTables = `TABLE outbox WHERE (refused_at IS NULL), outbox_heartbeat`
+
+// MaxRecordBytes is the most key, value and header bytes a row may hold
+// under Debezium: the Connect worker's producer sends records of at most
+// max.request.size (1 MiB by default), below the broker's message.max.bytes
+// (1 MiB + 12), and a record over it kills the connector's task on every
+// restart. The rest of the MiB is the record's and the batch's framing.
+// The built-in relay's producer has the same limit (sarama's
+// Producer.MaxMessageBytes), so both relays refuse the same rows.
+const MaxRecordBytes = 1_000_000
 
 // Slot is the replication slot of service's connector, one per database.
 func Slot(service string) string { return "choreo_" + service }
 
-// Publish prepares db's outbox for Debezium: the trigger that copies each
-// row's headers into the columns the connector places as headers and marks
-// the row sent (outbox_cdc, 00002_cdc.sql), and Publication if it is
-// missing, over the outbox tables of db's search_path.
+// Publish creates Publication over the outbox tables of db's search_path,
+// or changes it to that definition if an earlier version made it
+// otherwise; pgoutput reads the change from the WAL position it commits at,
+// so a running connector goes on. The connector's registration
+// (internal/connect) and the service's Start both call it, whichever comes
+// first.
 func Publish(ctx context.Context, db *sqlx.DB) error {
-	if _, err := db.ExecContext(ctx, `CREATE OR REPLACE TRIGGER outbox_cdc BEFORE INSERT ON outbox
-		FOR EACH ROW EXECUTE FUNCTION outbox_cdc()`); err != nil {
-		return fmt.Errorf("outbox: create trigger: %w", err)
+	var state struct {
+		Found bool `db:"found"`
+		Same  bool `db:"same"`
 	}
-	var exists bool
-	if err := db.GetContext(ctx, &exists, `SELECT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = $1)`, Publication); err != nil {
+	if err := db.GetContext(ctx, &state, `
+		SELECT count(*) > 0 AS found,
+		       coalesce(bool_and(p.pubinsert AND NOT p.pubupdate AND NOT p.pubdelete AND NOT p.pubtruncate AND NOT p.puballtables
+		         AND (SELECT array_agg(t.schemaname || '.' || t.tablename || ' ' || coalesce(t.rowfilter, '') ORDER BY t.tablename)
+		              FROM pg_publication_tables t WHERE t.pubname = p.pubname)
+		           = ARRAY[current_schema() || '.outbox (refused_at IS NULL)', current_schema() || '.outbox_heartbeat ']), false) AS same
+		FROM pg_publication p WHERE p.pubname = $1`, Publication); err != nil {
 		return fmt.Errorf("outbox: look up publication: %w", err)
 	}
-	if exists {
-		return nil
-	}
-	if _, err := db.ExecContext(ctx, `CREATE PUBLICATION `+pq.QuoteIdentifier(Publication)+` FOR TABLE outbox, outbox_heartbeat`); err != nil {
-		return fmt.Errorf("outbox: create publication: %w", err)
+	name := pq.QuoteIdentifier(Publication)
+	switch {
+	case !state.Found:
+		if _, err := db.ExecContext(ctx, `CREATE PUBLICATION `+name+` FOR `+publicationTables+` WITH (publish = 'insert')`); err != nil {
+			return fmt.Errorf("outbox: create publication: %w", err)
+		}
+	case !state.Same:
+		if _, err := db.ExecContext(ctx, `ALTER PUBLICATION `+name+` SET `+publicationTables+`;
+			ALTER PUBLICATION `+name+` SET (publish = 'insert')`); err != nil {
+			return fmt.Errorf("outbox: change publication: %w", err)
+		}
 	}
 	return nil
 }
 
-// Unpublish drops Publish's trigger, if there is one, so that a service
-// back on its built-in relay publishes what it writes: with the trigger,
-// its rows would be marked sent and never published. Switch relays with
-// every instance of the service stopped, and the connector deleted.
+// handOver makes db's outbox Debezium's, in one transaction: it refuses
+// while a built-in relay leads (it would publish rows beside Debezium and
+// mark them sent), installs the trigger outbox_cdc (00003_cdc_confirmed.sql)
+// and moves the rows still pending that were written without it,
+// committed before the slot and so never decoded: each is deleted and
+// inserted again, same topic, key, value and headers, in (txid, id) order,
+// so the slot decodes them ahead of anything written later. The lock that
+// creating the trigger takes holds writers off until the move commits.
+// It says how many rows it moved.
+func handOver(ctx context.Context, db *sqlx.DB) (moved int64, err error) {
+	tx, err := db.BeginTxx(ctx, nil)
+	if err != nil {
+		return 0, fmt.Errorf("outbox: hand over to Debezium: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	var free bool
+	if err := tx.GetContext(ctx, &free, `SELECT pg_try_advisory_xact_lock($1 # 'outbox'::regclass::oid::bigint)`, relayLockID); err != nil {
+		return 0, fmt.Errorf("outbox: look for a built-in relay: %w", err)
+	}
+	if !free {
+		return 0, ErrBuiltinRelayRuns
+	}
+	if _, err := tx.ExecContext(ctx, `CREATE OR REPLACE TRIGGER outbox_cdc BEFORE INSERT ON outbox
+		FOR EACH ROW EXECUTE FUNCTION outbox_cdc('`+strconv.Itoa(MaxRecordBytes)+`')`); err != nil {
+		return 0, fmt.Errorf("outbox: create trigger: %w", err)
+	}
+	res, err := tx.ExecContext(ctx, `
+		WITH moved AS (
+			DELETE FROM outbox WHERE sent_at IS NULL AND refused_at IS NULL AND NOT cdc
+			RETURNING txid, id, topic, key, value, headers, created_at)
+		INSERT INTO outbox (topic, key, value, headers, created_at)
+		SELECT topic, key, value, headers, created_at FROM moved ORDER BY txid, id`)
+	if err != nil {
+		return 0, fmt.Errorf("outbox: move the pending rows: %w", err)
+	}
+	moved, _ = res.RowsAffected()
+	if err := tx.Commit(); err != nil {
+		return 0, fmt.Errorf("outbox: hand over to Debezium: %w", err)
+	}
+	return moved, nil
+}
+
+// ErrBuiltinRelayRuns is Start's answer on Debezium while a built-in relay
+// still leads the outbox: stop every instance on the built-in relay first.
+var ErrBuiltinRelayRuns = errors.New("outbox: a built-in relay still publishes this outbox: stop every instance on OUTBOX_RELAY=builtin before switching to debezium")
+
+// Unpublish hands db's outbox back to the built-in relay: it drops the
+// trigger, if there is one, and clears the mark of the rows Debezium was
+// given, so that a later switch to Debezium moves those the built-in relay
+// leaves pending. Every row Sweep has not deleted is published again
+// (consumers drop the duplicates by event id). Switch with every instance
+// of the service stopped, and the connector deleted.
 func Unpublish(ctx context.Context, db *sqlx.DB) error {
+	tx, err := db.BeginTxx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("outbox: unpublish: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
 	var exists bool
-	if err := db.GetContext(ctx, &exists, `SELECT EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = 'outbox_cdc' AND tgrelid = 'outbox'::regclass)`); err != nil {
+	if err := tx.GetContext(ctx, &exists, `SELECT EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = 'outbox_cdc' AND tgrelid = 'outbox'::regclass)`); err != nil {
 		return fmt.Errorf("outbox: look up trigger: %w", err)
 	}
 	if !exists {
 		return nil
 	}
-	if _, err := db.ExecContext(ctx, `DROP TRIGGER outbox_cdc ON outbox`); err != nil {
+	if _, err := tx.ExecContext(ctx, `DROP TRIGGER outbox_cdc ON outbox`); err != nil {
 		return fmt.Errorf("outbox: drop trigger: %w", err)
 	}
-	return nil
+	if _, err := tx.ExecContext(ctx, `UPDATE outbox SET cdc = false WHERE cdc`); err != nil {
+		return fmt.Errorf("outbox: clear the Debezium marks: %w", err)
+	}
+	return tx.Commit()
 }
 
-// AwaitSlot returns once the replication slot named slot exists in db's
-// database, or with ctx's error. A row committed before the slot exists is
-// never decoded, so a service must not write its outbox until then.
+// debeziumPublishes reports whether Debezium publishes q's outbox: the
+// trigger that handOver installs and Unpublish drops exists.
+func debeziumPublishes(ctx context.Context, q sqlx.QueryerContext) (bool, error) {
+	var exists bool
+	if err := sqlx.GetContext(ctx, q, &exists, `SELECT EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = 'outbox_cdc' AND tgrelid = 'outbox'::regclass)`); err != nil {
+		return false, fmt.Errorf("outbox: look up trigger: %w", err)
+	}
+	return exists, nil
+}
+
+// AwaitSlot returns once the replication slot named slot of db's database
+// has a consistent point (a slot being created is listed before it has
+// one) and its WAL is not lost, or with ctx's error. A row committed before
+// that point is never decoded.
 func AwaitSlot(ctx context.Context, db *sqlx.DB, slot string, log *slog.Logger) error {
 	for i := 0; ; i++ {
-		var exists bool
-		err := db.GetContext(ctx, &exists,
-			`SELECT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = $1 AND database = current_database())`, slot)
+		var state struct {
+			Listed bool `db:"listed"`
+			Ready  bool `db:"ready"`
+			Lost   bool `db:"lost"`
+		}
+		err := db.GetContext(ctx, &state, `
+			SELECT count(*) > 0 AS listed,
+			       coalesce(bool_or(confirmed_flush_lsn IS NOT NULL AND wal_status <> 'lost'), false) AS ready,
+			       coalesce(bool_or(wal_status = 'lost'), false) AS lost
+			FROM pg_replication_slots WHERE slot_name = $1 AND database = current_database()`, slot)
 		if err != nil {
 			return fmt.Errorf("outbox: look up slot %s: %w", slot, err)
 		}
-		if exists {
+		if state.Ready {
 			return nil
 		}
 		if i%10 == 0 {
-			log.Info("waiting for Debezium's replication slot: register the connector (scripts/infra.sh connect-register)", "slot", slot)
+			switch {
+			case state.Lost:
+				log.Error("Debezium's replication slot lost the WAL it needs: delete the connector, drop the slot and register the connector again", "slot", slot)
+			case state.Listed:
+				log.Info("waiting for Debezium's replication slot to reach a consistent point (it waits for running transactions)", "slot", slot)
+			default:
+				log.Info("waiting for Debezium's replication slot: register the connector (scripts/infra.sh connect-register)", "slot", slot)
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -90,44 +202,142 @@ func AwaitSlot(ctx context.Context, db *sqlx.DB, slot string, log *slog.Logger) 
 	}
 }
 
-// SweepAfter is how long Sweep leaves a row in the table: an operator can
-// still look at what was published. Debezium needs the row for nothing: it
-// reads the insert from the WAL, which the slot keeps until Debezium
-// confirms it, whatever happens to the row.
+// SweepAfter is how often Sweep runs, and so about how long a row stays in
+// the table after Debezium confirmed it: an operator can still look at what
+// was published.
 const SweepAfter = time.Minute
 
-// Sweep deletes, every SweepAfter until ctx ends, the rows marked sent
-// (by outbox_cdc, at insert) more than SweepAfter ago. Debezium recommends
-// deleting the row in the transaction that inserts it; one periodic DELETE
-// costs less than a second statement in every writing transaction, leaves
-// Add, and so the built-in relay, as it is, and keeps the rows a minute for
-// inspection.
-func Sweep(ctx context.Context, db *sqlx.DB, log *slog.Logger) error {
-	return tick.Every(ctx, SweepAfter, func(ctx context.Context) {
-		if _, err := sweep(ctx, db, SweepAfter); err != nil && ctx.Err() == nil {
-			log.Warn("outbox sweep failed", "err", err)
+// Sweep deletes, every SweepAfter until ctx ends, the rows service's slot
+// has confirmed, refused rows aside, and the heartbeats before the last,
+// and keeps the refused rows' gauge; meanwhile it keeps writers from
+// notifying a relay that does not run (quietWriters, notify.go). Debezium
+// recommends deleting the row in the transaction that inserts it; one
+// periodic DELETE costs less than a second statement in every writing
+// transaction and leaves Add as it is.
+// Once the slot is gone or lost, Sweep deletes nothing more: rows written
+// since may never have been decoded (switch to the built-in relay, which
+// publishes them, then back).
+func Sweep(ctx context.Context, db *sqlx.DB, service string, log *slog.Logger) error {
+	var (
+		mark    SweepMark
+		halted  bool
+		checked = time.Now()
+	)
+	var quiet quietWriters
+	defer quiet.release()
+	quiet.hold(ctx, db, log)
+	t := time.NewTicker(SweepAfter)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
 		}
-	})
+		quiet.hold(ctx, db, log)
+		checked = sweepRefused(ctx, db, service, checked, log)
+		if halted {
+			log.Error("Debezium's replication slot was gone or lost: the outbox is not swept; switch to OUTBOX_RELAY=builtin to publish what it may have missed", "slot", Slot(service))
+			continue
+		}
+		next, n, err := SweepConfirmed(ctx, db, Slot(service), mark)
+		switch {
+		case errors.Is(err, ErrSlotGone):
+			halted = true
+			log.Error("Debezium's replication slot is gone or lost: rows written since may never be published; nothing is swept until the service restarts on OUTBOX_RELAY=builtin", "slot", Slot(service))
+		case err != nil && ctx.Err() == nil:
+			log.Warn("outbox sweep failed", "err", err)
+		default:
+			mark = next
+			log.Debug("outbox swept", "rows", n)
+		}
+	}
 }
 
-// sweep deletes the rows marked sent more than after ago, cleanupBatch at
-// a time, oldest first (on the sent_at index, like the relay's cleanup),
-// and says how many.
-func sweep(ctx context.Context, db *sqlx.DB, after time.Duration) (int64, error) {
-	var total int64
+// SweepMark is what one sweep round records for the next: the WAL insert
+// position and the oldest transaction still running when it looked. Every
+// transaction below Xmin had ended before LSN, so once the slot confirmed
+// LSN, Debezium has published their rows.
+type SweepMark struct {
+	LSN  string // pg_lsn; empty before the first round
+	Xmin string // xid8
+}
+
+// ErrSlotGone is SweepConfirmed's answer when the slot is missing, lost or
+// has no consistent point.
+var ErrSlotGone = errors.New("outbox: the replication slot is gone or lost")
+
+// SweepConfirmed is one round of Sweep: if slot has confirmed mark.LSN, it
+// deletes the rows of the transactions below mark.Xmin, refused ones kept,
+// cleanupBatch at a time, and the heartbeats but the last; it returns the
+// mark for the next round and how many rows it deleted.
+func SweepConfirmed(ctx context.Context, db *sqlx.DB, slot string, mark SweepMark) (next SweepMark, deleted int64, err error) {
+	var confirmed struct {
+		Usable  bool `db:"usable"`
+		Reached bool `db:"reached"`
+	}
+	if err := db.GetContext(ctx, &confirmed, `
+		SELECT coalesce(bool_or(confirmed_flush_lsn IS NOT NULL AND wal_status <> 'lost'), false) AS usable,
+		       coalesce(bool_or($2 <> '' AND confirmed_flush_lsn >= nullif($2, '')::pg_lsn), false) AS reached
+		FROM pg_replication_slots WHERE slot_name = $1 AND database = current_database()`, slot, mark.LSN); err != nil {
+		return mark, 0, fmt.Errorf("outbox: look up slot %s: %w", slot, err)
+	}
+	if !confirmed.Usable {
+		return mark, 0, ErrSlotGone
+	}
+	if err := db.GetContext(ctx, &next, `SELECT pg_current_wal_insert_lsn()::text AS lsn, pg_snapshot_xmin(pg_current_snapshot())::text AS xmin`); err != nil {
+		return mark, 0, fmt.Errorf("outbox: sweep mark: %w", err)
+	}
+	if !confirmed.Reached {
+		return next, 0, nil
+	}
 	for {
 		res, err := db.ExecContext(ctx, `
 			DELETE FROM outbox WHERE id = ANY(ARRAY(
-				SELECT id FROM outbox WHERE sent_at < now() - make_interval(secs => $1)
-				ORDER BY sent_at LIMIT $2))`,
-			after.Seconds(), cleanupBatch)
+				SELECT id FROM outbox WHERE txid < $1::xid8 AND refused_at IS NULL LIMIT $2))`,
+			mark.Xmin, cleanupBatch)
 		if err != nil {
-			return total, fmt.Errorf("outbox: sweep: %w", err)
+			return mark, deleted, fmt.Errorf("outbox: sweep: %w", err)
 		}
 		n, _ := res.RowsAffected()
-		total += n
+		deleted += n
 		if n < cleanupBatch {
-			return total, nil
+			break
 		}
 	}
+	if _, err := db.ExecContext(ctx, `DELETE FROM outbox_heartbeat WHERE id < (SELECT max(id) FROM outbox_heartbeat)`); err != nil {
+		return mark, deleted, fmt.Errorf("outbox: sweep heartbeats: %w", err)
+	}
+	return next, deleted, nil
+}
+
+// sweepRefused sets the refused rows' gauge and logs each row the trigger
+// refused since the last look, as the built-in relay logs the rows it
+// refuses, and returns when it looked.
+func sweepRefused(ctx context.Context, db *sqlx.DB, service string, since time.Time, log *slog.Logger) time.Time {
+	now := time.Now()
+	var count int64
+	if err := db.GetContext(ctx, &count, `SELECT count(*) FROM outbox WHERE sent_at IS NULL AND refused_at IS NOT NULL`); err != nil {
+		if ctx.Err() == nil {
+			log.Warn("could not count the refused outbox rows", "err", err)
+		}
+		return since
+	}
+	refusedRows.WithLabelValues(service).Set(float64(count))
+	var rows []struct {
+		ID        int64  `db:"id"`
+		Topic     string `db:"topic"`
+		EventID   string `db:"event_id"`
+		LastError string `db:"last_error"`
+	}
+	if err := db.SelectContext(ctx, &rows, `
+		SELECT id, topic, coalesce(event_id, '') AS event_id, coalesce(last_error, '') AS last_error
+		FROM outbox WHERE sent_at IS NULL AND refused_at >= $1 ORDER BY id LIMIT 100`, since); err != nil {
+		return since
+	}
+	for _, rw := range rows {
+		log.Error("outbox row refused: Kafka will never accept it; fix the cause, then retry it (choreoctl outbox-retry)",
+			"row_id", rw.ID, "topic", rw.Topic, "event_id", rw.EventID, "err", rw.LastError)
+	}
+	return now
 }

@@ -145,5 +145,5 @@ func Awaken(r *Relay) error { return r.awaken(context.Background()) }
 // round, and reports whether it could: no writer that saw it awake runs.
 func Doze(r *Relay) (bool, error) { return r.doze(context.Background()) }
 
-// SweepOlderThan runs one sweep of the rows written more than after ago.
-var SweepOlderThan = sweep
+// HandOver is Start's hand-over of the outbox to Debezium.
+var HandOver = handOver

@@ -12,10 +12,12 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"sync"
 	"time"
 
+	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 )
 
@@ -191,4 +193,46 @@ func (r *Relay) listen(ctx context.Context, wg *sync.WaitGroup) <-chan struct{} 
 		}
 	})
 	return wake
+}
+
+// quietWriters holds relayAwakeID for a service whose outbox Debezium
+// publishes: no relay listens, so Add's NOTIFY, which serialises the
+// cluster's commits, would be for nobody. Held on a connection of its own
+// for as long as the service runs; if that session dies, writers notify
+// again until the next hold takes it back. TestDebeziumModeWritersDoNotNotify
+// shows it.
+type quietWriters struct {
+	conn *sqlx.Conn
+}
+
+// hold takes relayAwakeID if it does not hold it yet, and checks the
+// session that holds it. Another instance holding it does as well.
+func (q *quietWriters) hold(ctx context.Context, db *sqlx.DB, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(ctx, statementTimeout)
+	defer cancel()
+	if q.conn != nil {
+		if err := q.conn.PingContext(ctx); err == nil {
+			return
+		}
+		q.release()
+	}
+	conn, err := db.Connx(ctx)
+	if err != nil {
+		log.Warn("could not keep writers from notifying", "err", err)
+		return
+	}
+	var held bool
+	if err := conn.GetContext(ctx, &held, `SELECT pg_try_advisory_lock($1::bigint # 'outbox'::regclass::oid::bigint)`, relayAwakeID); err != nil || !held {
+		discard(conn) // it may hold the lock after all; or another instance does
+		return
+	}
+	q.conn = conn
+}
+
+// release lets relayAwakeID go, by ending the session that holds it.
+func (q *quietWriters) release() {
+	if q.conn != nil {
+		discard(q.conn)
+		q.conn = nil
+	}
 }

@@ -75,14 +75,29 @@ func ListRefused(ctx context.Context, q sqlx.QueryerContext, limit int) ([]Refus
 // Retry puts refused row id back in line for the relay, once what made
 // Kafka refuse it is fixed (the topic created, the broker's limit raised),
 // and wakes the relay. It reports whether the row was refused: retrying it
-// again, or a row sent meanwhile, changes nothing.
+// again, or a row sent meanwhile, changes nothing. Under Debezium, which
+// decodes inserts only, the row is deleted and inserted again (a new id),
+// and the trigger refuses it again if it is still too large.
 func Retry(ctx context.Context, db *sqlx.DB, id int64) (retried bool, err error) {
 	tx, err := db.BeginTxx(ctx, nil)
 	if err != nil {
 		return false, fmt.Errorf("outbox: retry row %d: %w", id, err)
 	}
 	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
-	res, err := tx.ExecContext(ctx, `UPDATE outbox SET refused_at = NULL WHERE id = $1 AND refused_at IS NOT NULL AND sent_at IS NULL`, id)
+	debezium, err := debeziumPublishes(ctx, tx)
+	if err != nil {
+		return false, err
+	}
+	retry := `UPDATE outbox SET refused_at = NULL WHERE id = $1 AND refused_at IS NOT NULL AND sent_at IS NULL`
+	if debezium {
+		retry = `
+			WITH retried AS (
+				DELETE FROM outbox WHERE id = $1 AND refused_at IS NOT NULL AND sent_at IS NULL
+				RETURNING topic, key, value, headers, created_at)
+			INSERT INTO outbox (topic, key, value, headers, created_at)
+			SELECT topic, key, value, headers, created_at FROM retried`
+	}
+	res, err := tx.ExecContext(ctx, retry, id)
 	if err != nil {
 		return false, fmt.Errorf("outbox: retry row %d: %w", id, err)
 	}
@@ -90,8 +105,13 @@ func Retry(ctx context.Context, db *sqlx.DB, id int64) (retried bool, err error)
 	if err != nil || n == 0 {
 		return false, err
 	}
-	if _, err := tx.ExecContext(ctx, `SELECT pg_notify($1, '')`, Channel); err != nil {
-		return false, fmt.Errorf("outbox: notify: %w", err)
+	if !debezium {
+		if _, err := tx.ExecContext(ctx, `SELECT pg_notify($1, '')`, Channel); err != nil {
+			return false, fmt.Errorf("outbox: notify: %w", err)
+		}
 	}
-	return true, tx.Commit()
+	if err := tx.Commit(); err != nil {
+		return false, fmt.Errorf("outbox: retry row %d: %w", id, err)
+	}
+	return true, nil
 }

@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 
 	"github.com/IBM/sarama"
@@ -15,11 +16,19 @@ const (
 )
 
 // Start prepares service name's outbox for relay and returns what
-// publishes it until ctx ends, and what to close after. With Debezium it
-// waits for the connector's slot first, since a row written before the slot
-// exists would never be published, and runs only the Sweep of the rows
-// Debezium has read. The built-in relay first undoes Debezium's trigger,
-// left by an earlier run, which would mark its rows sent.
+// publishes it until ctx ends, and what to close after.
+//
+// With Debezium it makes the publication, waits for the connector's slot
+// to be consistent, then hands the outbox over (handOver, cdc.go): it
+// refuses while a built-in relay still leads, installs the trigger and
+// moves the rows still pending across, so the slot decodes them too. It
+// runs only the Sweep of what the slot has confirmed, and the watch of its
+// slot and connector (cdcwatch.go; connectURL may be empty).
+//
+// The built-in relay first takes the outbox back (Unpublish): it drops
+// Debezium's trigger, left by an earlier run, and its marks, so that a later
+// switch moves across what this relay leaves pending. A slot left behind
+// holds WAL until the disk fills, so it says so loudly.
 func Start(ctx context.Context, relay, name string, db *sqlx.DB, databaseURL, connectURL string,
 	newProducer func() (sarama.SyncProducer, error), log *slog.Logger) (run func(context.Context) error, closeFn func(), err error) {
 	if relay == RelayDebezium {
@@ -29,11 +38,23 @@ func Start(ctx context.Context, relay, name string, db *sqlx.DB, databaseURL, co
 		if err := AwaitSlot(ctx, db, Slot(name), log); err != nil {
 			return nil, nil, err
 		}
-		log.Info("the outbox is published by Debezium", "slot", Slot(name), "publication", Publication)
-		return withWatch(func(ctx context.Context) error { return Sweep(ctx, db, log) }, db, name, connectURL, log), func() {}, nil
+		moved, err := handOver(ctx, db)
+		if err != nil {
+			return nil, nil, err
+		}
+		log.Info("the outbox is published by Debezium", "slot", Slot(name), "publication", Publication, "moved_rows", moved)
+		return withWatch(func(ctx context.Context) error { return Sweep(ctx, db, name, log) }, db, name, connectURL, log), func() {}, nil
 	}
 	if err := Unpublish(ctx, db); err != nil {
 		return nil, nil, err
+	}
+	var slotLeft bool
+	if err := db.GetContext(ctx, &slotLeft, `SELECT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = $1 AND database = current_database())`, Slot(name)); err != nil {
+		return nil, nil, fmt.Errorf("outbox: look up slot %s: %w", Slot(name), err)
+	}
+	if slotLeft {
+		log.Error("Debezium's replication slot outlives the switch to the built-in relay and holds WAL until the disk fills: delete the connector, then drop it",
+			"slot", Slot(name), "command", fmt.Sprintf("SELECT pg_drop_replication_slot('%s')", Slot(name)))
 	}
 	producer, err := newProducer()
 	if err != nil {
