@@ -1144,9 +1144,10 @@ max_replication_slots = 20
 max_wal_senders = 20
 # A slot left behind (a connector deleted, a test killed) holds WAL until the
 # disk fills. Capped, PostgreSQL invalidates it instead (wal_status 'lost'):
-# its connector must then be deleted and registered again, but no row is
-# lost, since the service sweeps only what the slot confirmed and stops
-# sweeping once it is lost (pkg/outbox/cdc.go).
+# with the services stopped, choreoctl connect-remove (which marks the rows
+# not yet swept for the next hand-over), connect-register, then start them;
+# no row is lost, since the service sweeps only what the slot confirmed and
+# stops sweeping once it is lost (pkg/outbox/cdc.go).
 max_slot_wal_keep_size = 2GB
 EOF
 }

@@ -57,9 +57,14 @@ go vet ./...
 # bench/ is a module of its own (it compares with Watermill, which the main
 # module must not depend on); keep it compiling.
 (cd bench && go vet ./...)
-go test -count=1 -timeout 20m $(go list ./... | grep -v '/e2e$')
+# internal/connect runs last: its tests create and delete SCRAM users, and
+# after them a restarted broker (Kafka 4.1.1) refuses the administrator's
+# login, which the e2e suite's broker restart needs (seen 2026-12-02; the
+# cause is not found yet, see the session note).
+go test -count=1 -timeout 20m $(go list ./... | grep -v '/e2e$' | grep -v '/internal/connect$')
 go test -count=1 -timeout 30m -v ./e2e
 # The suite again with Debezium publishing every outbox.
 OUTBOX_RELAY=debezium go test -count=1 -timeout 30m -v ./e2e
+go test -count=1 -timeout 10m ./internal/connect
 check_report
 bash scripts/chaos.sh

@@ -206,7 +206,8 @@ func Start(ctx context.Context, client *http.Client, base, service, databaseURL 
 // and then it and its secrets file in secretsDir, and drops its slot,
 // which would otherwise outlive it and hold WAL for ever. Offsets left in
 // Kafka would point a later Start's connector at a position its new slot
-// no longer has, and its task fails.
+// no longer has, and its task fails. The rows not yet swept are unmarked,
+// so the service's next start on Debezium publishes them again.
 func Stop(ctx context.Context, client *http.Client, base, service, databaseURL, secretsDir string) error {
 	name := "choreo-" + service
 	if err := call(ctx, client, http.MethodPut, base, name, "/stop"); err != nil {
@@ -239,6 +240,12 @@ func Stop(ctx context.Context, client *http.Client, base, service, databaseURL, 
 	for {
 		_, err := db.ExecContext(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1`, outbox.Slot(service))
 		if err == nil {
+			// What the slot may not have published is now pending again:
+			// the next hand-over moves it across (duplicates at worst),
+			// and no sweep deletes it meanwhile.
+			if _, err := db.ExecContext(ctx, `UPDATE outbox SET cdc = false WHERE cdc`); err != nil {
+				return fmt.Errorf("connect: unmark the unswept rows: %w", err)
+			}
 			return nil
 		}
 		select {

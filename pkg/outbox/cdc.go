@@ -187,7 +187,7 @@ func AwaitSlot(ctx context.Context, db *sqlx.DB, slot string, log *slog.Logger) 
 		if i%10 == 0 {
 			switch {
 			case state.Lost:
-				log.Error("Debezium's replication slot lost the WAL it needs: delete the connector, drop the slot and register the connector again", "slot", slot)
+				log.Error("Debezium's replication slot lost the WAL it needs: stop every instance, remove the connector (choreoctl connect-remove, which also marks the unswept rows for the next hand-over), register it again and start the instances (docs/transactional-outbox.md)", "slot", slot)
 			case state.Listed:
 				log.Info("waiting for Debezium's replication slot to reach a consistent point (it waits for running transactions)", "slot", slot)
 			default:
@@ -268,7 +268,9 @@ type SweepMark struct {
 var ErrSlotGone = errors.New("outbox: the replication slot is gone or lost")
 
 // SweepConfirmed is one round of Sweep: if slot has confirmed mark.LSN, it
-// deletes the rows of the transactions below mark.Xmin, refused ones kept,
+// deletes the rows of the transactions below mark.Xmin written under the
+// trigger (cdc: a row connect.Stop unmarked waits for the next hand-over),
+// refused ones kept,
 // cleanupBatch at a time, and the heartbeats but the last; it returns the
 // mark for the next round and how many rows it deleted.
 func SweepConfirmed(ctx context.Context, db *sqlx.DB, slot string, mark SweepMark) (next SweepMark, deleted int64, err error) {
@@ -288,13 +290,19 @@ func SweepConfirmed(ctx context.Context, db *sqlx.DB, slot string, mark SweepMar
 	if err := db.GetContext(ctx, &next, `SELECT pg_current_wal_insert_lsn()::text AS lsn, pg_snapshot_xmin(pg_current_snapshot())::text AS xmin`); err != nil {
 		return mark, 0, fmt.Errorf("outbox: sweep mark: %w", err)
 	}
+	// A mark not yet reached is kept, not replaced: the slot confirms a
+	// transaction only once a later record follows, so a mark moved every
+	// round might never be reached in a quiet outbox.
 	if !confirmed.Reached {
-		return next, 0, nil
+		if mark.LSN == "" {
+			return next, 0, nil
+		}
+		return mark, 0, nil
 	}
 	for {
 		res, err := db.ExecContext(ctx, `
 			DELETE FROM outbox WHERE id = ANY(ARRAY(
-				SELECT id FROM outbox WHERE txid < $1::xid8 AND refused_at IS NULL LIMIT $2))`,
+				SELECT id FROM outbox WHERE txid < $1::xid8 AND refused_at IS NULL AND cdc LIMIT $2))`,
 			mark.Xmin, cleanupBatch)
 		if err != nil {
 			return mark, deleted, fmt.Errorf("outbox: sweep: %w", err)

@@ -45,15 +45,21 @@ func Start(ctx context.Context, relay, name string, db *sqlx.DB, databaseURL, co
 		log.Info("the outbox is published by Debezium", "slot", Slot(name), "publication", Publication, "moved_rows", moved)
 		return withWatch(func(ctx context.Context) error { return Sweep(ctx, db, name, log) }, db, name, connectURL, log), func() {}, nil
 	}
+	// A connector still reading the slot would publish every row a second
+	// time, without the trigger's headers or size guard: refuse, before
+	// the trigger goes.
+	var slotLeft, slotRead bool
+	if err := db.QueryRowxContext(ctx, `SELECT count(*) > 0, coalesce(bool_or(active), false) FROM pg_replication_slots WHERE slot_name = $1 AND database = current_database()`, Slot(name)).Scan(&slotLeft, &slotRead); err != nil {
+		return nil, nil, fmt.Errorf("outbox: look up slot %s: %w", Slot(name), err)
+	}
+	if slotRead {
+		return nil, nil, fmt.Errorf("outbox: Debezium still reads slot %s: remove its connector (choreoctl connect-remove) before starting on the built-in relay", Slot(name))
+	}
 	if err := Unpublish(ctx, db); err != nil {
 		return nil, nil, err
 	}
-	var slotLeft bool
-	if err := db.GetContext(ctx, &slotLeft, `SELECT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = $1 AND database = current_database())`, Slot(name)); err != nil {
-		return nil, nil, fmt.Errorf("outbox: look up slot %s: %w", Slot(name), err)
-	}
 	if slotLeft {
-		log.Error("Debezium's replication slot outlives the switch to the built-in relay and holds WAL until the disk fills: delete the connector, then drop it",
+		log.Error("Debezium's replication slot outlives the switch to the built-in relay and holds WAL until the disk fills: remove the connector (choreoctl connect-remove), or drop the slot",
 			"slot", Slot(name), "command", fmt.Sprintf("SELECT pg_drop_replication_slot('%s')", Slot(name)))
 	}
 	producer, err := newProducer()

@@ -28,3 +28,11 @@ func (c Config) connectURL() (string, error) {
 	u.User = url.UserPassword(c.ConnectUsername, strings.TrimSpace(string(b)))
 	return u.String(), nil
 }
+
+// redacted is raw without the password of its user info, if it parses.
+func redacted(raw string) string {
+	if u, err := url.Parse(raw); err == nil {
+		return u.Redacted()
+	}
+	return "(unparsable)"
+}

@@ -126,7 +126,7 @@ func (c Config) Validate() error {
 		return fmt.Errorf("OUTBOX_RELAY: %q is not %q or %q", c.OutboxRelay, outbox.RelayBuiltin, outbox.RelayDebezium)
 	}
 	if u, err := url.Parse(c.ConnectURL); c.ConnectURL != "" && (err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "") {
-		return fmt.Errorf("KAFKA_CONNECT_URL: %q is not an http or https URL", c.ConnectURL)
+		return fmt.Errorf("KAFKA_CONNECT_URL: %q is not an http or https URL", redacted(c.ConnectURL))
 	}
 	if err := c.Auth.Validate(); err != nil {
 		return err
