@@ -243,6 +243,14 @@ func Stop(ctx context.Context, client *http.Client, base, service, databaseURL, 
 			// What the slot may not have published is now pending again:
 			// the next hand-over moves it across (duplicates at worst),
 			// and no sweep deletes it meanwhile.
+			// A database no service has migrated yet has no outbox.
+			var migrated bool
+			if err := db.GetContext(ctx, &migrated, `SELECT to_regclass('outbox') IS NOT NULL`); err != nil {
+				return fmt.Errorf("connect: look up the outbox: %w", err)
+			}
+			if !migrated {
+				return nil
+			}
 			if _, err := db.ExecContext(ctx, `UPDATE outbox SET cdc = false WHERE cdc`); err != nil {
 				return fmt.Errorf("connect: unmark the unswept rows: %w", err)
 			}
