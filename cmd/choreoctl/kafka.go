@@ -34,6 +34,9 @@ func kafkaACLs(_ context.Context, args []string, getenv func(string) string, out
 	if err := kafkaacl.Apply(admin); err != nil {
 		return err
 	}
+	if err := kafkaacl.CreateHeartbeatTopics(admin); err != nil {
+		return err
+	}
 	n := 0
 	for _, g := range kafkaacl.Grants {
 		n += len(g.ACLs())

@@ -110,20 +110,30 @@ func For(service, databaseURL, schema, slot, secretsDir string) (Connector, erro
 		// database and the WAL behind it is freed.
 		"heartbeat.interval.ms":  "10000",
 		"heartbeat.action.query": "INSERT INTO " + schema + ".outbox_heartbeat (at) VALUES (now())",
-		"key.converter":          "org.apache.kafka.connect.converters.ByteArrayConverter",
-		"value.converter":        "org.apache.kafka.connect.converters.ByteArrayConverter",
-		"header.converter":       "org.apache.kafka.connect.storage.SimpleHeaderConverter",
+		// The heartbeat records themselves go to outbox.HeartbeatTopic: the
+		// slot moves on only once the worker has committed their offsets,
+		// and it commits none for a record a transform drops.
+		"topic.heartbeat.prefix": "__debezium-heartbeat",
+		// An event's key and value are the outbox row's bytes as they are;
+		// a heartbeat record (a struct) is written as JSON.
+		"key.converter":                                          "io.debezium.converters.BinaryDataConverter",
+		"key.converter.delegate.converter.type":                  "org.apache.kafka.connect.json.JsonConverter",
+		"key.converter.delegate.converter.type.schemas.enable":   "false",
+		"value.converter":                                        "io.debezium.converters.BinaryDataConverter",
+		"value.converter.delegate.converter.type":                "org.apache.kafka.connect.json.JsonConverter",
+		"value.converter.delegate.converter.type.schemas.enable": "false",
+		"header.converter":                                       "org.apache.kafka.connect.storage.SimpleHeaderConverter",
 		// No __debezium.context.* headers: only the ones placed below.
 		"extended.headers.enabled": "false",
 
-		// heartbeats: the heartbeat records and the heartbeat table's
-		// changes are dropped (their offsets still commit).
+		// heartbeats: the heartbeat table's changes are dropped (the next
+		// heartbeat record carries their position).
 		"transforms":                                          "heartbeats,outbox,id,events",
 		"transforms.heartbeats.type":                          "org.apache.kafka.connect.transforms.Filter",
 		"transforms.heartbeats.predicate":                     "heartbeat",
 		"predicates":                                          "heartbeat,events",
 		"predicates.heartbeat.type":                           "org.apache.kafka.connect.transforms.predicates.TopicNameMatches",
-		"predicates.heartbeat.pattern":                        `__debezium-heartbeat\..*|` + regexpQuote(prefix+"."+schema+".outbox_heartbeat"),
+		"predicates.heartbeat.pattern":                        regexpQuote(prefix + "." + schema + ".outbox_heartbeat"),
 		"transforms.outbox.type":                              "io.debezium.transforms.outbox.EventRouter",
 		"transforms.outbox.table.field.event.id":              "event_id",
 		"transforms.outbox.table.field.event.key":             "key",

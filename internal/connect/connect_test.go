@@ -197,7 +197,9 @@ func producer(t *testing.T, user string, topics ...string) string {
 	allow := func(r sarama.Resource, op sarama.AclOperation) {
 		acls = append(acls, &sarama.ResourceAcls{Resource: r, Acls: []*sarama.Acl{{Principal: principal, Host: "*", Operation: op, PermissionType: sarama.AclPermissionAllow}}})
 	}
-	for _, topic := range topics {
+	// Its connector's heartbeats too, as kafkaacl grants a service.
+	testenv.Topics(t, outbox.HeartbeatTopic(user))
+	for _, topic := range append(topics, outbox.HeartbeatTopic(user)) {
 		r := sarama.Resource{ResourceType: sarama.AclResourceTopic, ResourceName: topic, ResourcePatternType: sarama.AclPatternLiteral}
 		allow(r, sarama.AclOperationWrite)
 		allow(r, sarama.AclOperationDescribe)

@@ -65,3 +65,31 @@ func TestWatchReadsARealConnector(t *testing.T) {
 	})
 	t.Logf("stopped: connector %v, slot %+v", c, s)
 }
+
+// TestHeartbeatsFreeTheWALOfAnIdleDatabase: with no outbox row written, the
+// slot still confirms the WAL written meanwhile (here, a table Debezium
+// does not read), so the server can free it. Only the heartbeat records
+// reaching Kafka move it: the worker commits no offsets for records a
+// transform drops, and Debezium confirms only committed offsets.
+func TestHeartbeatsFreeTheWALOfAnIdleDatabase(t *testing.T) {
+	w := testenv.Connect(t)
+	id := strings.ReplaceAll(uuid.NewString(), "-", "")[:8]
+	d := database(t)
+	service := "test_h" + id
+	register(t, w, d, service, producer(t, service))
+	if _, err := d.Exec(`CREATE TABLE noise (x int); INSERT INTO noise SELECT generate_series(1, 10000)`); err != nil {
+		t.Fatal(err)
+	}
+	var written string
+	if err := d.Get(&written, `SELECT pg_current_wal_insert_lsn()::text`); err != nil {
+		t.Fatal(err)
+	}
+	// Two heartbeats (heartbeat.interval.ms 10 s) and an offset flush.
+	testenv.Eventually(t, time.Minute, "the slot confirming the WAL written after its last outbox row", func() bool {
+		var ok bool
+		if err := d.Get(&ok, `SELECT coalesce(bool_or(confirmed_flush_lsn >= $1::pg_lsn), false) FROM pg_replication_slots WHERE slot_name = $2`, written, outbox.Slot(service)); err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	})
+}

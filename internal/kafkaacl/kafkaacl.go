@@ -15,10 +15,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/IBM/sarama"
 
 	"github.com/choreo-saga/choreo/pkg/events"
+	"github.com/choreo-saga/choreo/pkg/outbox"
 )
 
 // Grant is one service's Kafka identity and what it may touch.
@@ -27,8 +29,8 @@ type Grant struct {
 	User string
 	// Group is the one consumer group it may join and commit offsets in.
 	Group string
-	// Produces are its own topic and its dead-letter topic: it may write
-	// them, and no other.
+	// Produces are its own topic, its dead-letter topic and its Debezium
+	// connector's heartbeat topic: it may write them, and no other.
 	Produces []string
 	// Consumes are the topics it reads.
 	Consumes []string
@@ -58,8 +60,31 @@ func connect() Grant {
 	return Grant{User: "connect", Group: "choreo-connect", Produces: ConnectTopics, Consumes: ConnectTopics}
 }
 
+// service is a service's Grant; under OUTBOX_RELAY=debezium its connector
+// produces as the service, its heartbeats included.
 func service(name, produces string, consumes ...string) Grant {
-	return Grant{User: name, Group: name, Produces: []string{produces, events.DeadLetterTopic(name)}, Consumes: consumes}
+	return Grant{User: name, Group: name, Produces: []string{produces, events.DeadLetterTopic(name), outbox.HeartbeatTopic(name)}, Consumes: consumes}
+}
+
+// CreateHeartbeatTopics creates, through admin, the topic each service's
+// Debezium connector sends its heartbeats to (outbox.HeartbeatTopic), where
+// missing: the brokers create no topic on a write, and the worker's
+// producer would wait for one in vain. One partition, kept an hour: nobody
+// reads them.
+func CreateHeartbeatTopics(admin sarama.ClusterAdmin) error {
+	hour := "3600000"
+	for _, g := range Grants {
+		for _, t := range g.Produces {
+			if !strings.HasPrefix(t, "__debezium-heartbeat.") {
+				continue
+			}
+			err := admin.CreateTopic(t, &sarama.TopicDetail{NumPartitions: 1, ReplicationFactor: -1, ConfigEntries: map[string]*string{"retention.ms": &hour}}, false)
+			if err != nil && !errors.Is(err, sarama.ErrTopicAlreadyExists) {
+				return fmt.Errorf("kafkaacl: create %s: %w", t, err)
+			}
+		}
+	}
+	return nil
 }
 
 // Users are the names of Grants' users, in order.

@@ -18,6 +18,7 @@ import (
 	"github.com/choreo-saga/choreo/internal/testenv"
 	"github.com/choreo-saga/choreo/pkg/broker"
 	"github.com/choreo-saga/choreo/pkg/events"
+	"github.com/choreo-saga/choreo/pkg/outbox"
 	"github.com/choreo-saga/choreo/pkg/participant"
 	"github.com/choreo-saga/choreo/services/inventory"
 	"github.com/choreo-saga/choreo/services/order"
@@ -48,7 +49,7 @@ func TestGrantsCoverWhatEachServiceTouches(t *testing.T) {
 			if !ok {
 				t.Fatalf("no Grant for %s", s.Name)
 			}
-			want := []string{s.Produces, events.DeadLetterTopic(s.Name)}
+			want := []string{s.Produces, events.DeadLetterTopic(s.Name), outbox.HeartbeatTopic(s.Name)}
 			if !slices.Equal(g.Produces, want) || g.Group != s.Name {
 				t.Errorf("grant produces %v in group %s, want %v in group %s", g.Produces, g.Group, want, s.Name)
 			}

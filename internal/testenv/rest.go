@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/choreo-saga/choreo/pkg/broker"
+	"github.com/choreo-saga/choreo/pkg/outbox"
 )
 
 // Rest is what must be quiet before a test counts: outboxes whose unsent
@@ -42,8 +44,9 @@ func AtRest(t testing.TB, bound time.Duration, r Rest) {
 	}
 	defer client.Close()
 	deadline := time.Now().Add(bound)
+	marks := make([]outbox.SweepMark, len(r.Outboxes))
 	for wait := 10 * time.Millisecond; ; wait = min(2*wait, 250*time.Millisecond) {
-		why := restless(client, admin, r)
+		why := restless(client, admin, r, marks)
 		if why == "" {
 			return
 		}
@@ -55,8 +58,8 @@ func AtRest(t testing.TB, bound time.Duration, r Rest) {
 }
 
 // restless returns "" if r is at rest and otherwise what is not.
-func restless(client sarama.Client, admin sarama.ClusterAdmin, r Rest) string {
-	before, why := unsent(r.Outboxes)
+func restless(client sarama.Client, admin sarama.ClusterAdmin, r Rest, marks []outbox.SweepMark) string {
+	before, why := unsent(r.Outboxes, marks)
 	if why != "" {
 		return why
 	}
@@ -80,7 +83,7 @@ func restless(client sarama.Client, admin sarama.ClusterAdmin, r Rest) string {
 			return why
 		}
 	}
-	if after, why := unsent(r.Outboxes); why != "" || after > 0 {
+	if after, why := unsent(r.Outboxes, marks); why != "" || after > 0 {
 		return fmt.Sprintf("outbox rows written meanwhile (%d) %s", after, why)
 	}
 	again, why := topicEnds(client, topics)
@@ -101,27 +104,27 @@ type topicPartition struct {
 }
 
 // unsent counts the outboxes' rows that are neither sent nor refused.
-// Under Debezium (its trigger outbox_cdc is there) a row stays unsent until
-// the service sweeps it, and the slot confirms only what a later published
-// record follows; there an outbox counts one until the server has sent its
-// connector the WAL up to now, so every row committed before is with the
-// worker, and the topic ends that restless reads twice after it show what
-// is still in flight.
-func unsent(dbs []*sqlx.DB) (int, string) {
+// Under Debezium (its trigger outbox_cdc is there) a published row stays
+// until the service sweeps it: there it counts the rows the database's
+// slot has not confirmed (outbox.Unconfirmed, under marks[i], which a
+// second call in the round keeps: it then asks what was written since).
+func unsent(dbs []*sqlx.DB, marks []outbox.SweepMark) (int, string) {
 	total := 0
-	for _, db := range dbs {
+	for i, db := range dbs {
 		var debezium bool
 		if err := db.Get(&debezium, `SELECT EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = 'outbox_cdc' AND tgrelid = 'outbox'::regclass)`); err != nil {
 			return 0, fmt.Sprintf("look up the outbox trigger: %v", err)
 		}
 		if debezium {
-			sent, why := sentNow(db)
-			if why != "" {
-				return 0, why
+			var slot string
+			if err := db.Get(&slot, `SELECT coalesce(min(slot_name), '') FROM pg_replication_slots WHERE database = current_database() AND slot_type = 'logical'`); err != nil {
+				return 0, fmt.Sprintf("look up the slot: %v", err)
 			}
-			if !sent {
-				total++
+			n, err := outbox.Unconfirmed(context.Background(), db, slot, &marks[i])
+			if err != nil {
+				return 0, fmt.Sprintf("unconfirmed rows: %v", err)
 			}
+			total += n
 			continue
 		}
 		var n int
@@ -131,26 +134,6 @@ func unsent(dbs []*sqlx.DB) (int, string) {
 		total += n
 	}
 	return total, ""
-}
-
-// sentNow reports whether, within 5 s, the walsender of db's slot has sent
-// its connector the WAL up to the position when it was called.
-func sentNow(db *sqlx.DB) (bool, string) {
-	var lsn string
-	if err := db.Get(&lsn, `SELECT pg_current_wal_insert_lsn()::text`); err != nil {
-		return false, fmt.Sprintf("WAL position: %v", err)
-	}
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		var ok bool
-		if err := db.Get(&ok, `SELECT coalesce(bool_or(r.sent_lsn >= $1::pg_lsn), false) FROM pg_replication_slots s
-			JOIN pg_stat_replication r ON r.pid = s.active_pid WHERE s.database = current_database()`, lsn); err != nil {
-			return false, fmt.Sprintf("slot position: %v", err)
-		}
-		if ok {
-			return true, ""
-		}
-	}
-	return false, ""
 }
 
 // topicEnds reads the end offset of every partition of topics.

@@ -43,6 +43,14 @@ const MaxRecordBytes = 1_000_000
 // Slot is the replication slot of service's connector, one per database.
 func Slot(service string) string { return "choreo_" + service }
 
+// HeartbeatTopic is where service's connector sends its heartbeat records
+// (Debezium's default name for topic.prefix choreo-<service>; nobody reads
+// them). They must reach Kafka: the worker commits no offsets for a record
+// a transform drops (KAFKA-15296), Debezium confirms the slot's position
+// only with committed offsets, and so an idle database whose heartbeats
+// are dropped keeps its slot, and the WAL behind it, where it was.
+func HeartbeatTopic(service string) string { return "__debezium-heartbeat.choreo-" + service }
+
 // Publish creates Publication over the outbox tables of db's search_path,
 // or changes it to that definition if an earlier version made it
 // otherwise; pgoutput reads the change from the WAL position it commits at,
@@ -274,26 +282,17 @@ var ErrSlotGone = errors.New("outbox: the replication slot is gone or lost")
 // cleanupBatch at a time, and the heartbeats but the last; it returns the
 // mark for the next round and how many rows it deleted.
 func SweepConfirmed(ctx context.Context, db *sqlx.DB, slot string, mark SweepMark) (next SweepMark, deleted int64, err error) {
-	var confirmed struct {
-		Usable  bool `db:"usable"`
-		Reached bool `db:"reached"`
+	reached, err := slotReached(ctx, db, slot, mark)
+	if err != nil {
+		return mark, 0, err
 	}
-	if err := db.GetContext(ctx, &confirmed, `
-		SELECT coalesce(bool_or(confirmed_flush_lsn IS NOT NULL AND wal_status <> 'lost'), false) AS usable,
-		       coalesce(bool_or($2 <> '' AND confirmed_flush_lsn >= nullif($2, '')::pg_lsn), false) AS reached
-		FROM pg_replication_slots WHERE slot_name = $1 AND database = current_database()`, slot, mark.LSN); err != nil {
-		return mark, 0, fmt.Errorf("outbox: look up slot %s: %w", slot, err)
-	}
-	if !confirmed.Usable {
-		return mark, 0, ErrSlotGone
-	}
-	if err := db.GetContext(ctx, &next, `SELECT pg_current_wal_insert_lsn()::text AS lsn, pg_snapshot_xmin(pg_current_snapshot())::text AS xmin`); err != nil {
-		return mark, 0, fmt.Errorf("outbox: sweep mark: %w", err)
+	if next, err = newMark(ctx, db); err != nil {
+		return mark, 0, err
 	}
 	// A mark not yet reached is kept, not replaced: the slot confirms a
 	// transaction only once a later record follows, so a mark moved every
 	// round might never be reached in a quiet outbox.
-	if !confirmed.Reached {
+	if !reached {
 		if mark.LSN == "" {
 			return next, 0, nil
 		}
@@ -317,6 +316,34 @@ func SweepConfirmed(ctx context.Context, db *sqlx.DB, slot string, mark SweepMar
 		return mark, deleted, fmt.Errorf("outbox: sweep heartbeats: %w", err)
 	}
 	return next, deleted, nil
+}
+
+// slotReached reports whether slot has confirmed mark.LSN (never an empty
+// mark), or ErrSlotGone.
+func slotReached(ctx context.Context, db *sqlx.DB, slot string, mark SweepMark) (bool, error) {
+	var confirmed struct {
+		Usable  bool `db:"usable"`
+		Reached bool `db:"reached"`
+	}
+	if err := db.GetContext(ctx, &confirmed, `
+		SELECT coalesce(bool_or(confirmed_flush_lsn IS NOT NULL AND wal_status <> 'lost'), false) AS usable,
+		       coalesce(bool_or($2 <> '' AND confirmed_flush_lsn >= nullif($2, '')::pg_lsn), false) AS reached
+		FROM pg_replication_slots WHERE slot_name = $1 AND database = current_database()`, slot, mark.LSN); err != nil {
+		return false, fmt.Errorf("outbox: look up slot %s: %w", slot, err)
+	}
+	if !confirmed.Usable {
+		return false, ErrSlotGone
+	}
+	return confirmed.Reached, nil
+}
+
+// newMark is the mark of now.
+func newMark(ctx context.Context, db *sqlx.DB) (SweepMark, error) {
+	var m SweepMark
+	if err := db.GetContext(ctx, &m, `SELECT pg_current_wal_insert_lsn()::text AS lsn, pg_snapshot_xmin(pg_current_snapshot())::text AS xmin`); err != nil {
+		return m, fmt.Errorf("outbox: sweep mark: %w", err)
+	}
+	return m, nil
 }
 
 // sweepRefused sets the refused rows' gauge and logs each row the trigger

@@ -2,16 +2,17 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"maps"
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/jmoiron/sqlx"
 	_ "github.com/lib/pq" // the outboxes are read straight from the services' databases
 
 	"github.com/choreo-saga/choreo/pkg/broker"
+	"github.com/choreo-saga/choreo/pkg/outbox"
 )
 
 // Rest is what the wait for the system at rest found: every outbox sent
@@ -40,9 +41,9 @@ func WaitAtRest(ctx context.Context, conn broker.Conn, databases map[string]stri
 		}
 		return r
 	}
-	dbs := map[string]*sql.DB{}
+	dbs := map[string]*sqlx.DB{}
 	for _, s := range Services {
-		db, err := sql.Open("postgres", databases[s])
+		db, err := sqlx.Open("postgres", databases[s])
 		if err != nil {
 			return done(fmt.Errorf("open %s's database: %w", s, err))
 		}
@@ -59,11 +60,15 @@ func WaitAtRest(ctx context.Context, conn broker.Conn, databases map[string]stri
 		return done(fmt.Errorf("kafka: admin: %w", err))
 	}
 	// admin.Close would close the client too: the deferred client.Close does.
+	marks := map[string]*outbox.SweepMark{}
 	for {
 		var errs []error
 		r.Outbox, r.Lag = map[string]int{}, map[string]int64{}
 		for _, s := range Services {
-			n, err := unsent(ctx, dbs[s])
+			if marks[s] == nil {
+				marks[s] = &outbox.SweepMark{}
+			}
+			n, err := unsent(ctx, dbs[s], s, marks[s])
 			if err != nil {
 				errs = append(errs, fmt.Errorf("%s's outbox: %w", s, err))
 			}
@@ -91,9 +96,22 @@ func WaitAtRest(ctx context.Context, conn broker.Conn, databases map[string]stri
 }
 
 // unsent counts the outbox rows not sent, refused ones included: a refused
-// row is a message that never left.
-func unsent(ctx context.Context, db *sql.DB) (int, error) {
+// row is a message that never left. Under Debezium (its trigger outbox_cdc
+// is on the table) a published row stays until the service sweeps it: there
+// it is the rows the slot has not confirmed (outbox.Unconfirmed).
+func unsent(ctx context.Context, db *sqlx.DB, service string, mark *outbox.SweepMark) (int, error) {
+	var debezium bool
+	if err := db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = 'outbox_cdc' AND tgrelid = 'outbox'::regclass)`).Scan(&debezium); err != nil {
+		return 0, fmt.Errorf("look up the outbox trigger: %w", err)
+	}
 	var n int
+	if debezium {
+		if err := db.QueryRowContext(ctx, `SELECT count(*) FROM outbox WHERE sent_at IS NULL AND refused_at IS NOT NULL`).Scan(&n); err != nil {
+			return 0, err
+		}
+		unconfirmed, err := outbox.Unconfirmed(ctx, db, outbox.Slot(service), mark)
+		return n + unconfirmed, err
+	}
 	err := db.QueryRowContext(ctx, `SELECT count(*) FROM outbox WHERE sent_at IS NULL`).Scan(&n)
 	return n, err
 }
