@@ -5,6 +5,9 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -415,5 +418,48 @@ func TestBuiltinStartWarnsOfALeftoverSlot(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "level=ERROR") || !strings.Contains(logs.String(), "pg_drop_replication_slot('choreo_left')") {
 		t.Errorf("Start's log does not warn of the slot:\n%s", logs.String())
+	}
+}
+
+// TestBuiltinStartRefusesWhileTheSlotIsRead: with a client still streaming
+// the slot (Debezium's connector, here pg_recvlogical), the built-in relay
+// would publish every row a second time: its start refuses, and leaves
+// the outbox to Debezium (the trigger stays).
+func TestBuiltinStartRefusesWhileTheSlotIsRead(t *testing.T) {
+	db := newDB(t)
+	ctx := context.Background()
+	slot := newSlot(t, db, "read")
+	if _, err := outbox.HandOver(ctx, db.DB); err != nil {
+		t.Fatal(err)
+	}
+	bins, _ := filepath.Glob("/usr/lib/postgresql/*/bin/pg_recvlogical")
+	bin, err := exec.LookPath("pg_recvlogical")
+	if err != nil && len(bins) == 0 {
+		t.Fatal("pg_recvlogical (Debian's postgresql package, which scripts/infra.sh installs) is needed to read a slot")
+	}
+	if err != nil {
+		bin = bins[len(bins)-1]
+	}
+	reader := exec.Command(bin, "-d", db.url, "--slot", slot, "--start", "-f", os.DevNull,
+		"-o", "proto_version=1", "-o", "publication_names="+outbox.Publication)
+	if err := reader.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = reader.Process.Kill(); _ = reader.Wait() }()
+	testenv.Eventually(t, 30*time.Second, "pg_recvlogical reading the slot", func() bool {
+		var active bool
+		if err := db.Get(&active, `SELECT coalesce(bool_or(active), false) FROM pg_replication_slots WHERE slot_name = $1`, slot); err != nil {
+			t.Fatal(err)
+		}
+		return active
+	})
+	noProducer := func() (sarama.SyncProducer, error) { return nil, errors.New("no producer in this test") }
+	_, _, err = outbox.Start(ctx, outbox.RelayBuiltin, "read", db.DB, db.url, "", noProducer, testenv.Logger(t))
+	if err == nil || !strings.Contains(err.Error(), "Debezium still reads slot "+slot) {
+		t.Fatalf("Start on the built-in relay: %v; want the refusal naming the slot", err)
+	}
+	var trigger bool
+	if err := db.Get(&trigger, `SELECT EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = 'outbox_cdc' AND tgrelid = 'outbox'::regclass)`); err != nil || !trigger {
+		t.Errorf("the trigger after the refusal: present %v (%v); want it left for Debezium", trigger, err)
 	}
 }
