@@ -307,6 +307,30 @@ kafka_passwords() {
 
 kafka_password() { cat "$KAFKA_USERS_DIR/$1.password"; }
 
+# Whether the selected node holds a metadata snapshot besides the empty one
+# format writes (00000000000000000000-0000000000.checkpoint).
+#
+# Kafka 4.1.1 loses every SCRAM credential when a node starts from a
+# metadata log that has no such snapshot and in which a user was removed:
+# the MetadataLoader replays the whole log into one ScramDelta over an empty
+# image, and ScramDelta.apply drops the mechanism's user map as soon as a
+# removal leaves it empty, which it does when that removal comes first in
+# the delta's HashMap order; the users it puts after that go into the
+# dropped map. The broker then refuses every SCRAM login, admin's too
+# ("invalid credentials"), on every start, though the log still holds them.
+# Over an image that holds admin (never removed) no removal empties the map,
+# so every node takes a snapshot on its first start, before any client can
+# remove a user (kafka_first_snapshot), and later starts replay from it.
+kafka_has_snapshot() {
+  local f
+  for f in "$KAFKA_DATA"/__cluster_metadata-0/*.checkpoint; do
+    [ -f "$f" ] || continue
+    [ "${f##*/}" = 00000000000000000000-0000000000.checkpoint ] && continue
+    return 0
+  done
+  return 1
+}
+
 # Who can reach which listener, and as whom (both bind 127.0.0.1):
 #   CLIENT (KAFKA_PORT): SASL_PLAINTEXT, SCRAM-SHA-512 only. Clients and the
 #     brokers' replication (inter.broker.listener.name) use it; a broker
@@ -362,6 +386,7 @@ group.initial.rebalance.delay.ms=0
 num.network.threads=3
 num.io.threads=4
 log.retention.hours=168
+$(kafka_has_snapshot || printf '%s\n' "# no metadata snapshot yet: one within a second (kafka_first_snapshot)" "metadata.log.max.snapshot.interval.ms=1000")
 EOF
   cat >"$KAFKA_CONF/log4j2.properties" <<EOF
 # broker logging: INFO (noisy loggers at WARN) into $KAFKA_LOG, nothing on the terminal
@@ -480,16 +505,20 @@ kafka_fail() {
   tail -n 40 "$KAFKA_LOG" >&2 2>/dev/null || true
   log "---- last lines of $KAFKA_OUT ----"
   tail -n 20 "$KAFKA_OUT" >&2 2>/dev/null || true
+  if [ -n "${KAFKA_LOG_OFFSET:-}" ] && kafka_log_since_launch | grep -q "invalid credentials with SASL mechanism SCRAM"; then
+    log "the broker refuses admin's SCRAM login: if no password file in $KAFKA_USERS_DIR changed, it lost its credentials replaying a user's removal (Kafka 4.1.1, see kafka_has_snapshot in scripts/infra.sh); only a new storage recovers: stop Kafka and rm -rf $KAFKA_DATA"
+  fi
   die "$*"
 }
 
 # Starts the selected node's process unless it runs; does not wait. Sets
 # KAFKA_LAUNCHED to the new pid, "running" (ours, already up) or "foreign"
-# (a broker not started by this script answers on the port).
+# (a broker not started by this script answers on the port), and
+# KAFKA_NEEDS_SNAPSHOT to 1 when it starts one without a metadata snapshot.
 kafka_launch() {
   local pid name
   name="$(kafka_name)"
-  KAFKA_LAUNCHED=""
+  KAFKA_LAUNCHED="" KAFKA_NEEDS_SNAPSHOT=0
   if pid="$(kafka_pid)"; then
     KAFKA_LAUNCHED=running
     return 0
@@ -507,6 +536,8 @@ kafka_launch() {
   kafka_fetch
   kafka_write_config
   kafka_format
+  KAFKA_NEEDS_SNAPSHOT=0
+  kafka_has_snapshot || KAFKA_NEEDS_SNAPSHOT=1
 
   KAFKA_LOG_OFFSET=0 KAFKA_LOG_INODE=""
   if [ -f "$KAFKA_LOG" ]; then
@@ -596,6 +627,26 @@ kafka_wait_started() {
   done
 }
 
+# The selected node, started (kafka_launch) without a metadata snapshot and
+# so with a snapshot interval of a second: waits for its first snapshot,
+# then restarts it with the default interval (see kafka_has_snapshot).
+kafka_first_snapshot() {
+  [ "${KAFKA_NEEDS_SNAPSHOT:-0}" = 1 ] || return 0
+  local name pid deadline
+  name="$(kafka_name)"
+  pid="$(kafka_pid)" || kafka_fail "$name exited during startup"
+  deadline=$(( $(now) + KAFKA_START_TIMEOUT ))
+  while ! kafka_has_snapshot; do
+    kill -0 "$pid" 2>/dev/null || kafka_fail "$name (pid $pid) exited during startup"
+    [ "$(now)" -lt "$deadline" ] || kafka_fail "$name wrote no metadata snapshot within ${KAFKA_START_TIMEOUT}s"
+    sleep 0.5
+  done
+  log "$name took its first metadata snapshot; restarting it with the default snapshot interval"
+  kafka_stop_node TERM
+  kafka_launch
+  kafka_wait_started
+}
+
 # One node: start it (or find it running) and wait until it answers.
 kafka_start() {
   kafka_node 1
@@ -615,8 +666,9 @@ kafka_start() {
       log "Kafka already running (pid $pid) on $KAFKA_HOST:$KAFKA_PORT"
       return 0 ;;
   esac
-  local pid="$KAFKA_LAUNCHED" deadline=$(( $(now) + KAFKA_START_TIMEOUT ))
   kafka_wait_started
+  kafka_first_snapshot
+  local pid="$KAFKA_LAUNCHED" deadline=$(( $(now) + KAFKA_START_TIMEOUT ))
   kafka_await Kafka "$pid" "$deadline" "Kafka does not answer requests within ${KAFKA_START_TIMEOUT}s" kafka_answers
   log "Kafka ready (pid $pid), log: $KAFKA_LOG"
 }
@@ -641,7 +693,7 @@ kafka_wait_live() {
 # up before any of them finishes starting), then wait for each, then until
 # every broker answers.
 kafka_cluster_start() {
-  local i t0 pids=() launched=() offsets=() inodes=() ids=()
+  local i t0 pids=() launched=() offsets=() inodes=() ids=() needs=()
   t0="$(now)"
   kafka_fetch
   for ((i = 1; i <= KAFKA_BROKERS_COUNT; i++)); do
@@ -649,6 +701,7 @@ kafka_cluster_start() {
     kafka_launch
     [ "$KAFKA_LAUNCHED" = foreign ] && die "port $KAFKA_HOST:$KAFKA_NODE_PORT: a broker not started by this script answers there"
     launched[i]="$KAFKA_LAUNCHED"
+    needs[i]="${KAFKA_NEEDS_SNAPSHOT:-0}"
     offsets[i]="${KAFKA_LOG_OFFSET:-0}"
     inodes[i]="${KAFKA_LOG_INODE:-}"
   done
@@ -658,10 +711,16 @@ kafka_cluster_start() {
     KAFKA_LOG_OFFSET="${offsets[i]}"
     KAFKA_LOG_INODE="${inodes[i]}"
     kafka_wait_started
-    pids+=("$(kafka_pid)")
     ids+=("$i")
   done
   kafka_wait_live "${ids[@]}"
+  for ((i = 1; i <= KAFKA_BROKERS_COUNT; i++)); do
+    kafka_node "$i"
+    KAFKA_NEEDS_SNAPSHOT="${needs[i]}"
+    kafka_first_snapshot
+    pids+=("$(kafka_pid)")
+  done
+  [[ " ${needs[*]} " == *" 1 "* ]] && kafka_wait_live "${ids[@]}"
   log "Kafka cluster ready: $KAFKA_BROKERS_COUNT nodes on $(kafka_bootstrap) (pids ${pids[*]}) in $(( $(now) - t0 ))s, replication factor $(kafka_default_rf), min.insync.replicas $(kafka_default_min_isr), logs: $LOG_DIR/kafka-c$KAFKA_BROKERS_COUNT-node*.log"
 }
 
@@ -690,6 +749,7 @@ kafka_start_node() {
   [ "$KAFKA_LAUNCHED" = foreign ] && die "port $KAFKA_HOST:$KAFKA_NODE_PORT: a broker not started by this script answers there"
   local was="$KAFKA_LAUNCHED"
   kafka_wait_started
+  kafka_first_snapshot
   if [ "$KAFKA_BROKERS_COUNT" -eq 1 ]; then
     until kafka_answers; do
       kafka_pid >/dev/null || kafka_fail "Kafka exited during startup"
