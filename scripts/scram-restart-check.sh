@@ -4,8 +4,8 @@
 # kafka_has_snapshot in scripts/infra.sh: Kafka 4.1.1 loses every
 # credential when it replays such a removal from a log without a snapshot).
 #
-# It runs a Kafka of its own, in a fresh state dir, on KAFKA_PORT (default
-# 42092) and KAFKA_CONTROLLER_PORT (42093): formats it, removes a user whose
+# It runs a Kafka of its own, in a fresh state dir, on SCRAM_CHECK_PORT
+# (default 42092) and SCRAM_CHECK_CONTROLLER_PORT (42093): formats it, removes a user whose
 # removal comes first in the replayed delta (its name falls into bucket 0 of
 # the HashMap; any removal that comes before the other users does the same),
 # restarts the broker and logs in as admin. Exits 0 if admin can log in
@@ -16,7 +16,8 @@
 set -euo pipefail
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-export CHOREO_INFRA_DIR KAFKA_PORT="${KAFKA_PORT:-42092}" KAFKA_CONTROLLER_PORT="${KAFKA_CONTROLLER_PORT:-42093}"
+# Ports of its own, whatever KAFKA_PORT the caller runs its Kafka on.
+export CHOREO_INFRA_DIR KAFKA_PORT="${SCRAM_CHECK_PORT:-42092}" KAFKA_CONTROLLER_PORT="${SCRAM_CHECK_CONTROLLER_PORT:-42093}"
 CHOREO_INFRA_DIR="$(mktemp -d /tmp/choreo-scram-check.XXXXXX)"
 export KAFKA_START_TIMEOUT="${KAFKA_START_TIMEOUT:-90}"
 infra() { bash "$SCRIPT_DIR/infra.sh" "$@"; }

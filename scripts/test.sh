@@ -57,14 +57,15 @@ go vet ./...
 # bench/ is a module of its own (it compares with Watermill, which the main
 # module must not depend on); keep it compiling.
 (cd bench && go vet ./...)
-# internal/connect runs last: its tests create and delete SCRAM users, and
-# after them a restarted broker (Kafka 4.1.1) refuses the administrator's
-# login, which the e2e suite's broker restart needs (seen 2026-12-02; the
-# cause is not found yet, see the session note).
-go test -count=1 -timeout 20m $(go list ./... | grep -v '/e2e$' | grep -v '/internal/connect$')
+# internal/connect's tests create and remove SCRAM users before the e2e
+# suite restarts the broker: Kafka 4.1.1 lost every credential replaying
+# such a removal, which infra.sh's first-start snapshot prevents
+# (kafka_has_snapshot). scram-restart-check.sh shows it on a Kafka of its
+# own, with a removal that always replays first.
+go test -count=1 -timeout 20m $(go list ./... | grep -v '/e2e$')
+KAFKA_LIBS_DIR="${KAFKA_LIBS_DIR:-${CHOREO_INFRA_DIR:-$HOME/.cache/choreo-infra}/kafka-4.1.1/libs}" bash scripts/scram-restart-check.sh
 go test -count=1 -timeout 30m -v ./e2e
 # The suite again with Debezium publishing every outbox.
 OUTBOX_RELAY=debezium go test -count=1 -timeout 30m -v ./e2e
-go test -count=1 -timeout 10m ./internal/connect
 check_report
 bash scripts/chaos.sh
