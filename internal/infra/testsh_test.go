@@ -9,8 +9,8 @@ import (
 )
 
 // TestTestShRefusesToRunOnAFake runs scripts/test.sh in a copy of the
-// repository's scripts whose infra.sh, go, chromium and chaos.sh are
-// stand-ins: when infra.sh fails no test runs, and a package that reports
+// repository's scripts whose infra.sh, go, chromium, chaos.sh and
+// scram-restart-check.sh are stand-ins: when infra.sh fails no test runs, and a package that reports
 // a fake broker fails the run after printing what each package used.
 func TestTestShRefusesToRunOnAFake(t *testing.T) {
 	script, err := infraScript()
@@ -41,6 +41,7 @@ func TestTestShRefusesToRunOnAFake(t *testing.T) {
 			write(t, filepath.Join(root, "scripts", "test.sh"), string(testSh))
 			write(t, filepath.Join(root, "scripts", "infra.sh"), tt.infraSh+"\n")
 			write(t, filepath.Join(root, "scripts", "chaos.sh"), "exit 0\n")
+			write(t, filepath.Join(root, "scripts", "scram-restart-check.sh"), "exit 0\n")
 			write(t, filepath.Join(root, "bench", "go.mod"), "module bench\n")
 			write(t, filepath.Join(root, "bin", "chromium"), "#!/bin/sh\nexit 0\n")
 			write(t, filepath.Join(root, "bin", "go"), `#!/bin/sh
