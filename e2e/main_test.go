@@ -243,19 +243,35 @@ func startConnectors(ctx context.Context, log *slog.Logger) (stop func(), err er
 }
 
 // removeConnectors removes the four services' connectors and slots, when
-// there is a worker at KAFKA_CONNECT_URL; connect.Stop passes over what is
-// not there.
+// a worker answers at KAFKA_CONNECT_URL (infra.sh exports it before
+// connect-up has started one); connect.Stop passes over what is not there.
+// Without a worker no slot is read, and the built-in relay's start only
+// warns of one left behind.
 func removeConnectors(ctx context.Context) error {
 	base := os.Getenv("KAFKA_CONNECT_URL")
 	if running.Mode != infra.ModeEnvironment || base == "" {
 		return nil
 	}
+	if _, err := os.Stat(os.Getenv("KAFKA_CONNECT_PASSWORD_FILE")); err != nil {
+		return nil // connect-up writes it: no worker was ever started here
+	}
 	client, err := connect.Client(os.Getenv("KAFKA_CONNECT_USERNAME"), os.Getenv("KAFKA_CONNECT_PASSWORD_FILE"))
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	probe, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
+	req, err := http.NewRequestWithContext(probe, http.MethodGet, base, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil // no worker runs
+	}
+	resp.Body.Close()
+	ctx, stop := context.WithTimeout(ctx, 2*time.Minute)
+	defer stop()
 	for _, name := range []string{"order", "payment", "inventory", "shipping"} {
 		if err := connect.Stop(ctx, client, base, name, running.DatabaseURLs[name], os.Getenv("KAFKA_CONNECT_SECRETS_DIR")); err != nil {
 			return fmt.Errorf("remove what an earlier run left: %w", err)

@@ -20,6 +20,8 @@ SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 export CHOREO_INFRA_DIR KAFKA_PORT="${SCRAM_CHECK_PORT:-42092}" KAFKA_CONTROLLER_PORT="${SCRAM_CHECK_CONTROLLER_PORT:-42093}"
 CHOREO_INFRA_DIR="$(mktemp -d /tmp/choreo-scram-check.XXXXXX)"
 export KAFKA_START_TIMEOUT="${KAFKA_START_TIMEOUT:-90}"
+# One node of the version infra.sh pins, whatever the caller runs.
+unset KAFKA_BROKERS_COUNT KAFKA_VERSION
 infra() { bash "$SCRIPT_DIR/infra.sh" "$@"; }
 cleanup() { infra kafka-stop >/dev/null 2>&1 || true; rm -rf "$CHOREO_INFRA_DIR"; }
 trap cleanup EXIT

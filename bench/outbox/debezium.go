@@ -13,6 +13,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/choreo-saga/choreo/internal/connect"
+	"github.com/choreo-saga/choreo/pkg/broker"
 	"github.com/choreo-saga/choreo/pkg/outbox"
 )
 
@@ -55,6 +56,11 @@ func (c *debeziumContender) Prepare(ctx context.Context, e *env) error {
 	// not its WAL position: remove it first.
 	if err := connect.Stop(ctx, client, c.base, c.user, e.url, c.secrets); err != nil {
 		return fmt.Errorf("remove an earlier connector: %w", err)
+	}
+	// Its heartbeats need a topic of their own: choreoctl kafka-acls makes
+	// them for the services only, and the brokers create none on a write.
+	if err := broker.EnsureTopicsWith(ctx, e.kafka, "bench", broker.DefaultTopicSettings(), outbox.HeartbeatTopic(c.user)); err != nil {
+		return err
 	}
 	if _, err := connect.Start(ctx, client, c.base, c.user, e.url, connect.Secrets{Dir: c.secrets, KafkaPassword: password}, log); err != nil {
 		return err

@@ -285,3 +285,34 @@ func TestApplyRemovesStaleACLs(t *testing.T) {
 		t.Errorf("payment refused on its own topic after Apply: %v", err)
 	}
 }
+
+// TestHeartbeatTopicsExist: every service's Debezium heartbeat topic is
+// there once kafka-acls ran (the brokers create none on a write, and a
+// connector whose heartbeat cannot be sent fails), kept an hour; a second
+// run finds them and changes nothing.
+func TestHeartbeatTopicsExist(t *testing.T) {
+	admin := testenv.Admin(t)
+	for range 2 {
+		if err := kafkaacl.CreateHeartbeatTopics(admin); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var want []string
+	for _, g := range kafkaacl.Grants {
+		if g.User != "tracker" && g.User != "connect" {
+			want = append(want, outbox.HeartbeatTopic(g.User))
+		}
+	}
+	if len(want) != 4 {
+		t.Fatalf("heartbeat topics of %d services, want the four that emit", len(want))
+	}
+	for _, topic := range want {
+		entries, err := admin.DescribeConfig(sarama.ConfigResource{Type: sarama.TopicResource, Name: topic, ConfigNames: []string{"retention.ms"}})
+		if err != nil {
+			t.Fatalf("%s: %v", topic, err)
+		}
+		if len(entries) != 1 || entries[0].Value != "3600000" {
+			t.Errorf("%s: retention.ms %v, want 3600000", topic, entries)
+		}
+	}
+}

@@ -116,10 +116,16 @@ func unsent(dbs []*sqlx.DB, marks []outbox.SweepMark) (int, string) {
 			return 0, fmt.Sprintf("look up the outbox trigger: %v", err)
 		}
 		if debezium {
-			var slot string
-			if err := db.Get(&slot, `SELECT coalesce(min(slot_name), '') FROM pg_replication_slots WHERE database = current_database() AND slot_type = 'logical'`); err != nil {
+			// One service, one slot: with another, which one says what
+			// the connector has published would be a guess.
+			var slots []string
+			if err := db.Select(&slots, `SELECT slot_name FROM pg_replication_slots WHERE database = current_database() AND slot_type = 'logical'`); err != nil {
 				return 0, fmt.Sprintf("look up the slot: %v", err)
 			}
+			if len(slots) != 1 {
+				return 0, fmt.Sprintf("%d logical slots in the database (%v), want Debezium's one", len(slots), slots)
+			}
+			slot := slots[0]
 			n, err := outbox.Unconfirmed(context.Background(), db, slot, &marks[i])
 			if err != nil {
 				return 0, fmt.Sprintf("unconfirmed rows: %v", err)
