@@ -364,37 +364,17 @@ func send(ctx context.Context, client *http.Client, method, u string, body any) 
 	return nil
 }
 
-// Running reports whether the connector name and its one task run on the
-// worker at base.
+// Running reports whether the connector name and its task run on the
+// worker at base, and says why a failed task failed.
 func Running(ctx context.Context, client *http.Client, base, name string) (bool, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(base, "/")+"/connectors/"+url.PathEscape(name)+"/status", nil)
+	st, err := outbox.ReadConnector(ctx, client, base, name)
 	if err != nil {
-		return false, fmt.Errorf("connect: %s: %w", name, err)
+		return false, fmt.Errorf("connect: %w", err)
 	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return false, fmt.Errorf("connect: status of %s: %w", name, err)
+	if st.Failure != "" {
+		return false, fmt.Errorf("connect: %s's task failed: %s", name, st.Failure)
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode == http.StatusNotFound {
-		return false, nil
-	}
-	var s struct {
-		Connector struct{ State string } `json:"connector"`
-		Tasks     []struct {
-			State string `json:"state"`
-			Trace string `json:"trace"`
-		} `json:"tasks"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&s); err != nil {
-		return false, fmt.Errorf("connect: status of %s: %w", name, err)
-	}
-	for _, t := range s.Tasks {
-		if t.State == "FAILED" {
-			return false, fmt.Errorf("connect: %s's task failed: %s", name, firstLine(t.Trace))
-		}
-	}
-	return s.Connector.State == "RUNNING" && len(s.Tasks) > 0 && s.Tasks[0].State == "RUNNING", nil
+	return st.Running(), nil
 }
 
 // Restart restarts the connector name and its tasks on the worker at base.
@@ -407,9 +387,4 @@ func Restart(ctx context.Context, client *http.Client, base, name string) error 
 // there is not an error.
 func Delete(ctx context.Context, client *http.Client, base, name string) error {
 	return call(ctx, client, http.MethodDelete, base, name, "")
-}
-
-func firstLine(s string) string {
-	line, _, _ := strings.Cut(s, "\n")
-	return line
 }

@@ -104,16 +104,16 @@ type topicPartition struct {
 }
 
 // unsent counts the outboxes' rows that are neither sent nor refused.
-// Under Debezium (its trigger outbox_cdc is there) a published row stays
+// Under Debezium (outbox.DebeziumPublishes) a published row stays
 // until the service sweeps it: there it counts the rows the database's
 // slot has not confirmed (outbox.Unconfirmed, under marks[i], which a
 // second call in the round keeps: it then asks what was written since).
 func unsent(dbs []*sqlx.DB, marks []outbox.SweepMark) (int, string) {
 	total := 0
 	for i, db := range dbs {
-		var debezium bool
-		if err := db.Get(&debezium, `SELECT EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = 'outbox_cdc' AND tgrelid = 'outbox'::regclass)`); err != nil {
-			return 0, fmt.Sprintf("look up the outbox trigger: %v", err)
+		debezium, err := outbox.DebeziumPublishes(context.Background(), db)
+		if err != nil {
+			return 0, err.Error()
 		}
 		if debezium {
 			// One service, one slot: with another, which one says what

@@ -144,12 +144,8 @@ func Unpublish(ctx context.Context, db *sqlx.DB) error {
 		return fmt.Errorf("outbox: unpublish: %w", err)
 	}
 	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
-	var exists bool
-	if err := tx.GetContext(ctx, &exists, `SELECT EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = 'outbox_cdc' AND tgrelid = 'outbox'::regclass)`); err != nil {
-		return fmt.Errorf("outbox: look up trigger: %w", err)
-	}
-	if !exists {
-		return nil
+	if exists, err := DebeziumPublishes(ctx, tx); err != nil || !exists {
+		return err
 	}
 	if _, err := tx.ExecContext(ctx, `DROP TRIGGER outbox_cdc ON outbox`); err != nil {
 		return fmt.Errorf("outbox: drop trigger: %w", err)
@@ -160,9 +156,9 @@ func Unpublish(ctx context.Context, db *sqlx.DB) error {
 	return tx.Commit()
 }
 
-// debeziumPublishes reports whether Debezium publishes q's outbox: the
+// DebeziumPublishes reports whether Debezium publishes q's outbox: the
 // trigger that handOver installs and Unpublish drops exists.
-func debeziumPublishes(ctx context.Context, q sqlx.QueryerContext) (bool, error) {
+func DebeziumPublishes(ctx context.Context, q sqlx.QueryerContext) (bool, error) {
 	var exists bool
 	if err := sqlx.GetContext(ctx, q, &exists, `SELECT EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = 'outbox_cdc' AND tgrelid = 'outbox'::regclass)`); err != nil {
 		return false, fmt.Errorf("outbox: look up trigger: %w", err)
@@ -229,7 +225,7 @@ func Sweep(ctx context.Context, db *sqlx.DB, service string, log *slog.Logger) e
 	var (
 		mark    SweepMark
 		halted  bool
-		checked = time.Now()
+		refused = newRefusedLog(ctx, db, log)
 	)
 	var quiet quietWriters
 	defer quiet.release()
@@ -243,7 +239,7 @@ func Sweep(ctx context.Context, db *sqlx.DB, service string, log *slog.Logger) e
 		case <-t.C:
 		}
 		quiet.hold(ctx, db, log)
-		checked = sweepRefused(ctx, db, service, checked, log)
+		refused.look(ctx, db, service)
 		if halted {
 			log.Error("Debezium's replication slot was gone or lost: the outbox is not swept; switch to OUTBOX_RELAY=builtin to publish what it may have missed", "slot", Slot(service))
 			continue
@@ -344,35 +340,4 @@ func newMark(ctx context.Context, db *sqlx.DB) (SweepMark, error) {
 		return m, fmt.Errorf("outbox: sweep mark: %w", err)
 	}
 	return m, nil
-}
-
-// sweepRefused sets the refused rows' gauge and logs each row the trigger
-// refused since the last look, as the built-in relay logs the rows it
-// refuses, and returns when it looked.
-func sweepRefused(ctx context.Context, db *sqlx.DB, service string, since time.Time, log *slog.Logger) time.Time {
-	now := time.Now()
-	var count int64
-	if err := db.GetContext(ctx, &count, `SELECT count(*) FROM outbox WHERE sent_at IS NULL AND refused_at IS NOT NULL`); err != nil {
-		if ctx.Err() == nil {
-			log.Warn("could not count the refused outbox rows", "err", err)
-		}
-		return since
-	}
-	refusedRows.WithLabelValues(service).Set(float64(count))
-	var rows []struct {
-		ID        int64  `db:"id"`
-		Topic     string `db:"topic"`
-		EventID   string `db:"event_id"`
-		LastError string `db:"last_error"`
-	}
-	if err := db.SelectContext(ctx, &rows, `
-		SELECT id, topic, coalesce(event_id, '') AS event_id, coalesce(last_error, '') AS last_error
-		FROM outbox WHERE sent_at IS NULL AND refused_at >= $1 ORDER BY id LIMIT 100`, since); err != nil {
-		return since
-	}
-	for _, rw := range rows {
-		log.Error("outbox row refused: Kafka will never accept it; fix the cause, then retry it (choreoctl outbox-retry)",
-			"row_id", rw.ID, "topic", rw.Topic, "event_id", rw.EventID, "err", rw.LastError)
-	}
-	return now
 }

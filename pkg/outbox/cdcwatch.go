@@ -136,6 +136,9 @@ type ConnectorState struct {
 	Connector string
 	// Tasks holds each task's state, in the worker's order.
 	Tasks []string
+	// Failure is the first line of the first failed task's trace: what
+	// an operator reads first.
+	Failure string
 }
 
 // Running says whether the connector and every task of it run: a RUNNING
@@ -180,6 +183,7 @@ func ReadConnector(ctx context.Context, client *http.Client, base, name string) 
 		} `json:"connector"`
 		Tasks []struct {
 			State string `json:"state"`
+			Trace string `json:"trace"`
 		} `json:"tasks"`
 	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&status); err != nil {
@@ -191,6 +195,9 @@ func ReadConnector(ctx context.Context, client *http.Client, base, name string) 
 	st := ConnectorState{Connector: status.Connector.State}
 	for _, t := range status.Tasks {
 		st.Tasks = append(st.Tasks, t.State)
+		if t.State == "FAILED" && st.Failure == "" {
+			st.Failure, _, _ = strings.Cut(t.Trace, "\n")
+		}
 	}
 	return st, nil
 }

@@ -180,3 +180,21 @@ func TestConnectorNameIsConnects(t *testing.T) {
 		t.Errorf("connect.For names the connector %q, outbox.ConnectorName %q", c.Name, outbox.ConnectorName("payment"))
 	}
 }
+
+// TestReadConnectorSaysWhyATaskFailed: a failed task's state carries the
+// first line of its trace, the exception an operator reads first.
+func TestReadConnectorSaysWhyATaskFailed(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `{"name":"x","connector":{"state":"RUNNING"},"tasks":[
+			{"id":0,"state":"RUNNING"},
+			{"id":1,"state":"FAILED","trace":"org.apache.kafka.connect.errors.ConnectException: boom\n\tat Worker.run(Worker.java:1)"}]}`)
+	}))
+	defer srv.Close()
+	st, err := outbox.ReadConnector(context.Background(), srv.Client(), srv.URL, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "org.apache.kafka.connect.errors.ConnectException: boom"; st.Failure != want || st.Running() {
+		t.Errorf("state %+v, want Failure %q and not running", st, want)
+	}
+}

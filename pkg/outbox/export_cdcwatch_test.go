@@ -44,3 +44,10 @@ func ConnectorGauges(service string) map[string]float64 {
 
 // SetConnector sets service's connector gauges to st.
 func SetConnector(service string, st ConnectorState) { setConnector(service, st) }
+
+// RefusedLook returns one look at db's refused rows as each round of Sweep
+// takes it, starting now.
+func RefusedLook(ctx context.Context, db *sqlx.DB, log *slog.Logger) func(service string) {
+	l := newRefusedLog(ctx, db, log)
+	return func(service string) { l.look(ctx, db, service) }
+}

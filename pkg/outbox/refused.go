@@ -84,7 +84,7 @@ func Retry(ctx context.Context, db *sqlx.DB, id int64) (retried bool, err error)
 		return false, fmt.Errorf("outbox: retry row %d: %w", id, err)
 	}
 	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
-	debezium, err := debeziumPublishes(ctx, tx)
+	debezium, err := DebeziumPublishes(ctx, tx)
 	if err != nil {
 		return false, err
 	}

@@ -96,13 +96,14 @@ func WaitAtRest(ctx context.Context, conn broker.Conn, databases map[string]stri
 }
 
 // unsent counts the outbox rows not sent, refused ones included: a refused
-// row is a message that never left. Under Debezium (its trigger outbox_cdc
-// is on the table) a published row stays until the service sweeps it: there
-// it is the rows the slot has not confirmed (outbox.Unconfirmed).
+// row is a message that never left. Under Debezium
+// (outbox.DebeziumPublishes) a published row stays until the service
+// sweeps it: there it is the rows the slot has not confirmed
+// (outbox.Unconfirmed).
 func unsent(ctx context.Context, db *sqlx.DB, service string, mark *outbox.SweepMark) (int, error) {
-	var debezium bool
-	if err := db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = 'outbox_cdc' AND tgrelid = 'outbox'::regclass)`).Scan(&debezium); err != nil {
-		return 0, fmt.Errorf("look up the outbox trigger: %w", err)
+	debezium, err := outbox.DebeziumPublishes(ctx, db)
+	if err != nil {
+		return 0, err
 	}
 	var n int
 	if debezium {
@@ -112,7 +113,7 @@ func unsent(ctx context.Context, db *sqlx.DB, service string, mark *outbox.Sweep
 		unconfirmed, err := outbox.Unconfirmed(ctx, db, outbox.Slot(service), mark)
 		return n + unconfirmed, err
 	}
-	err := db.QueryRowContext(ctx, `SELECT count(*) FROM outbox WHERE sent_at IS NULL`).Scan(&n)
+	err = db.QueryRowContext(ctx, `SELECT count(*) FROM outbox WHERE sent_at IS NULL`).Scan(&n)
 	return n, err
 }
 
