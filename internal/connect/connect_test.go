@@ -39,7 +39,8 @@ func TestConsumersCannotTellTheRelaysApart(t *testing.T) {
 	builtin := topics(t, "test.builtin-"+id)
 	debezium := topics(t, "test.debezium-"+id)
 	service := "test_" + id
-	password := producer(t, service, debezium["events"], debezium["dlq"])
+	granted := []string{debezium["events"], debezium["dlq"]}
+	password := producer(t, service, granted...)
 
 	// Eight orders: a partitioner other than the Java client's would put
 	// some key elsewhere.
@@ -91,7 +92,7 @@ func TestConsumersCannotTellTheRelaysApart(t *testing.T) {
 	testenv.Background(t, "the relay", 10*time.Second, relay.Run)
 
 	cdcDB := database(t)
-	register(t, w, cdcDB, service, password)
+	register(t, w, cdcDB, service, password, granted...)
 
 	// One event written outside any trace: it has no traceparent.
 	untraced, err := events.New("order", uuid.NewString(), events.OrderCancelled{Reason: events.ReasonCustomerCancelled}, time.Now())
@@ -235,8 +236,9 @@ func database(t *testing.T) db {
 
 // register runs service's connector for d until the test ends
 // (connect.Start, then connect.Stop), producing as the Kafka user service
-// with password, and what a service on Debezium runs (outbox.Start).
-func register(t *testing.T, w testenv.ConnectWorker, d db, service, password string) connect.Connector {
+// with password, which may write topics, and what a service on Debezium
+// runs (outbox.Start).
+func register(t *testing.T, w testenv.ConnectWorker, d db, service, password string, topics ...string) connect.Connector {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -253,7 +255,7 @@ func register(t *testing.T, w testenv.ConnectWorker, d db, service, password str
 	}
 	// What the service does at its start on OUTBOX_RELAY=debezium: take
 	// the outbox over, then sweep until it stops.
-	run, closeFn, err := outbox.Start(ctx, outbox.RelayDebezium, service, d.DB, d.url, "", nil, testenv.Logger(t))
+	run, closeFn, err := outbox.Start(ctx, outbox.StartConfig{Relay: outbox.RelayDebezium, Name: service, DB: d.DB, Topics: topics, Logger: testenv.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,7 +290,7 @@ func TestOneKeysOrderSurvivesAConnectorRestart(t *testing.T) {
 	topic := topics(t, "test.restart-"+id)["events"]
 	d := database(t)
 	service := "test_r" + id
-	register(t, w, d, service, producer(t, service, topic))
+	register(t, w, d, service, producer(t, service, topic), topic)
 
 	order := uuid.NewString()
 	const n = 200
@@ -362,7 +364,7 @@ func TestNoRowIsLostOrStallsTheConnector(t *testing.T) {
 	}
 	written = append(written, write(nil), write(nil))
 	service := "test_l" + id
-	register(t, w, d, service, producer(t, service, topic))
+	register(t, w, d, service, producer(t, service, topic), topic)
 	oversize := write(bytes.Repeat([]byte("x"), 1_100_000)) // over the default max.request.size, 1 MiB
 	written = append(written, write(nil))
 

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -94,8 +95,9 @@ func Publish(ctx context.Context, db *sqlx.DB) error {
 // inserted again, same topic, key, value and headers, in (txid, id) order,
 // so the slot decodes them ahead of anything written later. The lock that
 // creating the trigger takes holds writers off until the move commits.
-// It says how many rows it moved.
-func handOver(ctx context.Context, db *sqlx.DB) (moved int64, err error) {
+// The trigger refuses a row for any topic but topics, which the connector
+// may write. It says how many rows it moved.
+func handOver(ctx context.Context, db *sqlx.DB, topics []string) (moved int64, err error) {
 	tx, err := db.BeginTxx(ctx, nil)
 	if err != nil {
 		return 0, fmt.Errorf("outbox: hand over to Debezium: %w", err)
@@ -109,7 +111,7 @@ func handOver(ctx context.Context, db *sqlx.DB) (moved int64, err error) {
 		return 0, ErrBuiltinRelayRuns
 	}
 	if _, err := tx.ExecContext(ctx, `CREATE OR REPLACE TRIGGER outbox_cdc BEFORE INSERT ON outbox
-		FOR EACH ROW EXECUTE FUNCTION outbox_cdc('`+strconv.Itoa(MaxRecordBytes)+`')`); err != nil {
+		FOR EACH ROW EXECUTE FUNCTION outbox_cdc(`+triggerArgs(topics)+`)`); err != nil {
 		return 0, fmt.Errorf("outbox: create trigger: %w", err)
 	}
 	res, err := tx.ExecContext(ctx, `
@@ -126,6 +128,16 @@ func handOver(ctx context.Context, db *sqlx.DB) (moved int64, err error) {
 		return 0, fmt.Errorf("outbox: hand over to Debezium: %w", err)
 	}
 	return moved, nil
+}
+
+// triggerArgs are outbox_cdc's arguments (00004_cdc_topics.sql): the most
+// bytes a row may hold, then the topics it may name.
+func triggerArgs(topics []string) string {
+	args := []string{pq.QuoteLiteral(strconv.Itoa(MaxRecordBytes))}
+	for _, t := range topics {
+		args = append(args, pq.QuoteLiteral(t))
+	}
+	return strings.Join(args, ", ")
 }
 
 // ErrBuiltinRelayRuns is Start's answer on Debezium while a built-in relay

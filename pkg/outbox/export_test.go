@@ -8,6 +8,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/jmoiron/sqlx"
 )
 
 // Hooks for the tests in package outbox_test, which cannot live in this
@@ -145,5 +147,8 @@ func Awaken(r *Relay) error { return r.awaken(context.Background()) }
 // round, and reports whether it could: no writer that saw it awake runs.
 func Doze(r *Relay) (bool, error) { return r.doze(context.Background()) }
 
-// HandOver is Start's hand-over of the outbox to Debezium.
-var HandOver = handOver
+// HandOver is Start's hand-over of the outbox to Debezium, whose
+// connector may write topics.
+func HandOver(ctx context.Context, db *sqlx.DB, topics ...string) (int64, error) {
+	return handOver(ctx, db, topics)
+}
