@@ -89,7 +89,7 @@ func Publish(ctx context.Context, db *sqlx.DB) error {
 
 // handOver makes db's outbox Debezium's, in one transaction: it refuses
 // while a built-in relay leads (it would publish rows beside Debezium and
-// mark them sent), installs the trigger outbox_cdc (00003_cdc_confirmed.sql)
+// mark them sent), installs the trigger outbox_cdc (00004_cdc_topics.sql)
 // and moves the rows still pending that were written without it,
 // committed before the slot and so never decoded: each is deleted and
 // inserted again, same topic, key, value and headers, in (txid, id) order,
@@ -103,6 +103,9 @@ func handOver(ctx context.Context, db *sqlx.DB, topics []string) (moved int64, e
 		return 0, fmt.Errorf("outbox: hand over to Debezium: %w", err)
 	}
 	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1 # 'outbox'::regclass::oid::bigint)`, handOverID); err != nil {
+		return 0, fmt.Errorf("outbox: wait for another instance's hand-over: %w", err)
+	}
 	var free bool
 	if err := tx.GetContext(ctx, &free, `SELECT pg_try_advisory_xact_lock($1 # 'outbox'::regclass::oid::bigint)`, relayLockID); err != nil {
 		return 0, fmt.Errorf("outbox: look for a built-in relay: %w", err)
@@ -129,6 +132,11 @@ func handOver(ctx context.Context, db *sqlx.DB, topics []string) (moved int64, e
 	}
 	return moved, nil
 }
+
+// handOverID is the advisory lock, combined with the outbox table's oid,
+// that lets one hand-over run at a time: a second instance's would find
+// the first's hold of relayLockID and take it for a built-in relay's.
+const handOverID = 0x6f7574686e64 // "outhnd"
 
 // triggerArgs are outbox_cdc's arguments (00004_cdc_topics.sql): the most
 // bytes a row may hold, then the topics it may name.
