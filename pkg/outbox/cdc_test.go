@@ -203,6 +203,9 @@ func TestHandOverRefusesWhileABuiltinRelayLeads(t *testing.T) {
 		t.Fatal("the refused hand-over installed the trigger or moved the row")
 	}
 	r.Close()
+	// Its session ends on the server a moment after Close, its locks with it.
+	waitFor(t, db, "the relay's session to end", `SELECT NOT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted
+		AND database = (SELECT oid FROM pg_database WHERE datname = current_database()))`)
 	if moved, err := outbox.HandOver(ctx, db.DB, testTopics...); err != nil || moved != 1 {
 		t.Fatalf("hand-over once the relay stopped: moved %d, %v; want 1, nil", moved, err)
 	}
