@@ -1,8 +1,11 @@
 package outbox_test
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -39,13 +42,13 @@ type handOverResult struct {
 }
 
 // handOverInBackground runs a hand-over until it returns, within a minute.
-func handOverInBackground(t *testing.T, db *testDB) <-chan handOverResult {
+func handOverInBackground(t *testing.T, db *testDB, log *slog.Logger) <-chan handOverResult {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	done, finished := make(chan handOverResult, 1), make(chan struct{})
 	go func() {
 		defer close(finished)
-		moved, err := outbox.HandOver(ctx, db.DB, testTopics...)
+		moved, err := outbox.HandOverLogged(ctx, db.DB, log, testTopics...)
 		done <- handOverResult{moved, err}
 	}()
 	t.Cleanup(func() { cancel(); <-finished })
@@ -62,9 +65,9 @@ func TestConcurrentHandOversBothSucceed(t *testing.T) {
 	addID(t, db, "pending-1", []byte("v"))
 	addID(t, db, "pending-2", []byte("v"))
 	release := holdOutbox(t, db, "long")
-	first := handOverInBackground(t, db)
+	first := handOverInBackground(t, db, slog.New(slog.DiscardHandler))
 	waitFor(t, db, "the first hand-over to wait for the outbox", lockWaiter, "relation")
-	second := handOverInBackground(t, db)
+	second := handOverInBackground(t, db, slog.New(slog.DiscardHandler))
 	var early *handOverResult
 	for deadline := time.Now().Add(30 * time.Second); early == nil && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		var waits bool
@@ -102,4 +105,55 @@ func TestConcurrentHandOversBothSucceed(t *testing.T) {
 	if got, want := strings.Join(rows, ","), "long,pending-1,pending-2"; got != want {
 		t.Errorf("outbox rows after both hand-overs: %s, want %s, each once and marked", got, want)
 	}
+}
+
+// TestHandOverBehindALongTransactionLetsWritersThrough: CREATE TRIGGER
+// waits behind a transaction that wrote to the outbox, and every writer
+// queues behind its lock request; the hand-over gives up its request
+// after a lock timeout and tries again, saying why it waits, so a writer
+// gets through while the transaction runs, and the hand-over completes
+// once it ends, moving both rows.
+func TestHandOverBehindALongTransactionLetsWritersThrough(t *testing.T) {
+	db := newDB(t)
+	release := holdOutbox(t, db, "long")
+	var logs syncBuffer
+	done := handOverInBackground(t, db, slog.New(slog.NewTextHandler(&logs, nil)))
+	waitFor(t, db, "the hand-over to wait for the outbox", lockWaiter, "relation")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // generous: the lock timeout is 1s
+	defer cancel()
+	if err := outbox.Add(ctx, db, outbox.Message{Topic: "t.events", Value: []byte("v"), Headers: map[string]string{"event_id": "writer"}}); err != nil {
+		t.Fatalf("a writer behind the waiting hand-over: %v; want it through within 10s", err)
+	}
+	select {
+	case r := <-done:
+		t.Fatalf("the hand-over returned (moved %d, %v) while the transaction held the outbox", r.moved, r.err)
+	default:
+	}
+	release()
+	r := <-done
+	if r.err != nil || r.moved != 2 {
+		t.Fatalf("hand-over once the transaction ended: moved %d, %v; want 2, nil", r.moved, r.err)
+	}
+	if !strings.Contains(logs.String(), "waits") {
+		t.Errorf("the hand-over did not say it waits:\n%s", logs.String())
+	}
+}
+
+// syncBuffer is a bytes.Buffer a logger may write from another goroutine.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

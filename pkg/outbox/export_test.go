@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 
@@ -150,5 +151,10 @@ func Doze(r *Relay) (bool, error) { return r.doze(context.Background()) }
 // HandOver is Start's hand-over of the outbox to Debezium, whose
 // connector may write topics.
 func HandOver(ctx context.Context, db *sqlx.DB, topics ...string) (int64, error) {
-	return handOver(ctx, db, topics)
+	return handOver(ctx, db, topics, slog.New(slog.DiscardHandler))
+}
+
+// HandOverLogged is HandOver logging to log.
+func HandOverLogged(ctx context.Context, db *sqlx.DB, log *slog.Logger, topics ...string) (int64, error) {
+	return handOver(ctx, db, topics, log)
 }

@@ -69,7 +69,7 @@ func Start(ctx context.Context, cfg StartConfig) (run func(context.Context) erro
 		if err := AwaitSlot(ctx, db, Slot(name), log); err != nil {
 			return nil, nil, err
 		}
-		moved, err := handOver(ctx, db, cfg.Topics)
+		moved, err := handOver(ctx, db, cfg.Topics, log)
 		if err != nil {
 			return nil, nil, err
 		}
