@@ -101,7 +101,7 @@ func Publish(ctx context.Context, db *sqlx.DB) error {
 // A lock it waits for longer than handOverLockTimeout ends the attempt,
 // and it tries again after a pause, until ctx ends: writers queue behind
 // its request for the outbox's lock while it waits.
-func handOver(ctx context.Context, db *sqlx.DB, topics []string, log *slog.Logger) (moved int64, err error) {
+func handOver(ctx context.Context, db *sqlx.DB, topics []string, log *slog.Logger) (int64, error) {
 	pause := handOverRetry
 	for {
 		moved, err := handOverOnce(ctx, db, topics)
