@@ -22,7 +22,7 @@ import (
 // Kafka Connect worker at KAFKA_CONNECT_URL (scripts/infra.sh connect-up)
 // reading the WAL, and the service's own side (outbox.Start: the trigger,
 // the hand-over, the sweep). Its connector produces as the bench's Kafka
-// user, which may write the bench's topics. The connector is paused while
+// user, which may write the bench's topics (e.topics, the trigger's). The connector is paused while
 // the backlog is committed and resumed by Run, so the drain times Debezium
 // alone, as the other contenders start after their backlog.
 type debeziumContender struct {
@@ -65,7 +65,7 @@ func (c *debeziumContender) Prepare(ctx context.Context, e *env) error {
 	if _, err := connect.Start(ctx, client, c.base, c.user, e.url, connect.Secrets{Dir: c.secrets, KafkaPassword: password}, log); err != nil {
 		return err
 	}
-	run, _, err := outbox.Start(ctx, outbox.RelayDebezium, c.user, e.db, e.url, "", nil, log)
+	run, _, err := outbox.Start(ctx, outbox.StartConfig{Relay: outbox.RelayDebezium, Name: c.user, DB: e.db, Topics: e.topics, Logger: log})
 	if err != nil {
 		return err
 	}

@@ -23,11 +23,15 @@ type env struct {
 	url    string
 	kafka  broker.Conn
 	client sarama.Client
+	// topics are the drain's and the trickle's, named before Prepare (the
+	// Debezium contender's trigger refuses rows for any other topic) and
+	// created as each phase starts.
+	topics []string
 }
 
-// newEnv (re)creates database name next to baseURL's and connects to it
-// and to Kafka.
-func newEnv(ctx context.Context, baseURL, name string, kafka broker.Conn) (*env, error) {
+// newEnv (re)creates database name next to baseURL's, connects to it and
+// to Kafka, and names contender's topics.
+func newEnv(ctx context.Context, baseURL, name, contender string, kafka broker.Conn) (*env, error) {
 	admin, err := sqlx.ConnectContext(ctx, "postgres", baseURL)
 	if err != nil {
 		return nil, err
@@ -52,7 +56,9 @@ func newEnv(ctx context.Context, baseURL, name string, kafka broker.Conn) (*env,
 		db.Close()
 		return nil, err
 	}
-	return &env{db: db, url: u.String(), kafka: kafka, client: client}, nil
+	id := uuid.NewString()[:8]
+	topics := []string{"bench-" + contender + "-drain-" + id, "bench-" + contender + "-trickle-" + id}
+	return &env{db: db, url: u.String(), kafka: kafka, client: client, topics: topics}, nil
 }
 
 func (e *env) Close() {
@@ -60,9 +66,8 @@ func (e *env) Close() {
 	e.db.Close()
 }
 
-// topic creates a fresh topic with 3 partitions.
-func (e *env) topic(ctx context.Context, name string) (string, error) {
-	t := "bench-" + name + "-" + uuid.NewString()[:8]
+// topic creates topic t, fresh, with 3 partitions.
+func (e *env) topic(ctx context.Context, t string) (string, error) {
 	s := broker.DefaultTopicSettings()
 	s.Partitions = 3
 	if err := broker.EnsureTopicsWith(ctx, e.kafka, "outbox-bench", s, t); err != nil {

@@ -114,7 +114,7 @@ func report(out io.Writer, rs []result) {
 
 // measure runs both phases for c on a fresh database and topic.
 func measure(ctx context.Context, c contender, baseURL string, kafka broker.Conn, rows int, rate float64, trickle time.Duration) (result, error) {
-	e, err := newEnv(ctx, baseURL, "bench_"+c.Name(), kafka)
+	e, err := newEnv(ctx, baseURL, "bench_"+c.Name(), c.Name(), kafka)
 	if err != nil {
 		return result{}, err
 	}
@@ -132,7 +132,7 @@ func measure(ctx context.Context, c contender, baseURL string, kafka broker.Conn
 	r := result{name: c.Name()}
 
 	// Drain: the backlog is committed first, then the contender starts.
-	topic, err := e.topic(ctx, c.Name()+"-drain")
+	topic, err := e.topic(ctx, e.topics[0])
 	if err != nil {
 		return r, err
 	}
@@ -152,7 +152,7 @@ func measure(ctx context.Context, c contender, baseURL string, kafka broker.Conn
 	r.drainPerSec = float64(rows) / time.Since(start).Seconds()
 
 	// Trickle: the contender keeps running; rows arrive one by one.
-	topic, err = e.topic(ctx, c.Name()+"-trickle")
+	topic, err = e.topic(ctx, e.topics[1])
 	if err != nil {
 		return r, err
 	}

@@ -39,7 +39,8 @@ func TestConsumersCannotTellTheRelaysApart(t *testing.T) {
 	builtin := topics(t, "test.builtin-"+id)
 	debezium := topics(t, "test.debezium-"+id)
 	service := "test_" + id
-	password := producer(t, service, debezium["events"], debezium["dlq"])
+	granted := []string{debezium["events"], debezium["dlq"]}
+	password := producer(t, service, granted...)
 
 	// Eight orders: a partitioner other than the Java client's would put
 	// some key elsewhere.
@@ -91,7 +92,7 @@ func TestConsumersCannotTellTheRelaysApart(t *testing.T) {
 	testenv.Background(t, "the relay", 10*time.Second, relay.Run)
 
 	cdcDB := database(t)
-	register(t, w, cdcDB, service, password)
+	register(t, w, cdcDB, service, password, granted...)
 
 	// One event written outside any trace: it has no traceparent.
 	untraced, err := events.New("order", uuid.NewString(), events.OrderCancelled{Reason: events.ReasonCustomerCancelled}, time.Now())
@@ -235,8 +236,9 @@ func database(t *testing.T) db {
 
 // register runs service's connector for d until the test ends
 // (connect.Start, then connect.Stop), producing as the Kafka user service
-// with password, and what a service on Debezium runs (outbox.Start).
-func register(t *testing.T, w testenv.ConnectWorker, d db, service, password string) connect.Connector {
+// with password, which may write topics, and what a service on Debezium
+// runs (outbox.Start).
+func register(t *testing.T, w testenv.ConnectWorker, d db, service, password string, topics ...string) connect.Connector {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -253,7 +255,7 @@ func register(t *testing.T, w testenv.ConnectWorker, d db, service, password str
 	}
 	// What the service does at its start on OUTBOX_RELAY=debezium: take
 	// the outbox over, then sweep until it stops.
-	run, closeFn, err := outbox.Start(ctx, outbox.RelayDebezium, service, d.DB, d.url, "", nil, testenv.Logger(t))
+	run, closeFn, err := outbox.Start(ctx, outbox.StartConfig{Relay: outbox.RelayDebezium, Name: service, DB: d.DB, Topics: topics, Logger: testenv.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,7 +290,7 @@ func TestOneKeysOrderSurvivesAConnectorRestart(t *testing.T) {
 	topic := topics(t, "test.restart-"+id)["events"]
 	d := database(t)
 	service := "test_r" + id
-	register(t, w, d, service, producer(t, service, topic))
+	register(t, w, d, service, producer(t, service, topic), topic)
 
 	order := uuid.NewString()
 	const n = 200
@@ -332,17 +334,19 @@ func TestOneKeysOrderSurvivesAConnectorRestart(t *testing.T) {
 // TestNoRowIsLostOrStallsTheConnector: rows committed before the
 // connector's slot existed (the service ran on the built-in relay, Kafka
 // down) are published once the service starts on Debezium, in order; a row
-// over the worker producer's max.request.size is refused at insert instead
-// of killing the connector's task, and the row after it flows.
+// over the worker producer's max.request.size, or for a topic the service's
+// Kafka user may not write, is refused at insert instead of killing the
+// connector's task, and the row after it flows.
 func TestNoRowIsLostOrStallsTheConnector(t *testing.T) {
 	w := testenv.Connect(t)
 	id := strings.ReplaceAll(uuid.NewString(), "-", "")[:8]
 	topic := topics(t, "test.lossless-"+id)["events"]
+	other := topics(t, "test.lossless-other-"+id)["events"] // exists, but not the service's
 	d := database(t)
 	ctx := context.Background()
 	order := uuid.NewString()
 	var written []string
-	write := func(value []byte) string {
+	write := func(topic string, value []byte) string {
 		t.Helper()
 		e, err := events.New("order", order, events.OrderCancelled{Reason: events.ReasonCustomerCancelled}, time.Now())
 		if err != nil {
@@ -360,18 +364,19 @@ func TestNoRowIsLostOrStallsTheConnector(t *testing.T) {
 		}
 		return e.ID
 	}
-	written = append(written, write(nil), write(nil))
+	written = append(written, write(topic, nil), write(topic, nil))
 	service := "test_l" + id
-	register(t, w, d, service, producer(t, service, topic))
-	oversize := write(bytes.Repeat([]byte("x"), 1_100_000)) // over the default max.request.size, 1 MiB
-	written = append(written, write(nil))
+	register(t, w, d, service, producer(t, service, topic), topic)
+	oversize := write(topic, bytes.Repeat([]byte("x"), 1_100_000)) // over the default max.request.size, 1 MiB
+	denied := write(other, nil)
+	written = append(written, write(topic, nil))
 
 	var got []string
 	for _, m := range testenv.ReadAll(t, topic, len(written), time.Minute) {
 		got = append(got, testenv.Header(m, events.HeaderEventID))
 	}
 	if !slices.Equal(got, written) {
-		t.Errorf("Debezium published %q, want %q (the two written before its slot, then the one after the oversize row)", got, written)
+		t.Errorf("Debezium published %q, want %q (the two written before its slot, then the one after the refused rows)", got, written)
 	}
 	if ok, err := connect.Running(ctx, w.Client, w.URL, "choreo-"+service); err != nil || !ok {
 		t.Errorf("the connector runs: %v, %v; want true", ok, err)
@@ -380,7 +385,8 @@ func TestNoRowIsLostOrStallsTheConnector(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(refused) != 1 || refused[0].Bytes != 1_100_000 || !strings.Contains(refused[0].LastError, "too large") {
-		t.Errorf("refused rows %+v, want the oversize one (event %s)", refused, oversize)
+	if len(refused) != 2 || refused[0].Bytes != 1_100_000 || !strings.Contains(refused[0].LastError, "too large") ||
+		refused[1].Topic != other || !strings.Contains(refused[1].LastError, "not one this service's Debezium connector may write") {
+		t.Errorf("refused rows %+v, want the oversize one (event %s) and the one for %s (event %s)", refused, oversize, other, denied)
 	}
 }

@@ -99,7 +99,7 @@ func TestConfigReadBackHoldsNoPassword(t *testing.T) {
 	dbPassword := "db-" + kafkaacl.NewPassword()
 	u.User = url.UserPassword(u.User.Username(), dbPassword)
 	d.url = u.String()
-	c := register(t, w, d, service, kafkaPassword)
+	c := register(t, w, d, service, kafkaPassword, topic)
 
 	shown := map[string]string{}
 	for _, path := range []string{"/connectors/" + c.Name + "/config", "/connectors/" + c.Name + "/tasks", "/connectors?expand=info"} {

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/choreo-saga/choreo/internal/testenv"
+	"github.com/choreo-saga/choreo/pkg/events"
 	"github.com/choreo-saga/choreo/pkg/outbox"
 )
 
@@ -23,7 +24,7 @@ func TestWatchReadsARealConnector(t *testing.T) {
 	id := strings.ReplaceAll(uuid.NewString(), "-", "")[:8]
 	d := database(t)
 	service := "test_w" + id
-	register(t, w, d, service, producer(t, service))
+	register(t, w, d, service, producer(t, service), events.DeadLetterTopic(service))
 	ctx := context.Background()
 	name := outbox.ConnectorName(service)
 
@@ -76,7 +77,7 @@ func TestHeartbeatsFreeTheWALOfAnIdleDatabase(t *testing.T) {
 	id := strings.ReplaceAll(uuid.NewString(), "-", "")[:8]
 	d := database(t)
 	service := "test_h" + id
-	register(t, w, d, service, producer(t, service))
+	register(t, w, d, service, producer(t, service), events.DeadLetterTopic(service))
 	if _, err := d.Exec(`CREATE TABLE noise (x int); INSERT INTO noise SELECT generate_series(1, 10000)`); err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -88,19 +89,64 @@ func Publish(ctx context.Context, db *sqlx.DB) error {
 
 // handOver makes db's outbox Debezium's, in one transaction: it refuses
 // while a built-in relay leads (it would publish rows beside Debezium and
-// mark them sent), installs the trigger outbox_cdc (00003_cdc_confirmed.sql)
+// mark them sent), installs the trigger outbox_cdc (00004_cdc_topics.sql)
 // and moves the rows still pending that were written without it,
 // committed before the slot and so never decoded: each is deleted and
 // inserted again, same topic, key, value and headers, in (txid, id) order,
 // so the slot decodes them ahead of anything written later. The lock that
 // creating the trigger takes holds writers off until the move commits.
-// It says how many rows it moved.
-func handOver(ctx context.Context, db *sqlx.DB) (moved int64, err error) {
+// The trigger refuses a row for any topic but topics, which the connector
+// may write. It says how many rows it moved.
+//
+// A lock it waits for longer than handOverLockTimeout ends the attempt,
+// and it tries again after a pause, until ctx ends: writers queue behind
+// its request for the outbox's lock while it waits.
+func handOver(ctx context.Context, db *sqlx.DB, topics []string, log *slog.Logger) (int64, error) {
+	pause := handOverRetry
+	for {
+		moved, err := handOverOnce(ctx, db, topics)
+		var pqErr *pq.Error
+		if !errors.As(err, &pqErr) || pqErr.Code != "55P03" { // lock_not_available
+			return moved, err
+		}
+		log.Warn("the hand-over to Debezium waits for a lock: a transaction on the outbox holds it (or another instance hands over); writers go on meanwhile",
+			"err", err, "retry_in", pause)
+		select {
+		case <-ctx.Done():
+			return 0, fmt.Errorf("outbox: hand over to Debezium: %w", ctx.Err())
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, handOverRetryMax)
+	}
+}
+
+// handOverLockTimeout bounds each of the hand-over's waits for a lock, and
+// so how long writers queue behind it; the pause between attempts starts
+// at handOverRetry and doubles up to handOverRetryMax.
+const (
+	handOverLockTimeout = time.Second
+	handOverRetry       = 100 * time.Millisecond
+	handOverRetryMax    = 5 * time.Second
+)
+
+// handOverID is the advisory lock, combined with the outbox table's oid,
+// that lets one hand-over run at a time: a second instance's would find
+// the first's hold of relayLockID and take it for a built-in relay's.
+const handOverID = 0x6f7574686e64 // "outhnd"
+
+// handOverOnce is one attempt of handOver.
+func handOverOnce(ctx context.Context, db *sqlx.DB, topics []string) (moved int64, err error) {
 	tx, err := db.BeginTxx(ctx, nil)
 	if err != nil {
 		return 0, fmt.Errorf("outbox: hand over to Debezium: %w", err)
 	}
 	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf(`SET LOCAL lock_timeout = %d`, handOverLockTimeout.Milliseconds())); err != nil {
+		return 0, fmt.Errorf("outbox: set the hand-over's lock timeout: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1 # 'outbox'::regclass::oid::bigint)`, handOverID); err != nil {
+		return 0, fmt.Errorf("outbox: wait for another instance's hand-over: %w", err)
+	}
 	var free bool
 	if err := tx.GetContext(ctx, &free, `SELECT pg_try_advisory_xact_lock($1 # 'outbox'::regclass::oid::bigint)`, relayLockID); err != nil {
 		return 0, fmt.Errorf("outbox: look for a built-in relay: %w", err)
@@ -109,7 +155,7 @@ func handOver(ctx context.Context, db *sqlx.DB) (moved int64, err error) {
 		return 0, ErrBuiltinRelayRuns
 	}
 	if _, err := tx.ExecContext(ctx, `CREATE OR REPLACE TRIGGER outbox_cdc BEFORE INSERT ON outbox
-		FOR EACH ROW EXECUTE FUNCTION outbox_cdc('`+strconv.Itoa(MaxRecordBytes)+`')`); err != nil {
+		FOR EACH ROW EXECUTE FUNCTION outbox_cdc(`+triggerArgs(topics)+`)`); err != nil {
 		return 0, fmt.Errorf("outbox: create trigger: %w", err)
 	}
 	res, err := tx.ExecContext(ctx, `
@@ -126,6 +172,16 @@ func handOver(ctx context.Context, db *sqlx.DB) (moved int64, err error) {
 		return 0, fmt.Errorf("outbox: hand over to Debezium: %w", err)
 	}
 	return moved, nil
+}
+
+// triggerArgs are outbox_cdc's arguments (00004_cdc_topics.sql): the most
+// bytes a row may hold, then the topics it may name.
+func triggerArgs(topics []string) string {
+	args := []string{pq.QuoteLiteral(strconv.Itoa(MaxRecordBytes))}
+	for _, t := range topics {
+		args = append(args, pq.QuoteLiteral(t))
+	}
+	return strings.Join(args, ", ")
 }
 
 // ErrBuiltinRelayRuns is Start's answer on Debezium while a built-in relay

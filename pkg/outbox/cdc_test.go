@@ -20,6 +20,9 @@ import (
 	"github.com/choreo-saga/choreo/pkg/outbox"
 )
 
+// testTopics are the topics the tests' Debezium connector may write.
+var testTopics = []string{"t.events", "t"}
+
 // addID stores a message whose event id is id, on topic "t.events".
 func addID(t *testing.T, db *testDB, id string, value []byte) {
 	t.Helper()
@@ -94,7 +97,7 @@ func TestSwitchingToDebeziumMovesThePendingRows(t *testing.T) {
 	}
 	slot := newSlot(t, db, "switch")
 	for range 2 { // a second instance's start moves nothing more
-		if _, err := outbox.HandOver(ctx, db.DB); err != nil {
+		if _, err := outbox.HandOver(ctx, db.DB, testTopics...); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -151,14 +154,14 @@ func TestSwitchingToDebeziumMovesThePendingRows(t *testing.T) {
 func TestSwitchingBackAndForthMovesWhatIsLeft(t *testing.T) {
 	db := newDB(t)
 	ctx := context.Background()
-	if _, err := outbox.HandOver(ctx, db.DB); err != nil {
+	if _, err := outbox.HandOver(ctx, db.DB, testTopics...); err != nil {
 		t.Fatal(err)
 	}
 	addID(t, db, "under-debezium", []byte("v"))
 	if err := outbox.Unpublish(ctx, db.DB); err != nil {
 		t.Fatal(err)
 	}
-	if moved, err := outbox.HandOver(ctx, db.DB); err != nil || moved != 1 {
+	if moved, err := outbox.HandOver(ctx, db.DB, testTopics...); err != nil || moved != 1 {
 		t.Fatalf("the switch back to Debezium moved %d rows, %v; want the 1 left pending", moved, err)
 	}
 }
@@ -189,7 +192,7 @@ func TestHandOverRefusesWhileABuiltinRelayLeads(t *testing.T) {
 		t.Fatal(err)
 	}
 	addID(t, db, "pending", []byte("v"))
-	if _, err := outbox.HandOver(ctx, db.DB); !errors.Is(err, outbox.ErrBuiltinRelayRuns) {
+	if _, err := outbox.HandOver(ctx, db.DB, testTopics...); !errors.Is(err, outbox.ErrBuiltinRelayRuns) {
 		t.Fatalf("hand-over while a built-in relay leads: %v, want ErrBuiltinRelayRuns", err)
 	}
 	var cdc bool
@@ -200,7 +203,10 @@ func TestHandOverRefusesWhileABuiltinRelayLeads(t *testing.T) {
 		t.Fatal("the refused hand-over installed the trigger or moved the row")
 	}
 	r.Close()
-	if moved, err := outbox.HandOver(ctx, db.DB); err != nil || moved != 1 {
+	// Its session ends on the server a moment after Close, its locks with it.
+	waitFor(t, db, "the relay's session to end", `SELECT NOT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted
+		AND database = (SELECT oid FROM pg_database WHERE datname = current_database()))`)
+	if moved, err := outbox.HandOver(ctx, db.DB, testTopics...); err != nil || moved != 1 {
 		t.Fatalf("hand-over once the relay stopped: moved %d, %v; want 1, nil", moved, err)
 	}
 }
@@ -214,7 +220,7 @@ func TestSweepDeletesOnlyWhatTheSlotConfirmed(t *testing.T) {
 	db := newDB(t)
 	ctx := context.Background()
 	slot := newSlot(t, db, "sweep")
-	if _, err := outbox.HandOver(ctx, db.DB); err != nil {
+	if _, err := outbox.HandOver(ctx, db.DB, testTopics...); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := db.ExecContext(ctx, `INSERT INTO outbox (topic, value) SELECT 't', 'old' FROM generate_series(1, 12000)`); err != nil {
@@ -327,7 +333,7 @@ func TestRetryUnderDebeziumReinserts(t *testing.T) {
 	db := newDB(t)
 	ctx := context.Background()
 	slot := newSlot(t, db, "retry")
-	if _, err := outbox.HandOver(ctx, db.DB); err != nil {
+	if _, err := outbox.HandOver(ctx, db.DB, testTopics...); err != nil {
 		t.Fatal(err)
 	}
 	addID(t, db, "fixed", []byte("v"))
@@ -391,7 +397,7 @@ func TestDebeziumModeWritersDoNotNotify(t *testing.T) {
 	if !notified() {
 		t.Fatal("an Add did not notify before the service started: the test cannot tell")
 	}
-	run, closeFn, err := outbox.Start(ctx, outbox.RelayDebezium, "quiet", db.DB, db.url, "", nil, testenv.Logger(t))
+	run, closeFn, err := outbox.Start(ctx, outbox.StartConfig{Relay: outbox.RelayDebezium, Name: "quiet", DB: db.DB, Topics: testTopics, Logger: testenv.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -413,7 +419,7 @@ func TestBuiltinStartWarnsOfALeftoverSlot(t *testing.T) {
 	var logs bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	noProducer := func() (sarama.SyncProducer, error) { return nil, errors.New("no producer in this test") }
-	if _, _, err := outbox.Start(context.Background(), outbox.RelayBuiltin, "left", db.DB, db.url, "", noProducer, log); err == nil {
+	if _, _, err := outbox.Start(context.Background(), outbox.StartConfig{Relay: outbox.RelayBuiltin, Name: "left", DB: db.DB, DatabaseURL: db.url, NewProducer: noProducer, Logger: log}); err == nil {
 		t.Fatal("Start without a producer did not fail")
 	}
 	if !strings.Contains(logs.String(), "level=ERROR") || !strings.Contains(logs.String(), "pg_drop_replication_slot('choreo_left')") {
@@ -429,7 +435,7 @@ func TestBuiltinStartRefusesWhileTheSlotIsRead(t *testing.T) {
 	db := newDB(t)
 	ctx := context.Background()
 	slot := newSlot(t, db, "read")
-	if _, err := outbox.HandOver(ctx, db.DB); err != nil {
+	if _, err := outbox.HandOver(ctx, db.DB, testTopics...); err != nil {
 		t.Fatal(err)
 	}
 	bins, _ := filepath.Glob("/usr/lib/postgresql/*/bin/pg_recvlogical")
@@ -454,7 +460,7 @@ func TestBuiltinStartRefusesWhileTheSlotIsRead(t *testing.T) {
 		return active
 	})
 	noProducer := func() (sarama.SyncProducer, error) { return nil, errors.New("no producer in this test") }
-	_, _, err = outbox.Start(ctx, outbox.RelayBuiltin, "read", db.DB, db.url, "", noProducer, testenv.Logger(t))
+	_, _, err = outbox.Start(ctx, outbox.StartConfig{Relay: outbox.RelayBuiltin, Name: "read", DB: db.DB, DatabaseURL: db.url, NewProducer: noProducer, Logger: testenv.Logger(t)})
 	if err == nil || !strings.Contains(err.Error(), "Debezium still reads slot "+slot) {
 		t.Fatalf("Start on the built-in relay: %v; want the refusal naming the slot", err)
 	}

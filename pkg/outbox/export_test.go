@@ -2,12 +2,15 @@ package outbox
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/jmoiron/sqlx"
 )
 
 // Hooks for the tests in package outbox_test, which cannot live in this
@@ -145,5 +148,13 @@ func Awaken(r *Relay) error { return r.awaken(context.Background()) }
 // round, and reports whether it could: no writer that saw it awake runs.
 func Doze(r *Relay) (bool, error) { return r.doze(context.Background()) }
 
-// HandOver is Start's hand-over of the outbox to Debezium.
-var HandOver = handOver
+// HandOver is Start's hand-over of the outbox to Debezium, whose
+// connector may write topics.
+func HandOver(ctx context.Context, db *sqlx.DB, topics ...string) (int64, error) {
+	return handOver(ctx, db, topics, slog.New(slog.DiscardHandler))
+}
+
+// HandOverLogged is HandOver logging to log.
+func HandOverLogged(ctx context.Context, db *sqlx.DB, log *slog.Logger, topics ...string) (int64, error) {
+	return handOver(ctx, db, topics, log)
+}

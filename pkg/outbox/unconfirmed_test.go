@@ -22,7 +22,7 @@ func TestUnconfirmedCountsWhatTheSlotHasNotConfirmed(t *testing.T) {
 	db := newDB(t)
 	ctx := context.Background()
 	slot := newSlot(t, db, "unconfirmed")
-	if _, err := outbox.HandOver(ctx, db.DB); err != nil {
+	if _, err := outbox.HandOver(ctx, db.DB, testTopics...); err != nil {
 		t.Fatal(err)
 	}
 	// advance moves the slot past every mark taken before, on a server

@@ -275,8 +275,12 @@ func run(ctx context.Context, cfg Config, spec Spec) error {
 	if err != nil {
 		return err
 	}
-	publish, closePublisher, err := outbox.Start(ctx, cfg.OutboxRelay, spec.Name, db, cfg.DatabaseURL, connectURL,
-		func() (sarama.SyncProducer, error) { return cfg.Kafka.NewSyncProducer(spec.Name) }, log)
+	publish, closePublisher, err := outbox.Start(ctx, outbox.StartConfig{
+		Relay: cfg.OutboxRelay, Name: spec.Name, DB: db, DatabaseURL: cfg.DatabaseURL, ConnectURL: connectURL,
+		Topics:      []string{spec.Produces, dlq}, // what its Kafka user may write (kafkaacl)
+		NewProducer: func() (sarama.SyncProducer, error) { return cfg.Kafka.NewSyncProducer(spec.Name) },
+		Logger:      log,
+	})
 	if err != nil {
 		return err
 	}
