@@ -105,8 +105,7 @@ func handOver(ctx context.Context, db *sqlx.DB, topics []string, log *slog.Logge
 	pause := handOverRetry
 	for {
 		moved, err := handOverOnce(ctx, db, topics)
-		var pqErr *pq.Error
-		if !errors.As(err, &pqErr) || pqErr.Code != "55P03" { // lock_not_available
+		if !lockTimedOut(err) {
 			return moved, err
 		}
 		log.Warn("the hand-over to Debezium waits for a lock: a transaction on the outbox holds it (or another instance hands over); writers go on meanwhile",
@@ -118,6 +117,13 @@ func handOver(ctx context.Context, db *sqlx.DB, topics []string, log *slog.Logge
 		}
 		pause = min(2*pause, handOverRetryMax)
 	}
+}
+
+// lockTimedOut reports whether err is PostgreSQL's lock_not_available:
+// lock_timeout ran out.
+func lockTimedOut(err error) bool {
+	var pqErr *pq.Error
+	return errors.As(err, &pqErr) && pqErr.Code == "55P03"
 }
 
 // handOverLockTimeout bounds each of the hand-over's waits for a lock, and
@@ -147,12 +153,14 @@ func handOverOnce(ctx context.Context, db *sqlx.DB, topics []string) (moved int6
 	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1 # 'outbox'::regclass::oid::bigint)`, handOverID); err != nil {
 		return 0, fmt.Errorf("outbox: wait for another instance's hand-over: %w", err)
 	}
-	var free bool
-	if err := tx.GetContext(ctx, &free, `SELECT pg_try_advisory_xact_lock($1 # 'outbox'::regclass::oid::bigint)`, relayLockID); err != nil {
+	// Not a try: a hand-over that just ended releases its locks one by one,
+	// and this one may wake for handOverID before the relay's lock is
+	// free. Only a built-in relay holds it for longer than the timeout.
+	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1 # 'outbox'::regclass::oid::bigint)`, relayLockID); err != nil {
+		if lockTimedOut(err) {
+			return 0, ErrBuiltinRelayRuns
+		}
 		return 0, fmt.Errorf("outbox: look for a built-in relay: %w", err)
-	}
-	if !free {
-		return 0, ErrBuiltinRelayRuns
 	}
 	if _, err := tx.ExecContext(ctx, `CREATE OR REPLACE TRIGGER outbox_cdc BEFORE INSERT ON outbox
 		FOR EACH ROW EXECUTE FUNCTION outbox_cdc(`+triggerArgs(topics)+`)`); err != nil {
