@@ -211,6 +211,35 @@ func TestHandOverRefusesWhileABuiltinRelayLeads(t *testing.T) {
 	}
 }
 
+// TestBuiltinRelayDoesNotLeadBesideDebezium: an instance still on the
+// built-in relay after the hand-over (a rolling switch) wins the relay's
+// lock once the hand-over has let it go; it publishes nothing beside
+// Debezium, and leads again once the outbox is handed back.
+func TestBuiltinRelayDoesNotLeadBesideDebezium(t *testing.T) {
+	db := newDB(t)
+	ctx := context.Background()
+	if _, err := outbox.HandOver(ctx, db.DB, testTopics...); err != nil {
+		t.Fatal(err)
+	}
+	addID(t, db, "debeziums", []byte("v"))
+	var sent []*sarama.ProducerMessage
+	r := newRelay(t, db, pubFunc(func(msgs []*sarama.ProducerMessage) error { sent = append(sent, msgs...); return nil }))
+	for range 3 {
+		if n, err := r.PublishOnce(ctx); err != nil || n != 0 {
+			t.Fatalf("a built-in relay beside Debezium published %d rows (%v), want none", n, err)
+		}
+	}
+	if len(sent) != 0 || outbox.Leader(t.Name()) != 0 {
+		t.Fatalf("sent %d messages, leader gauge %v; want nothing sent and no leader", len(sent), outbox.Leader(t.Name()))
+	}
+	if err := outbox.Unpublish(ctx, db.DB); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := publishSome(t, r); err != nil || n != 1 {
+		t.Fatalf("once handed back the relay published %d rows (%v), want 1", n, err)
+	}
+}
+
 // TestSweepDeletesOnlyWhatTheSlotConfirmed: a round deletes the rows of
 // the transactions that had ended when the previous round looked, and only
 // once the slot confirmed that WAL position: never a row the slot has not

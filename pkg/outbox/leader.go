@@ -73,6 +73,20 @@ func (r *Relay) lead(ctx context.Context) (*sqlx.Conn, error) {
 		}
 		return nil, nil
 	}
+	// Debezium's hand-over holds the lock only while it runs: an instance
+	// still on OUTBOX_RELAY=builtin may win it afterwards, and must not
+	// publish beside Debezium. Dropping the session drops the lock.
+	if debezium, err := DebeziumPublishes(ctx, conn); err != nil || debezium {
+		discard(conn)
+		if err != nil {
+			return nil, fmt.Errorf("outbox: elect: %w", err)
+		}
+		if time.Since(r.besideDebezium) > time.Minute {
+			r.besideDebezium = time.Now()
+			r.log.Error("Debezium publishes this outbox, so this built-in relay does not: stop this instance, or every instance on debezium (docs/transactional-outbox.md)")
+		}
+		return nil, nil
+	}
 	r.conn = conn
 	r.leading.Store(true)
 	leaderGauge.WithLabelValues(r.cfg.Name).Set(1)

@@ -37,6 +37,9 @@ type Relay struct {
 	awake        bool                 // conn holds relayAwakeID: Add does not notify (notify.go)
 	blocked      blocked              // keys blocked after a failure (probe.go)
 	unknownSince map[string]time.Time // when each topic became unknown (unknowntopic.go)
+	// besideDebezium is when the relay last said it won't lead because
+	// Debezium publishes (leader.go).
+	besideDebezium time.Time
 }
 
 // NewRelay returns a Relay, or an error if cfg is incomplete.
