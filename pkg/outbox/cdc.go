@@ -96,26 +96,28 @@ func Publish(ctx context.Context, db *sqlx.DB) error {
 // so the slot decodes them ahead of anything written later. The lock that
 // creating the trigger takes holds writers off until the move commits.
 // The trigger refuses a row for any topic but topics, which the connector
-// may write. It says how many rows it moved.
+// may write; a moved row it refuses is logged. It says how many rows it
+// moved.
 //
-// A lock it waits for longer than handOverLockTimeout ends the attempt,
-// and it tries again after a pause, until ctx ends: writers queue behind
-// its request for the outbox's lock while it waits.
+// An attempt that waits longer than its lock timeout for the outbox ends,
+// and the next waits twice as long, up to handOverLockTimeoutMax: writers
+// queue behind its request for the lock while it waits. It logs which
+// sessions hold the lock, and tries until ctx ends.
 func handOver(ctx context.Context, db *sqlx.DB, topics []string, log *slog.Logger) (int64, error) {
-	pause := handOverRetry
+	timeout := handOverLockTimeout
 	for {
-		moved, err := handOverOnce(ctx, db, topics)
+		moved, err := handOverOnce(ctx, db, topics, timeout, log)
 		if !lockTimedOut(err) {
 			return moved, err
 		}
-		log.Warn("the hand-over to Debezium waits for a lock: a transaction on the outbox holds it (or another instance hands over); writers go on meanwhile",
-			"err", err, "retry_in", pause)
+		log.Warn("the hand-over to Debezium waits for the outbox's lock: these sessions hold it (or another instance hands over); writers go on meanwhile",
+			"err", err, "holders", outboxLockHolders(ctx, db), "next_timeout", min(2*timeout, handOverLockTimeoutMax))
 		select {
 		case <-ctx.Done():
 			return 0, fmt.Errorf("outbox: hand over to Debezium: %w", ctx.Err())
-		case <-time.After(pause):
+		case <-time.After(handOverRetry):
 		}
-		pause = min(2*pause, handOverRetryMax)
+		timeout = min(2*timeout, handOverLockTimeoutMax)
 	}
 }
 
@@ -126,35 +128,36 @@ func lockTimedOut(err error) bool {
 	return errors.As(err, &pqErr) && pqErr.Code == "55P03"
 }
 
-// handOverLockTimeout bounds each of the hand-over's waits for a lock, and
-// so how long writers queue behind it; the pause between attempts starts
-// at handOverRetry and doubles up to handOverRetryMax.
+// The hand-over's first wait for a lock, its longest, and the pause
+// between attempts.
 const (
-	handOverLockTimeout = time.Second
-	handOverRetry       = 100 * time.Millisecond
-	handOverRetryMax    = 5 * time.Second
+	handOverLockTimeout    = time.Second
+	handOverLockTimeoutMax = 16 * time.Second
+	handOverRetry          = 100 * time.Millisecond
 )
 
-// handOverID is the advisory lock, combined with the outbox table's oid,
-// that lets one hand-over run at a time: a second instance's would find
-// the first's hold of relayLockID and take it for a built-in relay's.
-const handOverID = 0x6f7574686e64 // "outhnd"
+// handOverKey is the advisory lock, with the outbox table's oid, that lets
+// one hand-over run at a time: a second instance's would find the first's
+// hold of relayLockID and take it for a built-in relay's. It is the
+// two-int4 form, whose keys never meet relayLockID's bigint ones.
+const handOverKey = 0x6f757468 // "outh"
 
-// handOverOnce is one attempt of handOver.
-func handOverOnce(ctx context.Context, db *sqlx.DB, topics []string) (moved int64, err error) {
+// handOverOnce is one attempt of handOver, waiting at most timeout for
+// each lock.
+func handOverOnce(ctx context.Context, db *sqlx.DB, topics []string, timeout time.Duration, log *slog.Logger) (moved int64, err error) {
 	tx, err := db.BeginTxx(ctx, nil)
 	if err != nil {
 		return 0, fmt.Errorf("outbox: hand over to Debezium: %w", err)
 	}
 	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
-	if _, err := tx.ExecContext(ctx, fmt.Sprintf(`SET LOCAL lock_timeout = %d`, handOverLockTimeout.Milliseconds())); err != nil {
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf(`SET LOCAL lock_timeout = %d`, timeout.Milliseconds())); err != nil {
 		return 0, fmt.Errorf("outbox: set the hand-over's lock timeout: %w", err)
 	}
-	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1 # 'outbox'::regclass::oid::bigint)`, handOverID); err != nil {
+	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1, 'outbox'::regclass::oid::int4)`, handOverKey); err != nil {
 		return 0, fmt.Errorf("outbox: wait for another instance's hand-over: %w", err)
 	}
 	// Not a try: a hand-over that just ended releases its locks one by one,
-	// and this one may wake for handOverID before the relay's lock is
+	// and this one may wake for handOverKey before the relay's lock is
 	// free. Only a built-in relay holds it for longer than the timeout.
 	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1 # 'outbox'::regclass::oid::bigint)`, relayLockID); err != nil {
 		if lockTimedOut(err) {
@@ -166,20 +169,48 @@ func handOverOnce(ctx context.Context, db *sqlx.DB, topics []string) (moved int6
 		FOR EACH ROW EXECUTE FUNCTION outbox_cdc(`+triggerArgs(topics)+`)`); err != nil {
 		return 0, fmt.Errorf("outbox: create trigger: %w", err)
 	}
-	res, err := tx.ExecContext(ctx, `
+	var rows []struct {
+		ID        int64  `db:"id"`
+		Topic     string `db:"topic"`
+		EventID   string `db:"event_id"`
+		LastError string `db:"last_error"`
+		Refused   bool   `db:"refused"`
+	}
+	if err := tx.SelectContext(ctx, &rows, `
 		WITH moved AS (
 			DELETE FROM outbox WHERE sent_at IS NULL AND refused_at IS NULL AND NOT cdc
-			RETURNING txid, id, topic, key, value, headers, created_at)
-		INSERT INTO outbox (topic, key, value, headers, created_at)
-		SELECT topic, key, value, headers, created_at FROM moved ORDER BY txid, id`)
-	if err != nil {
+			RETURNING txid, id, topic, key, value, headers, created_at),
+		inserted AS (
+			INSERT INTO outbox (topic, key, value, headers, created_at)
+			SELECT topic, key, value, headers, created_at FROM moved ORDER BY txid, id
+			RETURNING id, topic, coalesce(event_id, '') AS event_id, coalesce(last_error, '') AS last_error, refused_at IS NOT NULL AS refused)
+		SELECT * FROM inserted`); err != nil {
 		return 0, fmt.Errorf("outbox: move the pending rows: %w", err)
 	}
-	moved, _ = res.RowsAffected()
 	if err := tx.Commit(); err != nil {
 		return 0, fmt.Errorf("outbox: hand over to Debezium: %w", err)
 	}
-	return moved, nil
+	// Sweep's log of refused rows starts after this transaction: these
+	// are said here.
+	for _, rw := range rows {
+		if rw.Refused {
+			log.Error("outbox row refused: Kafka will never accept it; fix the cause, then retry it (choreoctl outbox-retry)",
+				"row_id", rw.ID, "topic", rw.Topic, "event_id", rw.EventID, "err", rw.LastError)
+		}
+	}
+	return int64(len(rows)), nil
+}
+
+// outboxLockHolders names the sessions holding a lock on the outbox, for
+// the hand-over's log; an empty list if it cannot tell.
+func outboxLockHolders(ctx context.Context, db *sqlx.DB) []string {
+	var holders []string
+	_ = db.SelectContext(ctx, &holders, `
+		SELECT format('pid %s (%s since %s): %s', a.pid, a.state, a.xact_start, left(a.query, 80))
+		FROM pg_locks l JOIN pg_stat_activity a USING (pid)
+		WHERE l.relation = 'outbox'::regclass AND l.granted AND a.pid <> pg_backend_pid()
+		ORDER BY a.xact_start`)
+	return holders
 }
 
 // triggerArgs are outbox_cdc's arguments (00004_cdc_topics.sql): the most

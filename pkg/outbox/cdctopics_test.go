@@ -1,7 +1,9 @@
 package outbox_test
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"slices"
 	"strings"
 	"testing"
@@ -80,5 +82,24 @@ func TestDebeziumRefusesRowsForTopicsTheConnectorCannotWrite(t *testing.T) {
 	}
 	if refusal := retry(); refusal != "" {
 		t.Errorf("row for nope.events retried once its topic is allowed: refused %q", refusal)
+	}
+}
+
+// TestAMovedRowRefusedAtTheHandOverIsLogged: a row pending from before the
+// slot, for a topic the connector may not write, is refused as the
+// hand-over moves it; the sweep's log of refused rows starts after the
+// hand-over, so the hand-over says it.
+func TestAMovedRowRefusedAtTheHandOverIsLogged(t *testing.T) {
+	db := newDB(t)
+	ctx := context.Background()
+	addRaw(t, db, outbox.Message{Topic: "nope.events", Value: []byte("v"), Headers: map[string]string{"event_id": "stray"}})
+	addRaw(t, db, outbox.Message{Topic: "svc.events", Value: []byte("v"), Headers: map[string]string{"event_id": "fine"}})
+	var buf bytes.Buffer
+	moved, err := outbox.HandOverLogged(ctx, db.DB, slog.New(slog.NewTextHandler(&buf, nil)), "svc.events")
+	if err != nil || moved != 2 {
+		t.Fatalf("hand-over moved %d rows, %v; want 2, nil", moved, err)
+	}
+	if log := buf.String(); strings.Count(log, "outbox row refused") != 1 || !strings.Contains(log, "event_id=stray") {
+		t.Errorf("the hand-over's log says, of refused rows:\n%s\nwant the stray row, once", log)
 	}
 }
