@@ -28,7 +28,8 @@ type refusedLog struct {
 }
 
 // newRefusedLog starts the log at now: rows refused before it were logged
-// by whoever ran then, and the gauge counts them.
+// by whoever ran then (the hand-over logs those it moved), and the gauge
+// counts them. If it cannot tell when now is, the first look does.
 func newRefusedLog(ctx context.Context, db *sqlx.DB, log *slog.Logger) *refusedLog {
 	l := &refusedLog{logged: map[int64]bool{}, log: log}
 	if m, err := newMark(ctx, db); err == nil {
@@ -54,6 +55,10 @@ func (l *refusedLog) look(ctx context.Context, db *sqlx.DB, service string) {
 	if err != nil {
 		return
 	}
+	if l.xmin == "" {
+		l.xmin = next.Xmin
+		return
+	}
 	var rows []struct {
 		ID        int64  `db:"id"`
 		Topic     string `db:"topic"`
@@ -64,7 +69,7 @@ func (l *refusedLog) look(ctx context.Context, db *sqlx.DB, service string) {
 	if err := db.SelectContext(ctx, &rows, `
 		SELECT id, topic, coalesce(event_id, '') AS event_id, coalesce(last_error, '') AS last_error,
 		       txid >= $2::xid8 AS recent
-		FROM outbox WHERE sent_at IS NULL AND refused_at IS NOT NULL AND txid >= coalesce(nullif($1, ''), '0')::xid8
+		FROM outbox WHERE sent_at IS NULL AND refused_at IS NOT NULL AND txid >= $1::xid8
 		ORDER BY id LIMIT $3`, l.xmin, next.Xmin, refusedLogBatch); err != nil {
 		return
 	}
@@ -79,6 +84,9 @@ func (l *refusedLog) look(ctx context.Context, db *sqlx.DB, service string) {
 		}
 		l.log.Error("outbox row refused: Kafka will never accept it; fix the cause, then retry it (choreoctl outbox-retry)",
 			"row_id", rw.ID, "topic", rw.Topic, "event_id", rw.EventID, "err", rw.LastError)
+	}
+	if len(rows) == refusedLogBatch {
+		l.log.Error("more outbox rows refused than logged here: list them with choreoctl outbox-refused", "logged", refusedLogBatch, "refused", count)
 	}
 	l.xmin, l.logged = next.Xmin, logged
 }
