@@ -11,9 +11,11 @@ package outbox
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -165,6 +167,10 @@ func handOverOnce(ctx context.Context, db *sqlx.DB, topics []string, timeout tim
 		}
 		return 0, fmt.Errorf("outbox: look for a built-in relay: %w", err)
 	}
+	topics, err = keepAllowed(ctx, tx, topics, log)
+	if err != nil {
+		return 0, err
+	}
 	if _, err := tx.ExecContext(ctx, `CREATE OR REPLACE TRIGGER outbox_cdc BEFORE INSERT ON outbox
 		FOR EACH ROW EXECUTE FUNCTION outbox_cdc(`+triggerArgs(topics)+`)`); err != nil {
 		return 0, fmt.Errorf("outbox: create trigger: %w", err)
@@ -211,6 +217,34 @@ func outboxLockHolders(ctx context.Context, db *sqlx.DB) []string {
 		WHERE l.relation = 'outbox'::regclass AND l.granted AND a.pid <> pg_backend_pid()
 		ORDER BY a.xact_start`)
 	return holders
+}
+
+// keepAllowed returns topics with the topics the trigger allows already,
+// in a rolling upgrade an instance of another version's: the trigger is
+// the last starter's, and an older instance restarting must not refuse the
+// rows of a topic a newer one writes (nor the reverse in a roll-back).
+// A topic no instance writes any more costs nothing allowed.
+func keepAllowed(ctx context.Context, tx *sqlx.Tx, topics []string, log *slog.Logger) ([]string, error) {
+	var args []byte
+	err := tx.GetContext(ctx, &args, `SELECT tgargs FROM pg_trigger WHERE tgname = 'outbox_cdc' AND tgrelid = 'outbox'::regclass`)
+	if errors.Is(err, sql.ErrNoRows) {
+		return topics, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("outbox: read the trigger's topics: %w", err)
+	}
+	// tgargs holds each argument followed by a NUL; the first is the size.
+	parts := strings.Split(strings.TrimSuffix(string(args), "\x00"), "\x00")
+	var kept []string
+	for _, t := range parts[min(1, len(parts)):] {
+		if !slices.Contains(topics, t) {
+			kept = append(kept, t)
+		}
+	}
+	if len(kept) > 0 {
+		log.Info("the outbox trigger keeps allowing topics an instance of another version writes", "topics", topics, "kept", kept)
+	}
+	return append(slices.Clone(topics), kept...), nil
 }
 
 // triggerArgs are outbox_cdc's arguments (00004_cdc_topics.sql): the most

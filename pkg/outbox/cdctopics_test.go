@@ -103,3 +103,27 @@ func TestAMovedRowRefusedAtTheHandOverIsLogged(t *testing.T) {
 		t.Errorf("the hand-over's log says, of refused rows:\n%s\nwant the stray row, once", log)
 	}
 }
+
+// TestAHandOverNeverNarrowsTheTopics: in a rolling upgrade the trigger is
+// the last starter's; an instance of an older version, which writes fewer
+// topics, must not refuse the rows of a topic a newer instance writes.
+func TestAHandOverNeverNarrowsTheTopics(t *testing.T) {
+	db := newDB(t)
+	ctx := context.Background()
+	if _, err := outbox.HandOver(ctx, db.DB, "svc.events", "svc.new"); err != nil { // the newer version
+		t.Fatal(err)
+	}
+	if _, err := outbox.HandOver(ctx, db.DB, "svc.events"); err != nil { // an older one restarts
+		t.Fatal(err)
+	}
+	for _, topic := range []string{"svc.events", "svc.new", "other.events"} {
+		addRaw(t, db, outbox.Message{Topic: topic, Value: []byte("v"), Headers: map[string]string{"event_id": topic}})
+	}
+	var refused []string
+	if err := db.Select(&refused, `SELECT topic FROM outbox WHERE refused_at IS NOT NULL ORDER BY topic`); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(refused, []string{"other.events"}) {
+		t.Errorf("refused rows for %v, want only other.events's", refused)
+	}
+}
