@@ -200,8 +200,7 @@ func handOverOnce(ctx context.Context, db *sqlx.DB, topics []string, timeout tim
 	// are said here.
 	for _, rw := range rows {
 		if rw.Refused {
-			log.Error("outbox row refused: Kafka will never accept it; fix the cause, then retry it (choreoctl outbox-retry)",
-				"row_id", rw.ID, "topic", rw.Topic, "event_id", rw.EventID, "err", rw.LastError)
+			logRefused(log, rw.ID, rw.Topic, rw.EventID, rw.LastError)
 		}
 	}
 	return int64(len(rows)), nil

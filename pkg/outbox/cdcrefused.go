@@ -82,8 +82,7 @@ func (l *refusedLog) look(ctx context.Context, db *sqlx.DB, service string) {
 		if l.logged[rw.ID] {
 			continue
 		}
-		l.log.Error("outbox row refused: Kafka will never accept it; fix the cause, then retry it (choreoctl outbox-retry)",
-			"row_id", rw.ID, "topic", rw.Topic, "event_id", rw.EventID, "err", rw.LastError)
+		logRefused(l.log, rw.ID, rw.Topic, rw.EventID, rw.LastError)
 	}
 	if len(rows) == refusedLogBatch {
 		l.log.Error("more outbox rows refused than logged here: list them with choreoctl outbox-refused", "logged", refusedLogBatch, "refused", count)

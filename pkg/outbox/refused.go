@@ -10,6 +10,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"regexp"
 	"time"
 
@@ -32,9 +33,15 @@ func (r *Relay) refuse(ctx context.Context, conn *sqlx.Conn, rw row, cause error
 	var headers map[string]any
 	_ = json.Unmarshal(rw.Headers, &headers) // best effort, for the log only
 	eventID, _ := headers[events.HeaderEventID].(string)
-	r.log.Error("outbox row refused: Kafka will never accept it; fix the cause, then retry it (choreoctl outbox-retry)",
-		"row_id", rw.ID, "topic", rw.Topic, "event_id", eventID, "err", cause)
+	logRefused(r.log, rw.ID, rw.Topic, eventID, cause)
 	return nil
+}
+
+// logRefused says loudly that row id, for topic, is refused and why: the
+// built-in relay's refusal and Debezium's trigger's say it the same way.
+func logRefused(log *slog.Logger, id int64, topic, eventID string, cause any) {
+	log.Error("outbox row refused: Kafka will never accept it; fix the cause, then retry it (choreoctl outbox-retry)",
+		"row_id", id, "topic", topic, "event_id", eventID, "err", cause)
 }
 
 // legalTopic reports whether topic follows Kafka's rule for topic names. A
