@@ -163,6 +163,11 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 		}
 		var res map[string]any
 		if err := c.do(ctx, targets[0], http.MethodPost, fmt.Sprintf("/admin/outbox/refused/%d/retry", *id), &res); err != nil {
+			// Refused again: the detail is the reason, for the operator.
+			var ae *apiError
+			if errors.As(err, &ae) && ae.Status == http.StatusConflict {
+				return fmt.Errorf("%s: %s", targets[0].name, ae.Detail)
+			}
 			return err
 		}
 		if *asJSON {

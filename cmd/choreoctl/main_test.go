@@ -38,6 +38,12 @@ func fakeAdmin(t *testing.T, parked bool) *httptest.Server {
 				{"seq":8,"service":"payment","key":"o-1","event_id":"e-2","event_type":"OrderCancelRequested","topic":"order.events","partition":2,"offset":41,"parked_at":"2026-12-01T10:00:01Z"}]}`))
 		case r.Method == http.MethodGet && r.URL.Path == "/admin/outbox/refused":
 			w.Write([]byte(`{"rows":[{"id":3,"topic":"payment.events","key":"o-9","bytes":2000000,"refused_at":"2026-12-01T10:00:00Z","last_error":"message too large"}]}`))
+		case r.Method == http.MethodPost && r.URL.Path == "/admin/outbox/refused/3/retry":
+			w.Write([]byte(`{"id":3,"retried":true}`))
+		case r.Method == http.MethodPost && r.URL.Path == "/admin/outbox/refused/4/retry":
+			w.Header().Set("Content-Type", "application/problem+json")
+			w.WriteHeader(http.StatusConflict)
+			w.Write([]byte(`{"status":409,"detail":"outbox row 4 refused again, left as it was: too large for Kafka; fix the cause, then retry it"}`))
 		case r.Method == http.MethodGet && r.URL.Path == "/admin/parked":
 			w.Write([]byte(`{"service":"order","orders":0,"rows":[]}`))
 		case r.Method == http.MethodPost && r.URL.Path == "/admin/parked/replay" && parked:
@@ -76,6 +82,10 @@ func TestChoreoctl(t *testing.T) {
 			nil, "404 nothing of order o-1 was ever parked"},
 		{"OutboxRowsOfEveryService", []string{services, "-token", "tok", "outbox-refused"},
 			[]string{"order    3   payment.events  o-9  2000000", "payment  3", "message too large"}, ""},
+		{"OutboxRetry", []string{services, "-token", "tok", "outbox-retry", "-service", "payment", "-id", "3"},
+			[]string{"payment: outbox row 3 back in line"}, ""},
+		{"OutboxRetryRefusedAgainSaysWhy", []string{services, "-token", "tok", "outbox-retry", "-service", "payment", "-id", "4"},
+			nil, "payment: outbox row 4 refused again, left as it was: too large for Kafka"},
 		{"NothingParked", []string{"-services=order=" + order.URL, "-token", "tok", "parked"}, []string{"nothing parked\n"}, ""},
 		{"NoDeadLetters", []string{"-services=order=" + order.URL, "-token", "tok", "dead-letters"}, []string{"no dead letters\n"}, ""},
 		{"TokenMissing", []string{services, "parked"}, nil, "401"},

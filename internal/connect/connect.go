@@ -195,21 +195,38 @@ func Start(ctx context.Context, client *http.Client, base, service, databaseURL 
 	if err := Register(ctx, client, base, c); err != nil {
 		return c, err
 	}
+	if err := awaitRunning(ctx, client, base, c.Name, log); err != nil {
+		return c, err
+	}
+	return c, outbox.AwaitSlot(ctx, db, outbox.Slot(service), log)
+}
+
+// awaitRunning waits until the connector name runs on the worker at base.
+// A worker that does not answer, or answers 5xx, is asked again: one may
+// do so for a moment after a registration, while it rebalances. A failed
+// connector or task, or a refused credential, ends the wait at once.
+func awaitRunning(ctx context.Context, client *http.Client, base, name string, log *slog.Logger) error {
+	last := ""
 	for {
-		ok, err := Running(ctx, client, base, c.Name)
-		if err != nil {
-			return c, err
-		}
-		if ok {
-			break
+		ok, err := Running(ctx, client, base, name)
+		var se *outbox.StatusError
+		switch {
+		case errors.As(err, &se) && se.Transient():
+			if err.Error() != last {
+				log.Warn("the Kafka Connect worker gives no status of the connector yet; asking again", "connector", name, "err", err)
+				last = err.Error()
+			}
+		case err != nil:
+			return err
+		case ok:
+			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return c, fmt.Errorf("connect: %s does not run: %w", c.Name, ctx.Err())
+			return fmt.Errorf("connect: %s does not run: %w", name, ctx.Err())
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-	return c, outbox.AwaitSlot(ctx, db, outbox.Slot(service), log)
 }
 
 // Stop undoes Start: it stops service's connector, deletes its offsets
@@ -365,14 +382,15 @@ func send(ctx context.Context, client *http.Client, method, u string, body any) 
 }
 
 // Running reports whether the connector name and its task run on the
-// worker at base, and says why a failed task failed.
+// worker at base, and says why a failed connector or task failed. An
+// error the worker's answer caused wraps an *outbox.StatusError.
 func Running(ctx context.Context, client *http.Client, base, name string) (bool, error) {
 	st, err := outbox.ReadConnector(ctx, client, base, name)
 	if err != nil {
 		return false, fmt.Errorf("connect: %w", err)
 	}
 	if st.Failure != "" {
-		return false, fmt.Errorf("connect: %s's task failed: %s", name, st.Failure)
+		return false, fmt.Errorf("connect: %s failed: %s", name, st.Failure)
 	}
 	return st.Running(), nil
 }

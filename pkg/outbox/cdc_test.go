@@ -356,8 +356,9 @@ func TestAwaitSlotWaitsForAConsistentPoint(t *testing.T) {
 }
 
 // TestRetryUnderDebeziumReinserts: an UPDATE is not decoded, so a retried
-// row is inserted again: a fixed one is decoded, one still too large is
-// refused again and is not.
+// row is inserted again: a fixed one is decoded; one still too large is
+// refused again, and the retry says so and leaves it as it was, id and
+// all, so that it can be retried once fixed.
 func TestRetryUnderDebeziumReinserts(t *testing.T) {
 	db := newDB(t)
 	ctx := context.Background()
@@ -376,16 +377,20 @@ func TestRetryUnderDebeziumReinserts(t *testing.T) {
 	if err != nil || len(refused) != 2 {
 		t.Fatalf("refused rows %+v, %v; want 2", refused, err)
 	}
-	for _, rw := range refused {
-		if ok, err := outbox.Retry(ctx, db.DB, rw.ID); err != nil || !ok {
-			t.Fatalf("retry row %d: %v, %v", rw.ID, ok, err)
-		}
+	fixed, oversize := refused[0], refused[1]
+	if ok, err := outbox.Retry(ctx, db.DB, fixed.ID); err != nil || !ok {
+		t.Fatalf("retry row %d: %v, %v", fixed.ID, ok, err)
+	}
+	ok, err := outbox.Retry(ctx, db.DB, oversize.ID)
+	var again *outbox.RefusedAgainError
+	if !errors.As(err, &again) || ok || again.ID != oversize.ID || !strings.Contains(again.Reason, "too large") {
+		t.Fatalf("retry of the oversize row %d: %v, %v; want a RefusedAgainError saying it is too large", oversize.ID, ok, err)
 	}
 	if got, want := inserts(decoded(t, db, slot), "outbox", "event_id"), append(before, "fixed"); !slices.Equal(got, want) {
 		t.Errorf("after the retries the slot decoded %q, want %q", got, want)
 	}
-	if refused, err := outbox.ListRefused(ctx, db, 10); err != nil || len(refused) != 1 || !strings.Contains(refused[0].LastError, "too large") {
-		t.Errorf("refused rows after the retries %+v, %v; want the oversize one again", refused, err)
+	if refused, err := outbox.ListRefused(ctx, db, 10); err != nil || len(refused) != 1 || refused[0].ID != oversize.ID || refused[0].LastError != oversize.LastError {
+		t.Errorf("refused rows after the retries %+v, %v; want the oversize one as it was, %+v", refused, err, oversize)
 	}
 }
 

@@ -30,10 +30,49 @@ func holdOutbox(t *testing.T, db *testDB, id string) (release func()) {
 	}
 }
 
+// thisDatabase limits a pg_locks query to the test's own database:
+// pg_locks is server-wide, and other tests run beside this one.
+const thisDatabase = `database = (SELECT oid FROM pg_database WHERE datname = current_database())`
+
 // lockWaiter is the query that answers true while someone waits for a
 // lock of kind ('relation' on the outbox, or 'advisory').
-const lockWaiter = `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE NOT granted AND locktype = $1
+const lockWaiter = `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE NOT granted AND locktype = $1 AND ` + thisDatabase + `
 	AND (locktype <> 'relation' OR relation = 'outbox'::regclass))`
+
+// advisoryKey is how pg_locks names an advisory lock, whichever form of
+// key (one int8 or two int4) took it.
+const advisoryKey = `classid::text || '/' || objid::text || '/' || objsubid::text`
+
+// relayLockKeys returns the advisory locks a built-in relay holds while it
+// leads, read from pg_locks rather than worked out from its key, so that a
+// change in how the key is formed does not make a test compare against a
+// key nobody takes.
+func relayLockKeys(t *testing.T, db *testDB) map[string]bool {
+	t.Helper()
+	r := newRelay(t, db, accept)
+	if _, err := r.PublishOnce(context.Background()); err != nil { // elected
+		t.Fatal(err)
+	}
+	pid, err := outbox.LeaderPID(r)
+	if err != nil || pid == 0 {
+		t.Fatalf("the relay's leader session: pid %d, %v; want it to lead", pid, err)
+	}
+	var keys []string
+	if err := db.Select(&keys, `SELECT `+advisoryKey+` FROM pg_locks WHERE locktype = 'advisory' AND granted AND pid = $1`, pid); err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) == 0 {
+		t.Fatal("the leading relay holds no advisory lock")
+	}
+	r.Close()
+	// Its session ends on the server a moment after Close, its locks with it.
+	waitFor(t, db, "the relay's session to end", `SELECT NOT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted AND `+thisDatabase+`)`)
+	held := map[string]bool{}
+	for _, k := range keys {
+		held[k] = true
+	}
+	return held
+}
 
 // handOverResult is what a hand-over run in the background returned.
 type handOverResult struct {
@@ -58,33 +97,44 @@ func handOverInBackground(t *testing.T, db *testDB, log *slog.Logger) <-chan han
 // TestConcurrentHandOversBothSucceed: two instances of one service
 // starting on Debezium at once both hand over; the second, which used to
 // take the first's hold of the relay's lock for a built-in relay's and
-// refuse, waits for the first and moves nothing more, so no row is
-// doubled. A long transaction keeps the first inside its hand-over.
+// refuse, waits for the first on the hand-over's own lock and moves
+// nothing more, so no row is doubled. A long transaction keeps the first
+// inside its hand-over.
 func TestConcurrentHandOversBothSucceed(t *testing.T) {
 	db := newDB(t)
+	relayKeys := relayLockKeys(t, db)
 	addID(t, db, "pending-1", []byte("v"))
 	addID(t, db, "pending-2", []byte("v"))
 	release := holdOutbox(t, db, "long")
 	first := handOverInBackground(t, db, slog.New(slog.DiscardHandler))
 	waitFor(t, db, "the first hand-over to wait for the outbox", lockWaiter, "relation")
 	second := handOverInBackground(t, db, slog.New(slog.DiscardHandler))
-	var early *handOverResult
-	for deadline := time.Now().Add(30 * time.Second); early == nil && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		var waits bool
-		if err := db.Get(&waits, lockWaiter, "advisory"); err != nil {
+	// Generous, yet inside the 15s for which the server lets the long
+	// transaction idle (pg.Open) before it ends it and frees the first.
+	var waitsOn []string
+	for deadline := time.Now().Add(10 * time.Second); len(waitsOn) == 0; time.Sleep(10 * time.Millisecond) {
+		if err := db.Select(&waitsOn, `SELECT `+advisoryKey+` FROM pg_locks WHERE NOT granted AND locktype = 'advisory' AND `+thisDatabase); err != nil {
 			t.Fatal(err)
 		}
-		if waits {
+		if len(waitsOn) > 0 {
 			break
 		}
 		select {
 		case r := <-second:
-			early = &r
+			t.Fatalf("the second hand-over returned (moved %d, %v) while the first was under way; want it to wait", r.moved, r.err)
 		default:
 		}
+		if time.Now().After(deadline) {
+			t.Fatal("waited 10s for the second hand-over to wait for an advisory lock")
+		}
 	}
-	if early != nil {
-		t.Fatalf("the second hand-over returned (moved %d, %v) while the first was under way; want it to wait", early.moved, early.err)
+	// Without the hand-over's own lock the second would wait on the
+	// relay's, which the first holds too, and could not tell the first
+	// from a built-in relay.
+	for _, k := range waitsOn {
+		if relayKeys[k] {
+			t.Fatalf("the second hand-over waits on the relay's lock (%s); want it to wait on the hand-over's own", k)
+		}
 	}
 	release()
 	var moved int64

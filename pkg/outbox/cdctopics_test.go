@@ -3,6 +3,7 @@ package outbox_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"slices"
 	"strings"
@@ -17,8 +18,8 @@ import (
 // topic and its dead-letter topic; a row for any other topic, or one no
 // topic may be named, would fail the connector's task on every restart
 // and stall every later event. The trigger refuses it at insert, naming
-// the topic and those allowed, and the slot never decodes it; a retry
-// refuses it again until a hand-over allows its topic.
+// the topic and those allowed, and the slot never decodes it; a retry is
+// refused again, saying so, until a hand-over allows its topic.
 func TestDebeziumRefusesRowsForTopicsTheConnectorCannotWrite(t *testing.T) {
 	db := newDB(t)
 	ctx := context.Background()
@@ -57,30 +58,25 @@ func TestDebeziumRefusesRowsForTopicsTheConnectorCannotWrite(t *testing.T) {
 	}
 
 	var id int64
-	retry := func() string {
-		t.Helper()
-		if ok, err := outbox.Retry(ctx, db.DB, id); err != nil || !ok {
-			t.Fatalf("retry row %d: %v, %v", id, ok, err)
-		}
-		var refusal string
-		if err := db.GetContext(ctx, &id, `SELECT max(id) FROM outbox WHERE topic = 'nope.events'`); err != nil {
-			t.Fatal(err)
-		}
-		if err := db.GetContext(ctx, &refusal, `SELECT coalesce(last_error, '') FROM outbox WHERE id = $1`, id); err != nil {
-			t.Fatal(err)
-		}
-		return refusal
-	}
 	if err := db.GetContext(ctx, &id, `SELECT id FROM outbox WHERE topic = 'nope.events'`); err != nil {
 		t.Fatal(err)
 	}
-	if refusal := retry(); !strings.Contains(refusal, "nope.events") {
-		t.Errorf("retried row for nope.events: last_error %q, want it refused again", refusal)
+	ok, err := outbox.Retry(ctx, db.DB, id)
+	var again *outbox.RefusedAgainError
+	if !errors.As(err, &again) || ok || !strings.Contains(again.Reason, `topic "nope.events" is not one`) {
+		t.Errorf("retry of the row for nope.events: %v, %v; want it refused again, saying why", ok, err)
 	}
 	if _, err := outbox.HandOver(ctx, db.DB, own, dlq, "nope.events"); err != nil { // its grant added
 		t.Fatal(err)
 	}
-	if refusal := retry(); refusal != "" {
+	if ok, err := outbox.Retry(ctx, db.DB, id); err != nil || !ok { // the same id: the refused retry changed nothing
+		t.Fatalf("retry row %d once its topic is allowed: %v, %v", id, ok, err)
+	}
+	var refusal string
+	if err := db.GetContext(ctx, &refusal, `SELECT coalesce(last_error, '') FROM outbox WHERE id = (SELECT max(id) FROM outbox WHERE topic = 'nope.events')`); err != nil {
+		t.Fatal(err)
+	}
+	if refusal != "" {
 		t.Errorf("row for nope.events retried once its topic is allowed: refused %q", refusal)
 	}
 }

@@ -136,10 +136,31 @@ type ConnectorState struct {
 	Connector string
 	// Tasks holds each task's state, in the worker's order.
 	Tasks []string
-	// Failure is the first line of the first failed task's trace: what
-	// an operator reads first.
+	// Failure is the first line of the trace of the connector, if it
+	// FAILED, or else of its first failed task: what an operator reads
+	// first. A failure without a trace still sets it ("task 1 FAILED (no
+	// trace)"), so a failure is never taken for a start still under way.
 	Failure string
 }
+
+// StatusError is ReadConnector's error when the worker gave no status:
+// Code is the HTTP status it answered, 0 if it did not answer.
+type StatusError struct {
+	Name string
+	Code int
+	Err  error
+}
+
+func (e *StatusError) Error() string {
+	return fmt.Sprintf("outbox: status of connector %s: %v", e.Name, e.Err)
+}
+
+func (e *StatusError) Unwrap() error { return e.Err }
+
+// Transient reports whether asking again may help: the worker did not
+// answer, or answered 5xx, as one does while it starts or rebalances. A
+// refused credential (401, 403) is not.
+func (e *StatusError) Transient() bool { return e.Code == 0 || e.Code >= 500 }
 
 // Running says whether the connector and every task of it run: a RUNNING
 // connector whose task FAILED publishes nothing.
@@ -157,7 +178,7 @@ func (s ConnectorState) Running() bool {
 
 // ReadConnector asks the worker at base (e.g. http://127.0.0.1:8183) for
 // connector name's status. A 404 is StateMissing; no answer, or one that
-// is not a status, is StateUnreachable with the error that says why.
+// is not a status, is StateUnreachable with a *StatusError that says why.
 func ReadConnector(ctx context.Context, client *http.Client, base, name string) (ConnectorState, error) {
 	unreachable := ConnectorState{Connector: StateUnreachable}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet,
@@ -167,7 +188,7 @@ func ReadConnector(ctx context.Context, client *http.Client, base, name string) 
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return unreachable, fmt.Errorf("outbox: status of connector %s: %w", name, err)
+		return unreachable, &StatusError{Name: name, Err: err}
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode == http.StatusNotFound {
@@ -175,31 +196,45 @@ func ReadConnector(ctx context.Context, client *http.Client, base, name string) 
 	}
 	if resp.StatusCode != http.StatusOK {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return unreachable, fmt.Errorf("outbox: status of connector %s: %s: %s", name, resp.Status, strings.TrimSpace(string(msg)))
+		return unreachable, &StatusError{Name: name, Code: resp.StatusCode, Err: fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(msg)))}
 	}
 	var status struct {
 		Connector struct {
 			State string `json:"state"`
+			Trace string `json:"trace"`
 		} `json:"connector"`
 		Tasks []struct {
+			ID    int    `json:"id"`
 			State string `json:"state"`
 			Trace string `json:"trace"`
 		} `json:"tasks"`
 	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&status); err != nil {
-		return unreachable, fmt.Errorf("outbox: status of connector %s: %w", name, err)
+		return unreachable, &StatusError{Name: name, Code: resp.StatusCode, Err: err}
 	}
 	if status.Connector.State == "" {
-		return unreachable, fmt.Errorf("outbox: status of connector %s: no connector state in the answer", name)
+		return unreachable, &StatusError{Name: name, Code: resp.StatusCode, Err: errors.New("no connector state in the answer")}
 	}
 	st := ConnectorState{Connector: status.Connector.State}
+	if st.Connector == "FAILED" {
+		st.Failure = failedWith("connector", status.Connector.Trace)
+	}
 	for _, t := range status.Tasks {
 		st.Tasks = append(st.Tasks, t.State)
 		if t.State == "FAILED" && st.Failure == "" {
-			st.Failure, _, _ = strings.Cut(t.Trace, "\n")
+			st.Failure = failedWith(fmt.Sprintf("task %d", t.ID), t.Trace)
 		}
 	}
 	return st, nil
+}
+
+// failedWith is what ConnectorState.Failure says of what (the connector, or
+// task N) that FAILED with trace.
+func failedWith(what, trace string) string {
+	if line, _, _ := strings.Cut(trace, "\n"); strings.TrimSpace(line) != "" {
+		return line
+	}
+	return what + " FAILED (no trace)"
 }
 
 // Watch keeps service's Debezium gauges current until ctx ends, reading

@@ -2,6 +2,7 @@ package outbox_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -182,19 +183,72 @@ func TestConnectorNameIsConnects(t *testing.T) {
 }
 
 // TestReadConnectorSaysWhyATaskFailed: a failed task's state carries the
-// first line of its trace, the exception an operator reads first.
+// first line of its trace, the exception an operator reads first; a
+// failure without a trace still says what failed, so that it is not taken
+// for a connector still starting.
 func TestReadConnectorSaysWhyATaskFailed(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprint(w, `{"name":"x","connector":{"state":"RUNNING"},"tasks":[
+	for _, tc := range []struct {
+		name, body, want string
+	}{
+		{"TaskTrace", `{"name":"x","connector":{"state":"RUNNING"},"tasks":[
 			{"id":0,"state":"RUNNING"},
-			{"id":1,"state":"FAILED","trace":"org.apache.kafka.connect.errors.ConnectException: boom\n\tat Worker.run(Worker.java:1)"}]}`)
-	}))
-	defer srv.Close()
-	st, err := outbox.ReadConnector(context.Background(), srv.Client(), srv.URL, "x")
-	if err != nil {
-		t.Fatal(err)
+			{"id":1,"state":"FAILED","trace":"org.apache.kafka.connect.errors.ConnectException: boom\n\tat Worker.run(Worker.java:1)"}]}`,
+			"org.apache.kafka.connect.errors.ConnectException: boom"},
+		{"TaskWithoutTrace", `{"name":"x","connector":{"state":"RUNNING"},"tasks":[{"id":0,"state":"RUNNING"},{"id":1,"state":"FAILED"}]}`,
+			"task 1 FAILED (no trace)"},
+		{"ConnectorWithoutTrace", `{"name":"x","connector":{"state":"FAILED"},"tasks":[]}`,
+			"connector FAILED (no trace)"},
+		{"ConnectorTrace", `{"name":"x","connector":{"state":"FAILED","trace":"java.lang.IllegalStateException: no plugin\n\tat x"},"tasks":[]}`,
+			"java.lang.IllegalStateException: no plugin"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				fmt.Fprint(w, tc.body)
+			}))
+			defer srv.Close()
+			st, err := outbox.ReadConnector(context.Background(), srv.Client(), srv.URL, "x")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Failure != tc.want || st.Running() {
+				t.Errorf("state %+v, want Failure %q and not running", st, tc.want)
+			}
+		})
 	}
-	if want := "org.apache.kafka.connect.errors.ConnectException: boom"; st.Failure != want || st.Running() {
-		t.Errorf("state %+v, want Failure %q and not running", st, want)
+}
+
+// TestReadConnectorSaysWhetherToAskAgain: no answer, or a 5xx, is
+// transient, as while a worker starts; a refused credential is not, so a
+// caller that waits for the connector does not wait on it for ever.
+func TestReadConnectorSaysWhetherToAskAgain(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		code      int // 0: no worker listens
+		transient bool
+	}{
+		{"NoAnswer", 0, true},
+		{"ServiceUnavailable", http.StatusServiceUnavailable, true},
+		{"InternalError", http.StatusInternalServerError, true},
+		{"Unauthorized", http.StatusUnauthorized, false},
+		{"Forbidden", http.StatusForbidden, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.WriteHeader(tc.code)
+			}))
+			if tc.code == 0 {
+				srv.Close()
+			} else {
+				defer srv.Close()
+			}
+			st, err := outbox.ReadConnector(context.Background(), srv.Client(), srv.URL, "x")
+			var se *outbox.StatusError
+			if !errors.As(err, &se) {
+				t.Fatalf("ReadConnector: %v, want a *outbox.StatusError", err)
+			}
+			if se.Code != tc.code || se.Transient() != tc.transient || st.Connector != outbox.StateUnreachable {
+				t.Errorf("code %d, transient %v, state %s; want %d, %v, %s", se.Code, se.Transient(), st.Connector, tc.code, tc.transient, outbox.StateUnreachable)
+			}
+		})
 	}
 }

@@ -8,7 +8,9 @@ package outbox
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"regexp"
@@ -83,8 +85,10 @@ func ListRefused(ctx context.Context, q sqlx.QueryerContext, limit int) ([]Refus
 // Kafka refuse it is fixed (the topic created, the broker's limit raised),
 // and wakes the relay. It reports whether the row was refused: retrying it
 // again, or a row sent meanwhile, changes nothing. Under Debezium, which
-// decodes inserts only, the row is deleted and inserted again (a new id),
-// and the trigger refuses it again if it is still too large.
+// decodes inserts only, the row is deleted and inserted again (a new id);
+// if the trigger refuses it again (still too large, or for a topic the
+// connector may not write), nothing changes and the error is a
+// *RefusedAgainError that says why.
 func Retry(ctx context.Context, db *sqlx.DB, id int64) (retried bool, err error) {
 	tx, err := db.BeginTxx(ctx, nil)
 	if err != nil {
@@ -95,24 +99,35 @@ func Retry(ctx context.Context, db *sqlx.DB, id int64) (retried bool, err error)
 	if err != nil {
 		return false, err
 	}
-	retry := `UPDATE outbox SET refused_at = NULL WHERE id = $1 AND refused_at IS NOT NULL AND sent_at IS NULL`
 	if debezium {
-		retry = `
+		var again struct {
+			Refused   bool   `db:"refused"`
+			LastError string `db:"last_error"`
+		}
+		err := tx.GetContext(ctx, &again, `
 			WITH retried AS (
 				DELETE FROM outbox WHERE id = $1 AND refused_at IS NOT NULL AND sent_at IS NULL
 				RETURNING topic, key, value, headers, created_at)
 			INSERT INTO outbox (topic, key, value, headers, created_at)
-			SELECT topic, key, value, headers, created_at FROM retried`
-	}
-	res, err := tx.ExecContext(ctx, retry, id)
-	if err != nil {
-		return false, fmt.Errorf("outbox: retry row %d: %w", id, err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil || n == 0 {
-		return false, err
-	}
-	if !debezium {
+			SELECT topic, key, value, headers, created_at FROM retried
+			RETURNING refused_at IS NOT NULL AS refused, coalesce(last_error, '') AS last_error`, id)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return false, nil
+		case err != nil:
+			return false, fmt.Errorf("outbox: retry row %d: %w", id, err)
+		case again.Refused:
+			// Rolled back: the row keeps its id, for a retry once fixed.
+			return false, &RefusedAgainError{ID: id, Reason: again.LastError}
+		}
+	} else {
+		res, err := tx.ExecContext(ctx, `UPDATE outbox SET refused_at = NULL WHERE id = $1 AND refused_at IS NOT NULL AND sent_at IS NULL`, id)
+		if err != nil {
+			return false, fmt.Errorf("outbox: retry row %d: %w", id, err)
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			return false, err
+		}
 		if _, err := tx.ExecContext(ctx, `SELECT pg_notify($1, '')`, Channel); err != nil {
 			return false, fmt.Errorf("outbox: notify: %w", err)
 		}
@@ -121,4 +136,15 @@ func Retry(ctx context.Context, db *sqlx.DB, id int64) (retried bool, err error)
 		return false, fmt.Errorf("outbox: retry row %d: %w", id, err)
 	}
 	return true, nil
+}
+
+// RefusedAgainError is Retry's error when Debezium's trigger refuses the
+// row it inserts again: the cause is not fixed. Reason is the trigger's.
+type RefusedAgainError struct {
+	ID     int64
+	Reason string
+}
+
+func (e *RefusedAgainError) Error() string {
+	return fmt.Sprintf("outbox: row %d refused again, left as it was: %s", e.ID, e.Reason)
 }

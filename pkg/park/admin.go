@@ -3,6 +3,7 @@ package park
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -35,7 +36,8 @@ func Admin(op *Operator, db *sqlx.DB, log *slog.Logger) http.Handler {
 	r.Method(http.MethodPost, "/parked/release", resolveParked(op.Release, log))
 	// GET /outbox/refused[?limit=N]: the outbox rows Kafka refused (limit 1000 unless asked).
 	r.Method(http.MethodGet, "/outbox/refused", listRefused(db, log))
-	// POST /outbox/refused/{id}/retry: put one back in line for the relay.
+	// POST /outbox/refused/{id}/retry: put one back in line for the relay
+	// (409, with the reason, if Debezium's trigger refuses it again).
 	r.Method(http.MethodPost, "/outbox/refused/{id}/retry", retryRefused(db, log))
 	return r
 }
@@ -172,6 +174,11 @@ func retryRefused(db *sqlx.DB, log *slog.Logger) http.Handler {
 			return
 		}
 		retried, err := outbox.Retry(r.Context(), db, id)
+		var again *outbox.RefusedAgainError
+		if errors.As(err, &again) {
+			err = &web.Error{Status: http.StatusConflict, Err: err,
+				Detail: fmt.Sprintf("outbox row %d refused again, left as it was: %s; fix the cause, then retry it", id, again.Reason)}
+		}
 		if err != nil {
 			web.Respond(w, r, log, err)
 			return
